@@ -1,0 +1,139 @@
+"""The StatefulWorkflow transition: execute(v, a), in numba, for one env or a batch.
+
+One definition serves the single env, the vector env and (issue 3) the batched controller
+runner. Semantics (seed 003 section 3.1 and 7, ARCHITECTURE.md):
+- a call fails with `completed` if v is already done, `dependency` if a prerequisite of v is
+  missing, `candidate` if codes[v, a] != x[q_v] mod b (x read before v's own update);
+- a success marks v done and applies x[u_v] = (x[u_v] + delta_v) mod 8 (delta is 0 for static
+  updates); with hidden resampling the active slots are then replaced by 8 fresh values from
+  the hidden stream, which only successes advance;
+- a failure changes no state; the episode ends when errors exceed the allowance R, or when all
+  N operations are done;
+- registers are shown initially and after every h-th success (h = snapshot period > 0);
+  visibility depends only on the number of successes.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from envs import rng
+from envs._numba import jit
+from envs.workflow_generator import generate_into
+from envs.workflow_layout import (
+    ALREADY_COMPLETED,
+    CALLS,
+    CANDIDATE,
+    COMPLETED,
+    DEPENDENCY,
+    DONE,
+    ERRORS,
+    FAILURE,
+    HIDDEN_COUNTER,
+    HIDDEN_KEY,
+    NO_FAILURE,
+    OBS_LAST_UPDATE,
+    OBS_REGISTERS,
+    SEED,
+    SUCCESSES,
+    VISIBLE,
+    dyn_offsets,
+    obs_offsets,
+    task_offsets,
+)
+from envs.workflow_spec import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, P_WIDTH
+
+
+@jit
+def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, dyn: np.ndarray,
+                 obs: np.ndarray) -> int:
+    """Apply execute(op, slot) to one env's rows; returns the failure code (0 on success)."""
+    n = params[P_N]
+    b = params[P_B]
+    q_off, u_off, d_off, c_off, _, _ = task_offsets(n, b)
+    regs, pre_bits, _, tmp_a, _, _ = dyn_offsets(n)
+    completed_off, mask_off, _ = obs_offsets(n, b)
+
+    dyn[CALLS] += 1
+    done_mask = dyn[COMPLETED]
+    bit = np.int64(1) << op
+    if done_mask & bit:
+        failure = ALREADY_COMPLETED
+    elif dyn[pre_bits + op] & ~done_mask:
+        failure = DEPENDENCY
+    elif task[c_off + op * b + slot] != dyn[regs + task[q_off + op]] % b:
+        failure = CANDIDATE
+    else:
+        failure = NO_FAILURE
+    dyn[FAILURE] = failure
+    if failure != NO_FAILURE:
+        dyn[ERRORS] += 1
+        if dyn[ERRORS] > params[P_R]:
+            dyn[DONE] = 1
+        return failure
+
+    done_mask |= bit
+    dyn[COMPLETED] = done_mask
+    u = task[u_off + op]
+    delta = task[d_off + op]
+    dyn[regs + u] = (dyn[regs + u] + delta) % 8
+    successes = dyn[SUCCESSES] + 1
+    dyn[SUCCESSES] = successes
+    if params[P_HIDDEN]:
+        dyn[HIDDEN_COUNTER] = rng.fill_uniform(
+            dyn[HIDDEN_KEY], dyn[HIDDEN_COUNTER], dyn, tmp_a, 8, 8
+        )
+        for r in range(params[P_WIDTH]):
+            dyn[regs + r] = dyn[tmp_a + r]
+    period = params[P_PERIOD]
+    visible = period > 0 and successes % period == 0
+    dyn[VISIBLE] = 1 if visible else 0
+    for r in range(8):
+        obs[OBS_REGISTERS + r] = dyn[regs + r] if visible else -1
+    obs[OBS_LAST_UPDATE] = u
+    obs[OBS_LAST_UPDATE + 1] = delta
+    obs[completed_off + op] = 1
+    for v in range(n):
+        ready = (done_mask >> v) & 1 == 0 and dyn[pre_bits + v] & ~done_mask == 0
+        obs[mask_off + v] = 1 if ready else 0
+    if successes == n:
+        dyn[DONE] = 1
+    return NO_FAILURE
+
+
+@jit
+def first_invalid_action(params: np.ndarray, actions: np.ndarray) -> int:
+    """Index of the first action outside MultiDiscrete([N, b]), or -1."""
+    n = params[P_N]
+    b = params[P_B]
+    for i in range(actions.shape[0]):
+        if actions[i, 0] < 0 or actions[i, 0] >= n or actions[i, 1] < 0 or actions[i, 1] >= b:
+            return i
+    return -1
+
+
+@jit
+def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, dyn: np.ndarray,
+               obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
+               failures: np.ndarray, was_reset: np.ndarray) -> None:
+    """Step every env of a batch, with Gymnasium's next-step autoreset.
+
+    An env whose episode ended on the previous call starts the episode of its next seed
+    (rng.next_seed) instead of acting: reward 0, not terminated, was_reset set.
+    """
+    reward_per_op = 1.0 / params[P_N]
+    for i in range(actions.shape[0]):
+        row = dyn[i]
+        if row[DONE]:
+            generate_into(params, rng.next_seed(row[SEED]), task[i], row, obs[i])
+            rewards[i] = 0.0
+            terminated[i] = False
+            failures[i] = NO_FAILURE
+            was_reset[i] = True
+            continue
+        failure = execute_into(params, actions[i, 0], actions[i, 1], task[i], row, obs[i])
+        rewards[i] = reward_per_op if failure == NO_FAILURE else 0.0
+        terminated[i] = row[DONE] == 1
+        failures[i] = failure
+        was_reset[i] = False
+

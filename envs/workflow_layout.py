@@ -1,0 +1,65 @@
+"""Where each piece of a workflow env's state lives in its flat per-env buffers.
+
+The single env, the vector env and the batched runner keep an episode in three rows:
+`task` (int8, the public task: fixed for the episode), `dyn` (int64, the mutable state and
+scratch space) and `obs` (int8, the observation the kernel keeps current). Flat rows keep a
+numba call down to three array arguments whatever the batch size; these offsets are the one
+definition of that layout, callable from Python and from numba alike.
+"""
+
+from __future__ import annotations
+
+from envs._numba import jit
+
+# Scalar fields of a `dyn` row.
+SEED = 0  # task seed of the current episode
+SUCCESSES = 1  # successful executions
+CALLS = 2  # execute calls
+ERRORS = 3  # failed executions
+COMPLETED = 4  # bitmask of completed operation identifiers
+HIDDEN_KEY = 5  # key of the hidden-resampling stream
+HIDDEN_COUNTER = 6  # words drawn from it (advanced by successes only)
+DONE = 7  # 1 once the episode has ended
+FAILURE = 8  # failure code of the last call (0 = none)
+VISIBLE = 9  # 1 while the registers are shown
+N_SCALARS = 10
+
+# Failure codes (index into FAILURE_NAMES).
+NO_FAILURE, DEPENDENCY, CANDIDATE, ALREADY_COMPLETED = 0, 1, 2, 3
+FAILURE_NAMES = (None, "dependency", "candidate", "completed")
+
+# Offsets inside an `obs` row that do not depend on N.
+OBS_REGISTERS = 0  # 8 register values, -1 where not shown
+OBS_LAST_UPDATE = 8  # (register, increment) of the last success, (-1, -1) before any
+OBS_COMPLETED = 10  # N completion flags, then the N + b action mask
+
+
+@jit
+def task_offsets(n: int, b: int) -> tuple[int, int, int, int, int, int]:
+    """(query, update, delta, codes, prereq, row length) offsets of a `task` row."""
+    query = 0
+    update = n
+    delta = 2 * n
+    codes = 3 * n
+    prereq = codes + n * b
+    return query, update, delta, codes, prereq, prereq + n * n
+
+
+@jit
+def dyn_offsets(n: int) -> tuple[int, int, int, int, int, int]:
+    """(registers, prereq bits, node labels, scratch A, scratch B, row length) of a `dyn` row."""
+    scratch = max(n, 8)
+    registers = N_SCALARS
+    prereq_bits = registers + 8
+    labels = prereq_bits + n
+    scratch_a = labels + n
+    scratch_b = scratch_a + scratch
+    return registers, prereq_bits, labels, scratch_a, scratch_b, scratch_b + scratch
+
+
+@jit
+def obs_offsets(n: int, b: int) -> tuple[int, int, int]:
+    """(completed, action mask, row length) offsets of an `obs` row."""
+    completed = OBS_COMPLETED
+    mask = completed + n
+    return completed, mask, mask + n + b

@@ -21,7 +21,7 @@ from gymnasium import spaces
 
 from envs import rng
 from envs.workflow_generator import generate_into
-from envs.workflow_kernel import execute_into
+from envs.workflow_kernel import execute_into, warm_up
 from envs.workflow_layout import (
     CALLS,
     DONE,
@@ -104,6 +104,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be one of None | 'ansi'; got {render_mode!r}")
         self.spec_params = WorkflowSpec.from_kwargs(**spec_kwargs)
+        warm_up()
         self.render_mode = render_mode
         spec = self.spec_params
         n, b = spec.n_ops, spec.candidates

@@ -137,3 +137,28 @@ def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, dyn: n
         failures[i] = failure
         was_reset[i] = False
 
+
+
+_warmed_up = False
+
+
+def warm_up() -> None:
+    """Compile (or load from cache) every kernel once, so no env's first step pays for it."""
+    global _warmed_up
+    if _warmed_up:
+        return
+    from envs.workflow_generator import reset_batch
+    from envs.workflow_spec import WorkflowSpec
+
+    params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
+    task = np.zeros((1, task_offsets(2, 2)[-1]), dtype=np.int8)
+    dyn = np.zeros((1, dyn_offsets(2)[-1]), dtype=np.int64)
+    obs = np.zeros((1, obs_offsets(2, 2)[-1]), dtype=np.int8)
+    reset_batch(params, np.zeros(1, dtype=np.int64), task, dyn, obs)
+    execute_into(params, 0, 0, task[0], dyn[0], obs[0])
+    actions = np.zeros((1, 2), dtype=np.int64)
+    first_invalid_action(params, actions)
+    step_batch(params, actions, task, dyn, obs, np.zeros(1), np.zeros(1, dtype=np.bool_),
+               np.zeros(1, dtype=np.int8), np.zeros(1, dtype=np.bool_))
+    generate_into(params, 1, task[0], dyn[0], obs[0])
+    _warmed_up = True

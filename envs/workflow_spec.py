@@ -79,10 +79,11 @@ class WorkflowSpec:
     def __post_init__(self) -> None:
         _check_choice("family", self.family, FAMILIES)
         n = _check_int("n_ops", self.n_ops, 1, MAX_OPS, f"in 1..{MAX_OPS}")
-        depth = _check_int("depth", self.depth, 1, n, f"a divisor of n_ops={n}")
-        if n % depth:
-            divisors = [d for d in range(1, n + 1) if n % d == 0]
-            raise ValueError(f"depth must divide n_ops={n} (allowed: {divisors}); got {depth}")
+        divisors = [d for d in range(1, n + 1) if n % d == 0]
+        allowed_depths = f"a divisor of n_ops={n}: {divisors}"
+        depth = _check_int("depth", self.depth, -(2**63), None, allowed_depths)
+        if depth < 1 or n % depth:
+            raise ValueError(f"depth must be {allowed_depths}; got {depth}")
         _check_int("width", self.width, 1, REGISTER_SLOTS, f"in 1..{REGISTER_SLOTS}")
         _check_int("candidates", self.candidates, 2, REGISTER_VALUES, "in 2..8")
         _check_int("snapshot_period", self.snapshot_period, 0, None, "an integer >= 0")

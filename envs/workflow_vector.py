@@ -17,7 +17,7 @@ from gymnasium.vector.utils import batch_space
 
 from envs.workflow import observation_space_for
 from envs.workflow_generator import reset_batch
-from envs.workflow_kernel import first_invalid_action, step_batch
+from envs.workflow_kernel import first_invalid_action, step_batch, warm_up
 from envs.workflow_layout import (
     CALLS,
     ERRORS,
@@ -55,6 +55,7 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         if render_mode is not None:
             raise ValueError(f"render_mode must be None for the vector env; got {render_mode!r}")
         self.spec_params = WorkflowSpec.from_kwargs(**spec_kwargs)
+        warm_up()
         self.num_envs = int(num_envs)
         self.render_mode = None
         spec = self.spec_params

@@ -8,10 +8,13 @@ numba loop (see docs/DECISIONS.md for why this replaces numpy's PCG64 here).
 
 Bounded integers use Lemire's multiply-shift method with exact rejection, batched: several
 bounds whose product fits in 32 bits share one 32-bit word (the mixed-radix decoding of one
-Lemire draw over the product), so a permutation of 8 costs one word and is exactly uniform.
+Lemire draw over the product), so a permutation of up to 12 items costs one word and is
+exactly uniform.
 """
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 
@@ -116,59 +119,65 @@ def _fisher_yates(key: np.int64, counter: np.int64, out: np.ndarray, start: int,
     return counter
 
 
+_FACTORIALS = np.array([math.factorial(k) for k in range(13)], dtype=np.int64)
+_ONE_WORD_PERMUTATION = 12  # 12! < 2**32 <= 13!
+
+
 @jit
-def _permutations_of_8() -> np.ndarray:
-    """Row X: the Fisher-Yates permutation of 0..7 whose draws are X's mixed-radix digits.
+def _accepted_word(key: np.int64, counter: np.int64,
+                   product: np.int64) -> tuple[np.int64, np.int64]:
+    """A 32-bit word passing the exact Lemire test for bound `product`, and the new counter."""
+    while True:
+        word = word32(key, counter)
+        counter += 1
+        low = (word * product) & _LOW32
+        if low >= product or low >= (_TWO32 - product) % product:
+            return word, counter
 
-    One Lemire draw X uniform on 0..8!-1 over the product of the bounds 8, 7, ..., 2 has the
-    successive draws of `_fisher_yates` as its digits, so PERMUTATIONS_8[X] is exactly what
-    the general path builds from the same word. Each row is packed one code per byte.
+
+@jit
+def _insertions(word: np.int64, steps: int) -> np.int64:
+    """Insert 1, 2, ..., steps into the sequence [0]; packed 4 bits per position.
+
+    Element c goes to position p uniform on 0..c, p being the next digit of the word's
+    mixed-radix expansion over the bounds 2, 3, ..., c+1 (one Lemire draw over their product).
+    Later insertions never reorder earlier elements, so stopping after b-1 steps gives exactly
+    the order of the elements < b in the full permutation.
     """
-    table = np.zeros(40320, dtype=np.int64)
-    perm = np.zeros(8, dtype=np.int64)
-    for x in range(40320):
-        for i in range(8):
-            perm[i] = i
-        rest = x
-        radix = 40320
-        for t in range(7):
-            radix //= 8 - t
-            j = rest // radix
-            rest -= j * radix
-            i = 7 - t
-            tmp = perm[i]
-            perm[i] = perm[j]
-            perm[j] = tmp
-        packed = np.int64(0)
-        for i in range(8):
-            packed |= perm[i] << (8 * i)
-        table[x] = packed
-    return table
-
-
-PERMUTATIONS_8 = _permutations_of_8()
-_FACT8 = np.int64(40320)
+    packed = np.int64(0)
+    r = word
+    for c in range(1, steps + 1):
+        m = r * (c + 1)
+        shift = 4 * (m >> 32)
+        r = m & _LOW32
+        low = packed & ((np.int64(1) << shift) - 1)
+        packed = low | (np.int64(c) << shift) | ((packed ^ low) << 4)
+    return packed
 
 
 @jit
 def permutation(key: np.int64, counter: np.int64, out: np.ndarray, start: int, n: int) -> np.int64:
     """out[start:start+n] = a uniform permutation of 0..n-1; returns the advanced counter.
 
-    Fisher-Yates: step s (s = 0..n-2) swaps position n-1-s with a uniform position in
-    0..n-1-s. The bounds n, n-1, ..., 2 are packed into 32-bit words; each word is accepted or
-    rejected (exact Lemire test over the product of its bounds) before any of its swaps is
-    applied, so the permutation is exactly uniform. n = 8, drawn once per operation for the
-    candidate codes, reads the same permutation from a table instead of swapping.
+    n <= 12 uses one exactly-accepted word and random insertion (`_insertions`); larger n
+    uses Fisher-Yates over packed words. Both are exactly uniform.
     """
-    if n != 8:
+    if n > _ONE_WORD_PERMUTATION:
         return _fisher_yates(key, counter, out, start, n)
-    while True:
-        m = word32(key, counter) * _FACT8
-        counter += 1
-        low = m & _LOW32
-        if low >= _FACT8 or low >= (_TWO32 - _FACT8) % _FACT8:
-            break
-    packed = PERMUTATIONS_8[m >> 32]
-    for i in range(8):
-        out[start + i] = (packed >> (8 * i)) & 0xFF
+    word, counter = _accepted_word(key, counter, _FACTORIALS[n])
+    packed = _insertions(word, n - 1)
+    for i in range(n):
+        out[start + i] = (packed >> (4 * i)) & 15
     return counter
+
+
+@jit
+def codes_below(key: np.int64, counter: np.int64, b: int) -> tuple[np.int64, np.int64]:
+    """The order of codes 0..b-1 within a uniform permutation of the 8 codes, packed.
+
+    The word is accepted over 8! whatever b is, so every level b of one draw is the same
+    permutation of 8 seen through "codes < b": levels are paired by construction.
+    Returns (packed codes, 4 bits each, position 0 lowest; new counter).
+    """
+    word, counter = _accepted_word(key, counter, _FACTORIALS[8])
+    return _insertions(word, b - 1), counter

@@ -21,7 +21,7 @@ from gymnasium import spaces
 
 from envs import rng
 from envs.workflow_generator import generate_into
-from envs.workflow_kernel import execute_into, warm_up
+from envs.workflow_kernel import allocate_rows, execute_into, warm_up
 from envs.workflow_layout import (
     CALLS,
     DONE,
@@ -33,9 +33,9 @@ from envs.workflow_layout import (
     SEED,
     SUCCESSES,
     VISIBLE,
-    dyn_offsets,
     obs_offsets,
     task_offsets,
+    work_offsets,
 )
 from envs.workflow_spec import WorkflowSpec
 
@@ -110,15 +110,14 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         n, b = spec.n_ops, spec.candidates
         self._n, self._b = n, b
         self._params = spec.to_params()
-        self._task_row = np.zeros(task_offsets(n, b)[-1], dtype=np.int8)
-        self._dyn = np.zeros(dyn_offsets(n)[-1], dtype=np.int64)
-        self._obs = np.zeros(obs_offsets(n, b)[-1], dtype=np.int8)
+        task, state, work, obs = allocate_rows(self._params, 1)
+        self._task_row, self._state, self._work, self._obs = task[0], state[0], work[0], obs[0]
         self._completed_off, self._mask_off, _ = obs_offsets(n, b)
         self._reward_per_op = 1.0 / n
         self.observation_space = observation_space_for(spec)
         self.action_space = spaces.MultiDiscrete([n, b])
         self._task_fields = task_offsets(n, b)[:5]
-        self._registers_off = dyn_offsets(n)[0]
+        self._registers_off = work_offsets(n)[0]
         self._initial_registers = np.zeros(8, dtype=np.int8)
         self._started = False
         self._task: WorkflowTask | None = None
@@ -132,15 +131,16 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if seed is not None:
             task_seed = int(seed)
         elif self._started:
-            task_seed = int(rng.next_seed(self._dyn[SEED]))
+            task_seed = int(rng.next_seed(self._state[SEED]))
         else:
             task_seed = int(self.np_random.integers(0, 2**63 - 1))
-        generate_into(self._params, task_seed, self._task_row, self._dyn, self._obs)
+        generate_into(self._params, task_seed, self._task_row, self._state, self._work,
+                      self._obs)
         self._started = True
         self._task = None
         self._resampled = False
         regs = self._registers_off
-        self._initial_registers = self._dyn[regs:regs + 8].astype(np.int8)
+        self._initial_registers = self._work[regs:regs + 8].astype(np.int8)
         return self._observation(), self._info(None)
 
     def step(
@@ -149,12 +149,13 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         op, slot = self._parse_action(action)
         if not self._started:
             raise RuntimeError("call reset() before step()")
-        if self._dyn[DONE]:
+        if self._state[DONE]:
             raise RuntimeError("the episode has ended; call reset() before step()")
-        failure = execute_into(self._params, op, slot, self._task_row, self._dyn, self._obs)
+        failure = execute_into(self._params, op, slot, self._task_row, self._state, self._work,
+                               self._obs)
         self._resampled = failure == 0 and self.spec_params.hidden_resampling
         reward = self._reward_per_op if failure == 0 else 0.0
-        terminated = bool(self._dyn[DONE])
+        terminated = bool(self._state[DONE])
         return self._observation(), reward, terminated, False, self._info(FAILURE_NAMES[failure])
 
     def _parse_action(self, action: Any) -> tuple[int, int]:
@@ -186,7 +187,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def registers(self) -> np.ndarray:
         """The true register values (simulator state, for tests and oracles, not for agents)."""
         regs = self._registers_off
-        return self._dyn[regs:regs + 8].copy()
+        return self._work[regs:regs + 8].copy()
 
     def action_masks(self) -> np.ndarray:
         """N ready-operation flags then b candidate flags (sb3-contrib's MultiDiscrete format)."""
@@ -207,7 +208,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         initial = self._initial_registers.copy()
         initial.flags.writeable = False
         return WorkflowTask(
-            seed=int(self._dyn[SEED]),
+            seed=int(self._state[SEED]),
             spec=self.spec_params,
             initial_registers=initial,
             prereq=row[p:p + n * n].reshape(n, n).astype(bool),
@@ -228,8 +229,8 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "registers": obs[OBS_REGISTERS:OBS_REGISTERS + 8],
             "completed": obs[completed:completed + n],
             "last_update": obs[OBS_LAST_UPDATE:OBS_LAST_UPDATE + 2],
-            "failure": np.int64(self._dyn[FAILURE]),
-            "errors": np.int64(self._dyn[ERRORS]),
+            "failure": np.int64(self._state[FAILURE]),
+            "errors": np.int64(self._state[ERRORS]),
             "prereq": task[p:p + n * n].reshape(n, n),
             "query": task[q:q + n],
             "update": task[u:u + n],
@@ -238,15 +239,15 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         }
 
     def _info(self, failure: str | None) -> dict[str, Any]:
-        dyn = self._dyn
+        state = self._state
         return {
             "failure": failure,
-            "success": bool(dyn[SUCCESSES] == self._n),
-            "completed_ops": int(dyn[SUCCESSES]),
-            "calls": int(dyn[CALLS]),
-            "errors": int(dyn[ERRORS]),
-            "registers_visible": bool(dyn[VISIBLE]),
+            "success": bool(state[SUCCESSES] == self._n),
+            "completed_ops": int(state[SUCCESSES]),
+            "calls": int(state[CALLS]),
+            "errors": int(state[ERRORS]),
+            "registers_visible": bool(state[VISIBLE]),
             "resampled": self._resampled,
             "action_mask": self.action_masks(),
-            "task_seed": int(dyn[SEED]),
+            "task_seed": int(state[SEED]),
         }

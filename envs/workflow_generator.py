@@ -3,8 +3,9 @@
 The draws come from the task stream of the seed, always in the same order, whatever the
 level of b, w, observation, locality, updates or labels: the initial 8-slot array in Z_8; a
 permutation of identifiers over the graph's nodes; a permutation of 0..N-1 taken mod w as
-queries (balanced); update registers in 0..7 taken mod w; increments in 1..7; one permutation
-of the 8 codes per node, of which level b keeps the codes < b in order. Levels are projections
+queries (balanced); update registers in 0..7 taken mod w; increments in 1..7; one
+permutation of the 8 codes per node, of which level b keeps the codes < b in order
+(rng.codes_below). Levels are projections
 of one draw, so tasks at different levels of a factor are paired by seed.
 
 Per-operation attributes belong to graph nodes (chains: node c*d + j, barriers: node
@@ -18,16 +19,21 @@ import numpy as np
 from envs import rng
 from envs._numba import jit
 from envs.workflow_layout import (
+    CALLS,
     COMPLETED,
+    DONE,
+    ERRORS,
+    FAILURE,
     HIDDEN_COUNTER,
     HIDDEN_KEY,
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
     SEED,
+    SUCCESSES,
     VISIBLE,
-    dyn_offsets,
     obs_offsets,
     task_offsets,
+    work_offsets,
 )
 from envs.workflow_spec import (
     P_B,
@@ -47,8 +53,8 @@ REVERSED = 1
 
 
 @jit
-def generate_into(params: np.ndarray, seed: int, task: np.ndarray, dyn: np.ndarray,
-                  obs: np.ndarray) -> None:
+def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.ndarray,
+                  work: np.ndarray, obs: np.ndarray) -> None:
     """Draw the task of `seed` into one env's rows and start its episode."""
     n = params[P_N]
     depth = params[P_DEPTH]
@@ -56,54 +62,47 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, dyn: np.ndarr
     w = params[P_WIDTH]
     b = params[P_B]
     q_off, u_off, d_off, c_off, p_off, _ = task_offsets(n, b)
-    regs, pre_bits, labels, tmp_a, tmp_b, _ = dyn_offsets(n)
+    regs, pre_bits, labels, tmp_a, tmp_b, _ = work_offsets(n)
     completed_off, mask_off, _ = obs_offsets(n, b)
 
-    dyn[:] = 0
-    dyn[SEED] = seed
     key = rng.stream_key(seed, rng.TASK_STREAM)
     counter = np.int64(0)
-
-    counter = rng.fill_uniform(key, counter, dyn, regs, 8, 8)
-    counter = rng.permutation(key, counter, dyn, labels, n)
+    counter = rng.fill_uniform(key, counter, work, regs, 8, 8)
+    counter = rng.permutation(key, counter, work, labels, n)
     if params[P_LABELS] == REVERSED:
         for node in range(n):
-            dyn[labels + node] = n - 1 - dyn[labels + node]
+            work[labels + node] = n - 1 - work[labels + node]
 
-    counter = rng.permutation(key, counter, dyn, tmp_a, n)
+    counter = rng.permutation(key, counter, work, tmp_a, n)
     for node in range(n):
-        task[q_off + dyn[labels + node]] = dyn[tmp_a + node] % w
-    counter = rng.fill_uniform(key, counter, dyn, tmp_a, n, 8)
+        task[q_off + work[labels + node]] = work[tmp_a + node] % w
+    counter = rng.fill_uniform(key, counter, work, tmp_a, n, 8)
     for node in range(n):
-        task[u_off + dyn[labels + node]] = dyn[tmp_a + node] % w
-    counter = rng.fill_uniform(key, counter, dyn, tmp_a, n, 7)
+        task[u_off + work[labels + node]] = work[tmp_a + node] % w
+    counter = rng.fill_uniform(key, counter, work, tmp_a, n, 7)
     static = params[P_UPDATES] == STATIC
     for node in range(n):
-        task[d_off + dyn[labels + node]] = 0 if static else dyn[tmp_a + node] + 1
+        task[d_off + work[labels + node]] = 0 if static else work[tmp_a + node] + 1
     for node in range(n):
-        counter = rng.permutation(key, counter, dyn, tmp_a, 8)
-        # Keep the codes < b in order, without a data-dependent branch.
-        kept = 0
-        for j in range(8):
-            code = dyn[tmp_a + j]
-            dyn[tmp_b + kept] = code
-            kept += code < b
-        slot = c_off + dyn[labels + node] * b
+        packed, counter = rng.codes_below(key, counter, b)
+        slot = c_off + work[labels + node] * b
         for a in range(b):
-            task[slot + a] = dyn[tmp_b + a]
+            task[slot + a] = (packed >> (4 * a)) & 15
 
     # Prerequisites, by identifier.
     task[p_off:p_off + n * n] = 0
     for node in range(n):
+        v = work[labels + node]
+        work[pre_bits + v] = 0
         if params[P_FAMILY] == CHAINS:
             first = node - 1 if node % depth else node
+            last = node - 1
         else:
             first = (node // k - 1) * k if node >= k else node
-        last = node - 1 if params[P_FAMILY] == CHAINS else (node // k) * k - 1
-        v = dyn[labels + node]
+            last = (node // k) * k - 1
         for m in range(first, last + 1):
-            u = dyn[labels + m]
-            dyn[pre_bits + v] |= np.int64(1) << u
+            u = work[labels + m]
+            work[pre_bits + v] |= np.int64(1) << u
             task[p_off + v * n + u] = 1
 
     if params[P_LOCALITY] == CONCENTRATED:
@@ -113,39 +112,44 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, dyn: np.ndarr
         done = np.int64(0)
         for t in range(n):
             for v in range(n):
-                if (done >> v) & 1 == 0 and dyn[pre_bits + v] & ~done == 0:
-                    dyn[tmp_a + t] = v
+                if (done >> v) & 1 == 0 and work[pre_bits + v] & ~done == 0:
+                    work[tmp_a + t] = v
                     done |= np.int64(1) << v
                     break
         for r in range(8):
-            dyn[tmp_b + r] = 0
+            work[tmp_b + r] = 0
         for v in range(n):
-            dyn[tmp_b + task[q_off + v]] += 1
+            work[tmp_b + task[q_off + v]] += 1
         t = 0
         for r in range(8):
-            for _ in range(dyn[tmp_b + r]):
-                task[q_off + dyn[tmp_a + t]] = r
+            for _ in range(work[tmp_b + r]):
+                task[q_off + work[tmp_a + t]] = r
                 t += 1
 
-    dyn[HIDDEN_KEY] = rng.stream_key(seed, rng.HIDDEN_STREAM)
-    dyn[HIDDEN_COUNTER] = 0
-    dyn[COMPLETED] = 0
-    dyn[VISIBLE] = 1
-    obs[:] = 0
+    state[SEED] = seed
+    state[SUCCESSES] = 0
+    state[CALLS] = 0
+    state[ERRORS] = 0
+    state[FAILURE] = 0
+    state[DONE] = 0
+    state[VISIBLE] = 1
+    state[COMPLETED] = 0
+    state[HIDDEN_KEY] = rng.stream_key(seed, rng.HIDDEN_STREAM)
+    state[HIDDEN_COUNTER] = 0
     for r in range(8):
-        obs[OBS_REGISTERS + r] = dyn[regs + r]
+        obs[OBS_REGISTERS + r] = work[regs + r]
     obs[OBS_LAST_UPDATE] = -1
     obs[OBS_LAST_UPDATE + 1] = -1
     for v in range(n):
         obs[completed_off + v] = 0
-        obs[mask_off + v] = 1 if dyn[pre_bits + v] == 0 else 0
+        obs[mask_off + v] = 1 if work[pre_bits + v] == 0 else 0
     for a in range(b):
         obs[mask_off + n + a] = 1
 
 
 @jit
-def reset_batch(params: np.ndarray, seeds: np.ndarray, task: np.ndarray, dyn: np.ndarray,
-                obs: np.ndarray) -> None:
+def reset_batch(params: np.ndarray, seeds: np.ndarray, task: np.ndarray, state: np.ndarray,
+                work: np.ndarray, obs: np.ndarray) -> None:
     """Start a new episode in every env of a batch."""
     for i in range(seeds.shape[0]):
-        generate_into(params, seeds[i], task[i], dyn[i], obs[i])
+        generate_into(params, seeds[i], task[i], state[i], work[i], obs[i])

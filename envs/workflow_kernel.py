@@ -35,69 +35,70 @@ from envs.workflow_layout import (
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
     SEED,
+    STATE_FIELDS,
     SUCCESSES,
     VISIBLE,
-    dyn_offsets,
     obs_offsets,
     task_offsets,
+    work_offsets,
 )
 from envs.workflow_spec import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, P_WIDTH
 
 
 @jit
-def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, dyn: np.ndarray,
-                 obs: np.ndarray) -> int:
+def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state: np.ndarray,
+                 work: np.ndarray, obs: np.ndarray) -> int:
     """Apply execute(op, slot) to one env's rows; returns the failure code (0 on success)."""
     n = params[P_N]
     b = params[P_B]
     q_off, u_off, d_off, c_off, _, _ = task_offsets(n, b)
-    regs, pre_bits, _, tmp_a, _, _ = dyn_offsets(n)
+    regs, pre_bits, _, tmp_a, _, _ = work_offsets(n)
     completed_off, mask_off, _ = obs_offsets(n, b)
 
-    dyn[CALLS] += 1
-    done_mask = dyn[COMPLETED]
+    state[CALLS] += 1
+    done_mask = state[COMPLETED]
     bit = np.int64(1) << op
     if done_mask & bit:
         failure = ALREADY_COMPLETED
-    elif dyn[pre_bits + op] & ~done_mask:
+    elif work[pre_bits + op] & ~done_mask:
         failure = DEPENDENCY
-    elif task[c_off + op * b + slot] != dyn[regs + task[q_off + op]] % b:
+    elif task[c_off + op * b + slot] != work[regs + task[q_off + op]] % b:
         failure = CANDIDATE
     else:
         failure = NO_FAILURE
-    dyn[FAILURE] = failure
+    state[FAILURE] = failure
     if failure != NO_FAILURE:
-        dyn[ERRORS] += 1
-        if dyn[ERRORS] > params[P_R]:
-            dyn[DONE] = 1
+        state[ERRORS] += 1
+        if state[ERRORS] > params[P_R]:
+            state[DONE] = 1
         return failure
 
     done_mask |= bit
-    dyn[COMPLETED] = done_mask
+    state[COMPLETED] = done_mask
     u = task[u_off + op]
     delta = task[d_off + op]
-    dyn[regs + u] = (dyn[regs + u] + delta) % 8
-    successes = dyn[SUCCESSES] + 1
-    dyn[SUCCESSES] = successes
+    work[regs + u] = (work[regs + u] + delta) % 8
+    successes = state[SUCCESSES] + 1
+    state[SUCCESSES] = successes
     if params[P_HIDDEN]:
-        dyn[HIDDEN_COUNTER] = rng.fill_uniform(
-            dyn[HIDDEN_KEY], dyn[HIDDEN_COUNTER], dyn, tmp_a, 8, 8
+        state[HIDDEN_COUNTER] = rng.fill_uniform(
+            state[HIDDEN_KEY], state[HIDDEN_COUNTER], work, tmp_a, 8, 8
         )
         for r in range(params[P_WIDTH]):
-            dyn[regs + r] = dyn[tmp_a + r]
+            work[regs + r] = work[tmp_a + r]
     period = params[P_PERIOD]
     visible = period > 0 and successes % period == 0
-    dyn[VISIBLE] = 1 if visible else 0
+    state[VISIBLE] = 1 if visible else 0
     for r in range(8):
-        obs[OBS_REGISTERS + r] = dyn[regs + r] if visible else -1
+        obs[OBS_REGISTERS + r] = work[regs + r] if visible else -1
     obs[OBS_LAST_UPDATE] = u
     obs[OBS_LAST_UPDATE + 1] = delta
     obs[completed_off + op] = 1
     for v in range(n):
-        ready = (done_mask >> v) & 1 == 0 and dyn[pre_bits + v] & ~done_mask == 0
+        ready = (done_mask >> v) & 1 == 0 and work[pre_bits + v] & ~done_mask == 0
         obs[mask_off + v] = 1 if ready else 0
     if successes == n:
-        dyn[DONE] = 1
+        state[DONE] = 1
     return NO_FAILURE
 
 
@@ -113,33 +114,42 @@ def first_invalid_action(params: np.ndarray, actions: np.ndarray) -> int:
 
 
 @jit
-def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, dyn: np.ndarray,
-               obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
-               failures: np.ndarray, was_reset: np.ndarray) -> None:
+def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, state: np.ndarray,
+               work: np.ndarray, obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
+               failures: np.ndarray) -> None:
     """Step every env of a batch, with Gymnasium's next-step autoreset.
 
     An env whose episode ended on the previous call starts the episode of its next seed
-    (rng.next_seed) instead of acting: reward 0, not terminated, was_reset set.
+    (rng.next_seed) instead of acting: reward 0, not terminated, failure code 0.
     """
     reward_per_op = 1.0 / params[P_N]
     for i in range(actions.shape[0]):
-        row = dyn[i]
+        row = state[i]
         if row[DONE]:
-            generate_into(params, rng.next_seed(row[SEED]), task[i], row, obs[i])
+            generate_into(params, rng.next_seed(row[SEED]), task[i], row, work[i], obs[i])
             rewards[i] = 0.0
             terminated[i] = False
             failures[i] = NO_FAILURE
-            was_reset[i] = True
             continue
-        failure = execute_into(params, actions[i, 0], actions[i, 1], task[i], row, obs[i])
+        failure = execute_into(params, actions[i, 0], actions[i, 1], task[i], row, work[i],
+                               obs[i])
         rewards[i] = reward_per_op if failure == NO_FAILURE else 0.0
         terminated[i] = row[DONE] == 1
         failures[i] = failure
-        was_reset[i] = False
-
 
 
 _warmed_up = False
+
+
+def allocate_rows(params: np.ndarray, num_envs: int) -> tuple[np.ndarray, ...]:
+    """Zeroed (task, state, work, obs) buffers for `num_envs` envs of one spec."""
+    n, b = int(params[P_N]), int(params[P_B])
+    return (
+        np.zeros((num_envs, task_offsets(n, b)[-1]), dtype=np.int8),
+        np.zeros((num_envs, STATE_FIELDS), dtype=np.int64),
+        np.zeros((num_envs, work_offsets(n)[-1]), dtype=np.int64),
+        np.zeros((num_envs, obs_offsets(n, b)[-1]), dtype=np.int8),
+    )
 
 
 def warm_up() -> None:
@@ -151,14 +161,12 @@ def warm_up() -> None:
     from envs.workflow_spec import WorkflowSpec
 
     params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
-    task = np.zeros((1, task_offsets(2, 2)[-1]), dtype=np.int8)
-    dyn = np.zeros((1, dyn_offsets(2)[-1]), dtype=np.int64)
-    obs = np.zeros((1, obs_offsets(2, 2)[-1]), dtype=np.int8)
-    reset_batch(params, np.zeros(1, dtype=np.int64), task, dyn, obs)
-    execute_into(params, 0, 0, task[0], dyn[0], obs[0])
+    task, state, work, obs = allocate_rows(params, 1)
+    reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
+    execute_into(params, 0, 0, task[0], state[0], work[0], obs[0])
+    generate_into(params, 1, task[0], state[0], work[0], obs[0])
     actions = np.zeros((1, 2), dtype=np.int64)
     first_invalid_action(params, actions)
-    step_batch(params, actions, task, dyn, obs, np.zeros(1), np.zeros(1, dtype=np.bool_),
-               np.zeros(1, dtype=np.int8), np.zeros(1, dtype=np.bool_))
-    generate_into(params, 1, task[0], dyn[0], obs[0])
+    step_batch(params, actions, task, state, work, obs, np.zeros(1),
+               np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int8))
     _warmed_up = True

@@ -1,28 +1,29 @@
 """Where each piece of a workflow env's state lives in its flat per-env buffers.
 
-The single env, the vector env and the batched runner keep an episode in three rows:
-`task` (int8, the public task: fixed for the episode), `dyn` (int64, the mutable state and
-scratch space) and `obs` (int8, the observation the kernel keeps current). Flat rows keep a
-numba call down to three array arguments whatever the batch size; these offsets are the one
-definition of that layout, callable from Python and from numba alike.
+The single env, the vector env and the batched runner keep an episode in four rows:
+`task` (int8: the public task, fixed for the episode), `state` (int64: the scalars an
+observer reads, kept contiguous so a batch copies them in one memcpy), `work` (int64: true
+registers, prerequisite bits, node labels, scratch) and `obs` (int8: the observation the
+kernel keeps current). Flat rows keep a numba call to four arrays whatever the batch size;
+these offsets are the one definition of that layout, callable from Python and from numba.
 """
 
 from __future__ import annotations
 
 from envs._numba import jit
 
-# Scalar fields of a `dyn` row.
+# Fields of a `state` row.
 SEED = 0  # task seed of the current episode
 SUCCESSES = 1  # successful executions
 CALLS = 2  # execute calls
 ERRORS = 3  # failed executions
-COMPLETED = 4  # bitmask of completed operation identifiers
-HIDDEN_KEY = 5  # key of the hidden-resampling stream
-HIDDEN_COUNTER = 6  # words drawn from it (advanced by successes only)
-DONE = 7  # 1 once the episode has ended
-FAILURE = 8  # failure code of the last call (0 = none)
-VISIBLE = 9  # 1 while the registers are shown
-N_SCALARS = 10
+FAILURE = 4  # failure code of the last call (0 = none)
+DONE = 5  # 1 once the episode has ended
+VISIBLE = 6  # 1 while the registers are shown
+COMPLETED = 7  # bitmask of completed operation identifiers
+HIDDEN_KEY = 8  # key of the hidden-resampling stream
+HIDDEN_COUNTER = 9  # words drawn from it (advanced by successes only)
+STATE_FIELDS = 10
 
 # Failure codes (index into FAILURE_NAMES).
 NO_FAILURE, DEPENDENCY, CANDIDATE, ALREADY_COMPLETED = 0, 1, 2, 3
@@ -46,10 +47,10 @@ def task_offsets(n: int, b: int) -> tuple[int, int, int, int, int, int]:
 
 
 @jit
-def dyn_offsets(n: int) -> tuple[int, int, int, int, int, int]:
-    """(registers, prereq bits, node labels, scratch A, scratch B, row length) of a `dyn` row."""
+def work_offsets(n: int) -> tuple[int, int, int, int, int, int]:
+    """(registers, prereq bits, node labels, scratch A, scratch B, row length) of a `work` row."""
     scratch = max(n, 8)
-    registers = N_SCALARS
+    registers = 0
     prereq_bits = registers + 8
     labels = prereq_bits + n
     scratch_a = labels + n

@@ -17,18 +17,16 @@ from gymnasium.vector.utils import batch_space
 
 from envs.workflow import observation_space_for
 from envs.workflow_generator import reset_batch
-from envs.workflow_kernel import first_invalid_action, step_batch, warm_up
+from envs.workflow_kernel import allocate_rows, first_invalid_action, step_batch, warm_up
 from envs.workflow_layout import (
     CALLS,
     ERRORS,
     FAILURE,
     FAILURE_NAMES,
-    N_SCALARS,
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
     SEED,
     SUCCESSES,
-    dyn_offsets,
     obs_offsets,
     task_offsets,
 )
@@ -63,13 +61,10 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         self._n, self._b = n, b
         self._params = spec.to_params()
         e = self.num_envs
-        self._task = np.zeros((e, task_offsets(n, b)[-1]), dtype=np.int8)
-        self._dyn = np.zeros((e, dyn_offsets(n)[-1]), dtype=np.int64)
-        self._obs = np.zeros((e, obs_offsets(n, b)[-1]), dtype=np.int8)
+        self._task, self._state, self._work, self._obs = allocate_rows(self._params, e)
         self._rewards = np.zeros(e, dtype=np.float64)
         self._terminated = np.zeros(e, dtype=np.bool_)
         self._failures = np.zeros(e, dtype=np.int8)
-        self._was_reset = np.zeros(e, dtype=np.bool_)
         self._all = np.ones(e, dtype=np.bool_)
         self._all.flags.writeable = False
         self._started = False
@@ -92,7 +87,7 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             if len(seed) != e:
                 raise ValueError(f"seed must be an int, None or a list of {e} ints; got {seed!r}")
             seeds = np.asarray(seed, dtype=np.int64)
-        reset_batch(self._params, seeds, self._task, self._dyn, self._obs)
+        reset_batch(self._params, seeds, self._task, self._state, self._work, self._obs)
         self._failures[:] = 0
         self._started = True
         return self._observations_and_infos()
@@ -115,8 +110,8 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
                 f"actions[{bad}] must be (operation, candidate) with operation in "
                 f"0..{self._n - 1} and candidate in 0..{self._b - 1}; got {acts[bad].tolist()}"
             )
-        step_batch(self._params, acts, self._task, self._dyn, self._obs, self._rewards,
-                   self._terminated, self._failures, self._was_reset)
+        step_batch(self._params, acts, self._task, self._state, self._work, self._obs,
+                   self._rewards, self._terminated, self._failures)
         observations, infos = self._observations_and_infos()
         truncated = np.zeros(self.num_envs, dtype=np.bool_)
         return observations, self._rewards.copy(), self._terminated.copy(), truncated, infos
@@ -130,14 +125,14 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         """Fresh data every call: one copy of each flat buffer, then per-field views of it.
 
         Three contiguous copies cost far less than one strided copy per field; the fields of
-        one step share these fresh buffers but never the env's state or another step's data.
+        one step share these fresh buffers but never the env's rows or another step's data.
         """
         n, b, e = self._n, self._b, self.num_envs
         q, u, d, c, p, _ = task_offsets(n, b)
         completed, mask, _ = obs_offsets(n, b)
         task = self._task.copy()
         obs = self._obs.copy()
-        scalars = self._dyn[:, :N_SCALARS].copy()
+        scalars = self._state.copy()
         observations = {
             "registers": obs[:, OBS_REGISTERS:OBS_REGISTERS + 8],
             "completed": obs[:, completed:completed + n],

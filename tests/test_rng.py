@@ -5,6 +5,7 @@ from __future__ import annotations
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
@@ -12,33 +13,40 @@ from scipy import stats
 from envs import rng
 
 
-@settings(max_examples=50, deadline=None)
+@settings(max_examples=200, deadline=None)
 @given(key=st.integers(-(2**63), 2**63 - 1), counter=st.integers(0, 2**40))
-def test_permutation_table_equals_fisher_yates_loop(key: int, counter: int) -> None:
-    table_path = np.zeros(8, dtype=np.int64)
-    loop_path = np.zeros(8, dtype=np.int64)
-    end_table = rng.permutation(np.int64(key), np.int64(counter), table_path, 0, 8)
-    end_loop = rng._fisher_yates(np.int64(key), np.int64(counter), loop_path, 0, 8)
-    assert np.array_equal(table_path, loop_path)
-    assert end_table == end_loop
-    assert sorted(table_path) == list(range(8))
+def test_codes_below_b_are_the_permutation_of_8_filtered(key: int, counter: int) -> None:
+    full = np.zeros(8, dtype=np.int64)
+    end_full = rng.permutation(np.int64(key), np.int64(counter), full, 0, 8)
+    assert sorted(full) == list(range(8))
+    for b in range(2, 9):
+        packed, end = rng.codes_below(np.int64(key), np.int64(counter), b)
+        codes = [(int(packed) >> (4 * a)) & 15 for a in range(b)]
+        assert codes == [int(c) for c in full if c < b]
+        assert end == end_full  # every level consumes the same words
 
 
-def test_permutation_table_holds_every_permutation_once() -> None:
-    rows = {tuple((int(p) >> (8 * i)) & 0xFF for i in range(8)) for p in rng.PERMUTATIONS_8}
-    assert len(rows) == 40320 and rows == set(itertools.permutations(range(8)))
+def test_insertion_reaches_every_permutation_of_8_once() -> None:
+    seen = {tuple((int(rng._insertions(np.int64(w), 7)) >> (4 * i)) & 15 for i in range(8))
+            for w in (((x << 32) + 40319) // 40320 for x in range(40320))}
+    assert len(seen) == 40320 and seen == set(itertools.permutations(range(8)))
 
 
-def test_permutations_of_four_are_uniform() -> None:
-    out = np.zeros(4, dtype=np.int64)
-    counts: dict[tuple, int] = {}
+@pytest.mark.parametrize("n", [4, 13])  # one-word insertion path and Fisher-Yates path
+def test_permutations_are_uniform(n: int) -> None:
+    out = np.zeros(n, dtype=np.int64)
     key = rng.stream_key(12345, 0)
     counter = np.int64(0)
+    position_counts = np.zeros((n, n), dtype=np.int64)
+    orders: dict[tuple, int] = {}
     for _ in range(24000):
-        counter = rng.permutation(key, counter, out, 0, 4)
-        counts[tuple(out)] = counts.get(tuple(out), 0) + 1
-    assert len(counts) == 24
-    assert stats.chisquare(list(counts.values())).pvalue > 1e-4
+        counter = rng.permutation(key, counter, out, 0, n)
+        assert sorted(out) == list(range(n))
+        position_counts[np.arange(n), out] += 1
+        orders[tuple(out[:4])] = orders.get(tuple(out[:4]), 0) + 1
+    assert stats.chisquare(position_counts.ravel()).pvalue > 1e-4
+    if n == 4:
+        assert len(orders) == 24 and stats.chisquare(list(orders.values())).pvalue > 1e-4
 
 
 @settings(max_examples=30, deadline=None)

@@ -67,11 +67,11 @@ def test_observations_are_fresh_every_step() -> None:
     vec = gym.make_vec("StatefulWorkflow-v0", num_envs=2)
     first, _ = vec.reset(seed=0)
     core = vec.unwrapped
-    state = (core._task.copy(), core._dyn.copy(), core._obs.copy())
+    state = (core._task.copy(), core._state.copy(), core._work.copy(), core._obs.copy())
     for array in first.values():
         array[...] = 5  # a user scribbling on returned data
     assert all(np.array_equal(x, y) for x, y in
-               zip(state, (core._task, core._dyn, core._obs), strict=True))
+               zip(state, (core._task, core._state, core._work, core._obs), strict=True))
     second, *_ = vec.step(np.zeros((2, 2), dtype=np.int64))
     for key in first:
         assert not np.shares_memory(first[key], second[key])

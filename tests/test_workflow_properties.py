@@ -61,14 +61,14 @@ def test_failed_call_under_retry_budget_changes_nothing(spec: dict, seed: int,
         observation, _, terminated, _, info = env.step((v, a))
         assert info["failure"] is None
     before = (core.registers, observation["completed"].copy(), observation["registers"].copy(),
-              int(core._dyn[HIDDEN_COUNTER]), info["completed_ops"])
+              int(core._state[HIDDEN_COUNTER]), info["completed_ops"])
     failing = _failing_actions(core, info, n, b)
     kind, action = data.draw(st.sampled_from(failing))
     observation, reward, terminated, truncated, info = env.step(action)
     assert info["failure"] == kind and reward == 0.0
     assert info["errors"] == 1 and not terminated
     after = (core.registers, observation["completed"], observation["registers"],
-             int(core._dyn[HIDDEN_COUNTER]), info["completed_ops"])
+             int(core._state[HIDDEN_COUNTER]), info["completed_ops"])
     for x, y in zip(before, after, strict=True):
         assert np.array_equal(x, y)
     assert int(observation["failure"]) == ["dependency", "candidate", "completed"].index(kind) + 1

@@ -42,3 +42,13 @@ if os.environ.get("NUMBA_CACHE_DIR"):
 def jit(function: Callable[..., Any]) -> Callable[..., Any]:
     """Compile with caching; never `parallel=True` (fork-unsafe under AsyncVectorEnv)."""
     return numba.njit(cache=True, nogil=True)(function)
+
+
+def jit_inline(function: Callable[..., Any]) -> Callable[..., Any]:
+    """As `jit`, and inlined into jitted callers at numba-IR level.
+
+    For the per-env kernels called once per env inside batch loops: a call boundary there
+    costs more than a failed step itself (array views are refcounted across it and the loop
+    cannot be optimised through it). Python callers still get a compiled function.
+    """
+    return numba.njit(cache=True, nogil=True, inline="always")(function)

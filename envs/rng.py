@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from envs._numba import jit
+from envs._numba import jit_inline
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -31,7 +31,7 @@ HIDDEN_STREAM = 1
 CONTROLLER_STREAM = 2
 
 
-@jit
+@jit_inline
 def mix64(value: np.uint64) -> np.uint64:
     """SplitMix64's finaliser: a bijective 64-bit hash."""
     z = np.uint64(value)
@@ -40,7 +40,7 @@ def mix64(value: np.uint64) -> np.uint64:
     return z ^ (z >> np.uint64(31))
 
 
-@jit
+@jit_inline
 def stream_key(seed: int, stream: int) -> np.int64:
     """The key of stream `stream` for task seed `seed` (seed taken modulo 2**64)."""
     a = mix64(np.uint64(seed) + _GOLDEN)
@@ -48,23 +48,26 @@ def stream_key(seed: int, stream: int) -> np.int64:
     return np.int64(mix64(a ^ b))
 
 
-@jit
+@jit_inline
 def next_seed(seed: int) -> np.int64:
     """The task seed of the next episode when reset() is called without a seed."""
     return np.int64(mix64(np.uint64(seed) ^ _MIX2) >> np.uint64(1))
 
 
-@jit
+@jit_inline
 def word32(key: np.int64, counter: np.int64) -> np.int64:
     """The `counter`-th 32-bit word of the stream `key` (SplitMix64 output, high half)."""
     z = mix64(np.uint64(key) + np.uint64(counter + 1) * _GOLDEN)
     return np.int64(z >> np.uint64(32))
 
 
-@jit
-def fill_uniform(key: np.int64, counter: np.int64, out: np.ndarray, start: int, count: int,
-                 bound: int) -> np.int64:
-    """out[start:start+count] uniform on 0..bound-1; returns the advanced counter."""
+@jit_inline
+def fill_uniform(key: np.int64, counter: np.int64, out: np.ndarray, row: int, start: int,
+                 count: int, bound: int) -> np.int64:
+    """out[row, start:start+count] uniform on 0..bound-1; returns the advanced counter.
+
+    Kernels write into rows of 2-D batch arrays by index: a row view would be refcounted.
+    """
     i = 0
     while i < count:
         product = np.int64(1)
@@ -77,7 +80,7 @@ def fill_uniform(key: np.int64, counter: np.int64, out: np.ndarray, start: int, 
             counter += 1
             for t in range(i, j):
                 m = r * bound
-                out[start + t] = m >> 32
+                out[row, start + t] = m >> 32
                 r = m & _LOW32
             if r >= product or r >= (_TWO32 - product) % product:
                 break
@@ -85,12 +88,12 @@ def fill_uniform(key: np.int64, counter: np.int64, out: np.ndarray, start: int, 
     return counter
 
 
-@jit
-def _fisher_yates(key: np.int64, counter: np.int64, out: np.ndarray, start: int,
+@jit_inline
+def _fisher_yates(key: np.int64, counter: np.int64, out: np.ndarray, row: int, start: int,
                   n: int) -> np.int64:
     """The general path of `permutation`: Fisher-Yates over packed 32-bit words."""
     for i in range(n):
-        out[start + i] = i
+        out[row, start + i] = i
     s = 0
     while s < n - 1:
         product = np.int64(1)
@@ -112,9 +115,9 @@ def _fisher_yates(key: np.int64, counter: np.int64, out: np.ndarray, start: int,
             j = start + (m >> 32)
             r = m & _LOW32
             i = start + n - 1 - t
-            tmp = out[i]
-            out[i] = out[j]
-            out[j] = tmp
+            tmp = out[row, i]
+            out[row, i] = out[row, j]
+            out[row, j] = tmp
         s = stop
     return counter
 
@@ -123,7 +126,7 @@ _FACTORIALS = np.array([math.factorial(k) for k in range(13)], dtype=np.int64)
 _ONE_WORD_PERMUTATION = 12  # 12! < 2**32 <= 13!
 
 
-@jit
+@jit_inline
 def _accepted_word(key: np.int64, counter: np.int64,
                    product: np.int64) -> tuple[np.int64, np.int64]:
     """A 32-bit word passing the exact Lemire test for bound `product`, and the new counter."""
@@ -135,7 +138,7 @@ def _accepted_word(key: np.int64, counter: np.int64,
             return word, counter
 
 
-@jit
+@jit_inline
 def _insertions(word: np.int64, steps: int) -> np.int64:
     """Insert 1, 2, ..., steps into the sequence [0]; packed 4 bits per position.
 
@@ -155,23 +158,24 @@ def _insertions(word: np.int64, steps: int) -> np.int64:
     return packed
 
 
-@jit
-def permutation(key: np.int64, counter: np.int64, out: np.ndarray, start: int, n: int) -> np.int64:
-    """out[start:start+n] = a uniform permutation of 0..n-1; returns the advanced counter.
+@jit_inline
+def permutation(key: np.int64, counter: np.int64, out: np.ndarray, row: int, start: int,
+                n: int) -> np.int64:
+    """out[row, start:start+n] = a uniform permutation of 0..n-1; returns the new counter.
 
     n <= 12 uses one exactly-accepted word and random insertion (`_insertions`); larger n
     uses Fisher-Yates over packed words. Both are exactly uniform.
     """
     if n > _ONE_WORD_PERMUTATION:
-        return _fisher_yates(key, counter, out, start, n)
+        return _fisher_yates(key, counter, out, row, start, n)
     word, counter = _accepted_word(key, counter, _FACTORIALS[n])
     packed = _insertions(word, n - 1)
     for i in range(n):
-        out[start + i] = (packed >> (4 * i)) & 15
+        out[row, start + i] = (packed >> (4 * i)) & 15
     return counter
 
 
-@jit
+@jit_inline
 def codes_below(key: np.int64, counter: np.int64, b: int) -> tuple[np.int64, np.int64]:
     """The order of codes 0..b-1 within a uniform permutation of the 8 codes, packed.
 

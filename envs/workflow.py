@@ -110,8 +110,10 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         n, b = spec.n_ops, spec.candidates
         self._n, self._b = n, b
         self._params = spec.to_params()
-        task, state, work, obs = allocate_rows(self._params, 1)
-        self._task_row, self._state, self._work, self._obs = task[0], state[0], work[0], obs[0]
+        # The kernels take batch arrays and a row index; this env is a batch of one, and the
+        # 1-D attributes are views of its row for reading from Python.
+        self._rows = allocate_rows(self._params, 1)
+        self._task_row, self._state, self._work, self._obs = (a[0] for a in self._rows)
         self._completed_off, self._mask_off, _ = obs_offsets(n, b)
         self._reward_per_op = 1.0 / n
         self.observation_space = observation_space_for(spec)
@@ -134,8 +136,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             task_seed = int(rng.next_seed(self._state[SEED]))
         else:
             task_seed = int(self.np_random.integers(0, 2**63 - 1))
-        generate_into(self._params, task_seed, self._task_row, self._state, self._work,
-                      self._obs)
+        generate_into(self._params, task_seed, *self._rows, 0)
         self._started = True
         self._task = None
         self._resampled = False
@@ -151,8 +152,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             raise RuntimeError("call reset() before step()")
         if self._state[DONE]:
             raise RuntimeError("the episode has ended; call reset() before step()")
-        failure = execute_into(self._params, op, slot, self._task_row, self._state, self._work,
-                               self._obs)
+        failure = execute_into(self._params, op, slot, *self._rows, 0)
         self._resampled = failure == 0 and self.spec_params.hidden_resampling
         reward = self._reward_per_op if failure == 0 else 0.0
         terminated = bool(self._state[DONE])

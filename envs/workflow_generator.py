@@ -17,7 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs import rng
-from envs._numba import jit
+from envs._numba import jit, jit_inline
 from envs.workflow_layout import (
     CALLS,
     COMPLETED,
@@ -52,10 +52,14 @@ STATIC = 1
 REVERSED = 1
 
 
-@jit
+@jit_inline
 def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.ndarray,
-                  work: np.ndarray, obs: np.ndarray) -> None:
-    """Draw the task of `seed` into one env's rows and start its episode."""
+                  work: np.ndarray, obs: np.ndarray, row: int) -> None:
+    """Draw the task of `seed` into row `row` of the batch arrays and start its episode.
+
+    Kernels index the 2-D batch arrays directly: a row view per call is refcounted, which
+    costs more than a whole failed step.
+    """
     n = params[P_N]
     depth = params[P_DEPTH]
     k = n // depth
@@ -67,33 +71,34 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
 
     key = rng.stream_key(seed, rng.TASK_STREAM)
     counter = np.int64(0)
-    counter = rng.fill_uniform(key, counter, work, regs, 8, 8)
-    counter = rng.permutation(key, counter, work, labels, n)
+    counter = rng.fill_uniform(key, counter, work, row, regs, 8, 8)
+    counter = rng.permutation(key, counter, work, row, labels, n)
     if params[P_LABELS] == REVERSED:
         for node in range(n):
-            work[labels + node] = n - 1 - work[labels + node]
+            work[row, labels + node] = n - 1 - work[row, labels + node]
 
-    counter = rng.permutation(key, counter, work, tmp_a, n)
+    counter = rng.permutation(key, counter, work, row, tmp_a, n)
     for node in range(n):
-        task[q_off + work[labels + node]] = work[tmp_a + node] % w
-    counter = rng.fill_uniform(key, counter, work, tmp_a, n, 8)
+        task[row, q_off + work[row, labels + node]] = work[row, tmp_a + node] % w
+    counter = rng.fill_uniform(key, counter, work, row, tmp_a, n, 8)
     for node in range(n):
-        task[u_off + work[labels + node]] = work[tmp_a + node] % w
-    counter = rng.fill_uniform(key, counter, work, tmp_a, n, 7)
+        task[row, u_off + work[row, labels + node]] = work[row, tmp_a + node] % w
+    counter = rng.fill_uniform(key, counter, work, row, tmp_a, n, 7)
     static = params[P_UPDATES] == STATIC
     for node in range(n):
-        task[d_off + work[labels + node]] = 0 if static else work[tmp_a + node] + 1
+        task[row, d_off + work[row, labels + node]] = 0 if static else work[row, tmp_a + node] + 1
     for node in range(n):
         packed, counter = rng.codes_below(key, counter, b)
-        slot = c_off + work[labels + node] * b
+        slot = c_off + work[row, labels + node] * b
         for a in range(b):
-            task[slot + a] = (packed >> (4 * a)) & 15
+            task[row, slot + a] = (packed >> (4 * a)) & 15
 
     # Prerequisites, by identifier.
-    task[p_off:p_off + n * n] = 0
+    for j in range(n * n):
+        task[row, p_off + j] = 0
     for node in range(n):
-        v = work[labels + node]
-        work[pre_bits + v] = 0
+        v = work[row, labels + node]
+        work[row, pre_bits + v] = 0
         if params[P_FAMILY] == CHAINS:
             first = node - 1 if node % depth else node
             last = node - 1
@@ -101,50 +106,51 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
             first = (node // k - 1) * k if node >= k else node
             last = (node // k) * k - 1
         for m in range(first, last + 1):
-            u = work[labels + m]
-            work[pre_bits + v] |= np.int64(1) << u
-            task[p_off + v * n + u] = 1
+            u = work[row, labels + m]
+            work[row, pre_bits + v] |= np.int64(1) << u
+            task[row, p_off + v * n + u] = 1
 
     if params[P_LOCALITY] == CONCENTRATED:
-        task[q_off:q_off + n] = 0
+        for v in range(n):
+            task[row, q_off + v] = 0
     elif params[P_LOCALITY] == CLUSTERED:
         # Same multiplicities as balanced, in blocks along the smallest-label ready schedule.
         done = np.int64(0)
         for t in range(n):
             for v in range(n):
-                if (done >> v) & 1 == 0 and work[pre_bits + v] & ~done == 0:
-                    work[tmp_a + t] = v
+                if (done >> v) & 1 == 0 and work[row, pre_bits + v] & ~done == 0:
+                    work[row, tmp_a + t] = v
                     done |= np.int64(1) << v
                     break
         for r in range(8):
-            work[tmp_b + r] = 0
+            work[row, tmp_b + r] = 0
         for v in range(n):
-            work[tmp_b + task[q_off + v]] += 1
+            work[row, tmp_b + task[row, q_off + v]] += 1
         t = 0
         for r in range(8):
-            for _ in range(work[tmp_b + r]):
-                task[q_off + work[tmp_a + t]] = r
+            for _ in range(work[row, tmp_b + r]):
+                task[row, q_off + work[row, tmp_a + t]] = r
                 t += 1
 
-    state[SEED] = seed
-    state[SUCCESSES] = 0
-    state[CALLS] = 0
-    state[ERRORS] = 0
-    state[FAILURE] = 0
-    state[DONE] = 0
-    state[VISIBLE] = 1
-    state[COMPLETED] = 0
-    state[HIDDEN_KEY] = rng.stream_key(seed, rng.HIDDEN_STREAM)
-    state[HIDDEN_COUNTER] = 0
+    state[row, SEED] = seed
+    state[row, SUCCESSES] = 0
+    state[row, CALLS] = 0
+    state[row, ERRORS] = 0
+    state[row, FAILURE] = 0
+    state[row, DONE] = 0
+    state[row, VISIBLE] = 1
+    state[row, COMPLETED] = 0
+    state[row, HIDDEN_KEY] = rng.stream_key(seed, rng.HIDDEN_STREAM)
+    state[row, HIDDEN_COUNTER] = 0
     for r in range(8):
-        obs[OBS_REGISTERS + r] = work[regs + r]
-    obs[OBS_LAST_UPDATE] = -1
-    obs[OBS_LAST_UPDATE + 1] = -1
+        obs[row, OBS_REGISTERS + r] = work[row, regs + r]
+    obs[row, OBS_LAST_UPDATE] = -1
+    obs[row, OBS_LAST_UPDATE + 1] = -1
     for v in range(n):
-        obs[completed_off + v] = 0
-        obs[mask_off + v] = 1 if work[pre_bits + v] == 0 else 0
+        obs[row, completed_off + v] = 0
+        obs[row, mask_off + v] = 1 if work[row, pre_bits + v] == 0 else 0
     for a in range(b):
-        obs[mask_off + n + a] = 1
+        obs[row, mask_off + n + a] = 1
 
 
 @jit
@@ -152,4 +158,4 @@ def reset_batch(params: np.ndarray, seeds: np.ndarray, task: np.ndarray, state: 
                 work: np.ndarray, obs: np.ndarray) -> None:
     """Start a new episode in every env of a batch."""
     for i in range(seeds.shape[0]):
-        generate_into(params, seeds[i], task[i], state[i], work[i], obs[i])
+        generate_into(params, seeds[i], task, state, work, obs, i)

@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs import rng
-from envs._numba import jit
+from envs._numba import jit, jit_inline
 from envs.workflow_generator import generate_into
 from envs.workflow_layout import (
     ALREADY_COMPLETED,
@@ -45,60 +45,60 @@ from envs.workflow_layout import (
 from envs.workflow_spec import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, P_WIDTH
 
 
-@jit
+@jit_inline
 def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state: np.ndarray,
-                 work: np.ndarray, obs: np.ndarray) -> int:
-    """Apply execute(op, slot) to one env's rows; returns the failure code (0 on success)."""
+                 work: np.ndarray, obs: np.ndarray, row: int) -> int:
+    """Apply execute(op, slot) to row `row` of the batch arrays; returns the failure code."""
     n = params[P_N]
     b = params[P_B]
     q_off, u_off, d_off, c_off, _, _ = task_offsets(n, b)
     regs, pre_bits, _, tmp_a, _, _ = work_offsets(n)
     completed_off, mask_off, _ = obs_offsets(n, b)
 
-    state[CALLS] += 1
-    done_mask = state[COMPLETED]
+    state[row, CALLS] += 1
+    done_mask = state[row, COMPLETED]
     bit = np.int64(1) << op
     if done_mask & bit:
         failure = ALREADY_COMPLETED
-    elif work[pre_bits + op] & ~done_mask:
+    elif work[row, pre_bits + op] & ~done_mask:
         failure = DEPENDENCY
-    elif task[c_off + op * b + slot] != work[regs + task[q_off + op]] % b:
+    elif task[row, c_off + op * b + slot] != work[row, regs + task[row, q_off + op]] % b:
         failure = CANDIDATE
     else:
         failure = NO_FAILURE
-    state[FAILURE] = failure
+    state[row, FAILURE] = failure
     if failure != NO_FAILURE:
-        state[ERRORS] += 1
-        if state[ERRORS] > params[P_R]:
-            state[DONE] = 1
+        state[row, ERRORS] += 1
+        if state[row, ERRORS] > params[P_R]:
+            state[row, DONE] = 1
         return failure
 
     done_mask |= bit
-    state[COMPLETED] = done_mask
-    u = task[u_off + op]
-    delta = task[d_off + op]
-    work[regs + u] = (work[regs + u] + delta) % 8
-    successes = state[SUCCESSES] + 1
-    state[SUCCESSES] = successes
+    state[row, COMPLETED] = done_mask
+    u = task[row, u_off + op]
+    delta = task[row, d_off + op]
+    work[row, regs + u] = (work[row, regs + u] + delta) % 8
+    successes = state[row, SUCCESSES] + 1
+    state[row, SUCCESSES] = successes
     if params[P_HIDDEN]:
-        state[HIDDEN_COUNTER] = rng.fill_uniform(
-            state[HIDDEN_KEY], state[HIDDEN_COUNTER], work, tmp_a, 8, 8
+        state[row, HIDDEN_COUNTER] = rng.fill_uniform(
+            state[row, HIDDEN_KEY], state[row, HIDDEN_COUNTER], work, row, tmp_a, 8, 8
         )
         for r in range(params[P_WIDTH]):
-            work[regs + r] = work[tmp_a + r]
+            work[row, regs + r] = work[row, tmp_a + r]
     period = params[P_PERIOD]
     visible = period > 0 and successes % period == 0
-    state[VISIBLE] = 1 if visible else 0
+    state[row, VISIBLE] = 1 if visible else 0
     for r in range(8):
-        obs[OBS_REGISTERS + r] = work[regs + r] if visible else -1
-    obs[OBS_LAST_UPDATE] = u
-    obs[OBS_LAST_UPDATE + 1] = delta
-    obs[completed_off + op] = 1
+        obs[row, OBS_REGISTERS + r] = work[row, regs + r] if visible else -1
+    obs[row, OBS_LAST_UPDATE] = u
+    obs[row, OBS_LAST_UPDATE + 1] = delta
+    obs[row, completed_off + op] = 1
     for v in range(n):
-        ready = (done_mask >> v) & 1 == 0 and work[pre_bits + v] & ~done_mask == 0
-        obs[mask_off + v] = 1 if ready else 0
+        ready = (done_mask >> v) & 1 == 0 and work[row, pre_bits + v] & ~done_mask == 0
+        obs[row, mask_off + v] = 1 if ready else 0
     if successes == n:
-        state[DONE] = 1
+        state[row, DONE] = 1
     return NO_FAILURE
 
 
@@ -124,17 +124,15 @@ def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, state:
     """
     reward_per_op = 1.0 / params[P_N]
     for i in range(actions.shape[0]):
-        row = state[i]
-        if row[DONE]:
-            generate_into(params, rng.next_seed(row[SEED]), task[i], row, work[i], obs[i])
+        if state[i, DONE]:
+            generate_into(params, rng.next_seed(state[i, SEED]), task, state, work, obs, i)
             rewards[i] = 0.0
             terminated[i] = False
             failures[i] = NO_FAILURE
             continue
-        failure = execute_into(params, actions[i, 0], actions[i, 1], task[i], row, work[i],
-                               obs[i])
+        failure = execute_into(params, actions[i, 0], actions[i, 1], task, state, work, obs, i)
         rewards[i] = reward_per_op if failure == NO_FAILURE else 0.0
-        terminated[i] = row[DONE] == 1
+        terminated[i] = state[i, DONE] == 1
         failures[i] = failure
 
 
@@ -163,8 +161,8 @@ def warm_up() -> None:
     params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
     task, state, work, obs = allocate_rows(params, 1)
     reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
-    execute_into(params, 0, 0, task[0], state[0], work[0], obs[0])
-    generate_into(params, 1, task[0], state[0], work[0], obs[0])
+    execute_into(params, 0, 0, task, state, work, obs, 0)
+    generate_into(params, 1, task, state, work, obs, 0)
     actions = np.zeros((1, 2), dtype=np.int64)
     first_invalid_action(params, actions)
     step_batch(params, actions, task, state, work, obs, np.zeros(1),

@@ -10,7 +10,7 @@ these offsets are the one definition of that layout, callable from Python and fr
 
 from __future__ import annotations
 
-from envs._numba import jit
+from envs._numba import jit_inline
 
 # Fields of a `state` row.
 SEED = 0  # task seed of the current episode
@@ -35,7 +35,7 @@ OBS_LAST_UPDATE = 8  # (register, increment) of the last success, (-1, -1) befor
 OBS_COMPLETED = 10  # N completion flags, then the N + b action mask
 
 
-@jit
+@jit_inline
 def task_offsets(n: int, b: int) -> tuple[int, int, int, int, int, int]:
     """(query, update, delta, codes, prereq, row length) offsets of a `task` row."""
     query = 0
@@ -46,7 +46,7 @@ def task_offsets(n: int, b: int) -> tuple[int, int, int, int, int, int]:
     return query, update, delta, codes, prereq, prereq + n * n
 
 
-@jit
+@jit_inline
 def work_offsets(n: int) -> tuple[int, int, int, int, int, int]:
     """(registers, prereq bits, node labels, scratch A, scratch B, row length) of a `work` row."""
     scratch = max(n, 8)
@@ -58,7 +58,7 @@ def work_offsets(n: int) -> tuple[int, int, int, int, int, int]:
     return registers, prereq_bits, labels, scratch_a, scratch_b, scratch_b + scratch
 
 
-@jit
+@jit_inline
 def obs_offsets(n: int, b: int) -> tuple[int, int, int]:
     """(completed, action mask, row length) offsets of an `obs` row."""
     completed = OBS_COMPLETED

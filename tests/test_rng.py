@@ -16,8 +16,9 @@ from envs import rng
 @settings(max_examples=200, deadline=None)
 @given(key=st.integers(-(2**63), 2**63 - 1), counter=st.integers(0, 2**40))
 def test_codes_below_b_are_the_permutation_of_8_filtered(key: int, counter: int) -> None:
-    full = np.zeros(8, dtype=np.int64)
-    end_full = rng.permutation(np.int64(key), np.int64(counter), full, 0, 8)
+    out = np.zeros((1, 8), dtype=np.int64)
+    end_full = rng.permutation(np.int64(key), np.int64(counter), out, 0, 0, 8)
+    full = out[0]
     assert sorted(full) == list(range(8))
     for b in range(2, 9):
         packed, end = rng.codes_below(np.int64(key), np.int64(counter), b)
@@ -34,13 +35,14 @@ def test_insertion_reaches_every_permutation_of_8_once() -> None:
 
 @pytest.mark.parametrize("n", [4, 13])  # one-word insertion path and Fisher-Yates path
 def test_permutations_are_uniform(n: int) -> None:
-    out = np.zeros(n, dtype=np.int64)
+    rows = np.zeros((1, n), dtype=np.int64)
+    out = rows[0]
     key = rng.stream_key(12345, 0)
     counter = np.int64(0)
     position_counts = np.zeros((n, n), dtype=np.int64)
     orders: dict[tuple, int] = {}
     for _ in range(24000):
-        counter = rng.permutation(key, counter, out, 0, n)
+        counter = rng.permutation(key, counter, rows, 0, 0, n)
         assert sorted(out) == list(range(n))
         position_counts[np.arange(n), out] += 1
         orders[tuple(out[:4])] = orders.get(tuple(out[:4]), 0) + 1
@@ -52,16 +54,18 @@ def test_permutations_are_uniform(n: int) -> None:
 @settings(max_examples=30, deadline=None)
 @given(bound=st.integers(1, 1000), seed=st.integers(0, 2**63 - 1))
 def test_fill_uniform_stays_in_range_and_counts_words(bound: int, seed: int) -> None:
-    out = np.zeros(50, dtype=np.int64)
+    rows = np.zeros((1, 50), dtype=np.int64)
+    out = rows[0]
     key = rng.stream_key(seed, 0)
-    end = rng.fill_uniform(key, np.int64(0), out, 0, 50, bound)
+    end = rng.fill_uniform(key, np.int64(0), rows, 0, 0, 50, bound)
     assert ((out >= 0) & (out < bound)).all()
     assert end >= 1
 
 
 def test_fill_uniform_is_uniform() -> None:
-    out = np.zeros(70000, dtype=np.int64)
-    rng.fill_uniform(rng.stream_key(3, 1), np.int64(0), out, 0, out.size, 7)
+    rows = np.zeros((1, 70000), dtype=np.int64)
+    out = rows[0]
+    rng.fill_uniform(rng.stream_key(3, 1), np.int64(0), rows, 0, 0, out.size, 7)
     assert stats.chisquare(np.bincount(out, minlength=7)).pvalue > 1e-4
 
 

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from envs._numba import jit_inline
+from envs._numba import jit, jit_inline
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)
@@ -31,7 +31,7 @@ HIDDEN_STREAM = 1
 CONTROLLER_STREAM = 2
 
 
-@jit_inline
+@jit
 def mix64(value: np.uint64) -> np.uint64:
     """SplitMix64's finaliser: a bijective 64-bit hash."""
     z = np.uint64(value)
@@ -40,7 +40,7 @@ def mix64(value: np.uint64) -> np.uint64:
     return z ^ (z >> np.uint64(31))
 
 
-@jit_inline
+@jit
 def stream_key(seed: int, stream: int) -> np.int64:
     """The key of stream `stream` for task seed `seed` (seed taken modulo 2**64)."""
     a = mix64(np.uint64(seed) + _GOLDEN)
@@ -48,13 +48,13 @@ def stream_key(seed: int, stream: int) -> np.int64:
     return np.int64(mix64(a ^ b))
 
 
-@jit_inline
+@jit
 def next_seed(seed: int) -> np.int64:
     """The task seed of the next episode when reset() is called without a seed."""
     return np.int64(mix64(np.uint64(seed) ^ _MIX2) >> np.uint64(1))
 
 
-@jit_inline
+@jit
 def word32(key: np.int64, counter: np.int64) -> np.int64:
     """The `counter`-th 32-bit word of the stream `key` (SplitMix64 output, high half)."""
     z = mix64(np.uint64(key) + np.uint64(counter + 1) * _GOLDEN)

@@ -26,6 +26,8 @@ from envs.workflow_layout import (
     FAILURE,
     HIDDEN_COUNTER,
     HIDDEN_KEY,
+    MOD,
+    NEXT_SNAPSHOT,
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
     SEED,
@@ -42,6 +44,7 @@ from envs.workflow_spec import (
     P_LABELS,
     P_LOCALITY,
     P_N,
+    P_PERIOD,
     P_UPDATES,
     P_WIDTH,
 )
@@ -79,10 +82,10 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
 
     counter = rng.permutation(key, counter, work, row, tmp_a, n)
     for node in range(n):
-        task[row, q_off + work[row, labels + node]] = work[row, tmp_a + node] % w
+        task[row, q_off + work[row, labels + node]] = MOD[w, work[row, tmp_a + node]]
     counter = rng.fill_uniform(key, counter, work, row, tmp_a, n, 8)
     for node in range(n):
-        task[row, u_off + work[row, labels + node]] = work[row, tmp_a + node] % w
+        task[row, u_off + work[row, labels + node]] = MOD[w, work[row, tmp_a + node]]
     counter = rng.fill_uniform(key, counter, work, row, tmp_a, n, 7)
     static = params[P_UPDATES] == STATIC
     for node in range(n):
@@ -93,22 +96,29 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
         for a in range(b):
             task[row, slot + a] = (packed >> (4 * a)) & 15
 
-    # Prerequisites, by identifier.
+    # Prerequisites, by identifier. Chains: node c*d + j follows c*d + j - 1. Barriers: node
+    # layer*k + j follows every node of the previous layer. (Loops, not divisions.)
     for j in range(n * n):
         task[row, p_off + j] = 0
     for node in range(n):
-        v = work[row, labels + node]
-        work[row, pre_bits + v] = 0
-        if params[P_FAMILY] == CHAINS:
-            first = node - 1 if node % depth else node
-            last = node - 1
-        else:
-            first = (node // k - 1) * k if node >= k else node
-            last = (node // k) * k - 1
-        for m in range(first, last + 1):
-            u = work[row, labels + m]
-            work[row, pre_bits + v] |= np.int64(1) << u
-            task[row, p_off + v * n + u] = 1
+        work[row, pre_bits + work[row, labels + node]] = 0
+    if params[P_FAMILY] == CHAINS:
+        node = 0
+        for _ in range(k):
+            for j in range(1, depth):
+                v = work[row, labels + node + j]
+                u = work[row, labels + node + j - 1]
+                work[row, pre_bits + v] |= np.int64(1) << u
+                task[row, p_off + v * n + u] = 1
+            node += depth
+    else:
+        for layer_start in range(k, n, k):
+            for j in range(k):
+                v = work[row, labels + layer_start + j]
+                for m in range(layer_start - k, layer_start):
+                    u = work[row, labels + m]
+                    work[row, pre_bits + v] |= np.int64(1) << u
+                    task[row, p_off + v * n + u] = 1
 
     if params[P_LOCALITY] == CONCENTRATED:
         for v in range(n):
@@ -142,6 +152,7 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
     state[row, COMPLETED] = 0
     state[row, HIDDEN_KEY] = rng.stream_key(seed, rng.HIDDEN_STREAM)
     state[row, HIDDEN_COUNTER] = 0
+    state[row, NEXT_SNAPSHOT] = params[P_PERIOD]
     for r in range(8):
         obs[row, OBS_REGISTERS + r] = work[row, regs + r]
     obs[row, OBS_LAST_UPDATE] = -1

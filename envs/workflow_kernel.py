@@ -31,6 +31,8 @@ from envs.workflow_layout import (
     FAILURE,
     HIDDEN_COUNTER,
     HIDDEN_KEY,
+    MOD,
+    NEXT_SNAPSHOT,
     NO_FAILURE,
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
@@ -62,7 +64,7 @@ def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state
         failure = ALREADY_COMPLETED
     elif work[row, pre_bits + op] & ~done_mask:
         failure = DEPENDENCY
-    elif task[row, c_off + op * b + slot] != work[row, regs + task[row, q_off + op]] % b:
+    elif task[row, c_off + op * b + slot] != MOD[b, work[row, regs + task[row, q_off + op]]]:
         failure = CANDIDATE
     else:
         failure = NO_FAILURE
@@ -77,7 +79,7 @@ def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state
     state[row, COMPLETED] = done_mask
     u = task[row, u_off + op]
     delta = task[row, d_off + op]
-    work[row, regs + u] = (work[row, regs + u] + delta) % 8
+    work[row, regs + u] = (work[row, regs + u] + delta) & 7
     successes = state[row, SUCCESSES] + 1
     state[row, SUCCESSES] = successes
     if params[P_HIDDEN]:
@@ -86,17 +88,18 @@ def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state
         )
         for r in range(params[P_WIDTH]):
             work[row, regs + r] = work[row, tmp_a + r]
-    period = params[P_PERIOD]
-    visible = period > 0 and successes % period == 0
+    visible = successes == state[row, NEXT_SNAPSHOT]
+    if visible:
+        state[row, NEXT_SNAPSHOT] += params[P_PERIOD]
     state[row, VISIBLE] = 1 if visible else 0
     for r in range(8):
         obs[row, OBS_REGISTERS + r] = work[row, regs + r] if visible else -1
     obs[row, OBS_LAST_UPDATE] = u
     obs[row, OBS_LAST_UPDATE + 1] = delta
     obs[row, completed_off + op] = 1
-    for v in range(n):
-        ready = (done_mask >> v) & 1 == 0 and work[row, pre_bits + v] & ~done_mask == 0
-        obs[row, mask_off + v] = 1 if ready else 0
+    for v in range(n):  # branch-free: readiness is data, a branch on it mispredicts often
+        missing = work[row, pre_bits + v] & ~done_mask
+        obs[row, mask_off + v] = (((done_mask >> v) & 1) ^ 1) & (missing == 0)
     if successes == n:
         state[row, DONE] = 1
     return NO_FAILURE

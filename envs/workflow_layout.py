@@ -10,7 +10,9 @@ these offsets are the one definition of that layout, callable from Python and fr
 
 from __future__ import annotations
 
-from envs._numba import jit_inline
+import numpy as np
+
+from envs._numba import jit
 
 # Fields of a `state` row.
 SEED = 0  # task seed of the current episode
@@ -23,7 +25,12 @@ VISIBLE = 6  # 1 while the registers are shown
 COMPLETED = 7  # bitmask of completed operation identifiers
 HIDDEN_KEY = 8  # key of the hidden-resampling stream
 HIDDEN_COUNTER = 9  # words drawn from it (advanced by successes only)
-STATE_FIELDS = 10
+NEXT_SNAPSHOT = 10  # success count at which registers are next shown (0: never)
+STATE_FIELDS = 11
+
+# MOD[m, x] = x mod m for m in 1..8 and 0 <= x < 64: kernels take small residues by lookup,
+# since a 64-bit division costs more than the rest of a step.
+MOD = np.array([[x % m if m else 0 for x in range(64)] for m in range(9)], dtype=np.int64)
 
 # Failure codes (index into FAILURE_NAMES).
 NO_FAILURE, DEPENDENCY, CANDIDATE, ALREADY_COMPLETED = 0, 1, 2, 3
@@ -35,7 +42,7 @@ OBS_LAST_UPDATE = 8  # (register, increment) of the last success, (-1, -1) befor
 OBS_COMPLETED = 10  # N completion flags, then the N + b action mask
 
 
-@jit_inline
+@jit
 def task_offsets(n: int, b: int) -> tuple[int, int, int, int, int, int]:
     """(query, update, delta, codes, prereq, row length) offsets of a `task` row."""
     query = 0
@@ -46,7 +53,7 @@ def task_offsets(n: int, b: int) -> tuple[int, int, int, int, int, int]:
     return query, update, delta, codes, prereq, prereq + n * n
 
 
-@jit_inline
+@jit
 def work_offsets(n: int) -> tuple[int, int, int, int, int, int]:
     """(registers, prereq bits, node labels, scratch A, scratch B, row length) of a `work` row."""
     scratch = max(n, 8)
@@ -58,7 +65,7 @@ def work_offsets(n: int) -> tuple[int, int, int, int, int, int]:
     return registers, prereq_bits, labels, scratch_a, scratch_b, scratch_b + scratch
 
 
-@jit_inline
+@jit
 def obs_offsets(n: int, b: int) -> tuple[int, int, int]:
     """(completed, action mask, row length) offsets of an `obs` row."""
     completed = OBS_COMPLETED

@@ -159,6 +159,10 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._observation(), reward, terminated, False, self._info(FAILURE_NAMES[failure])
 
     def _parse_action(self, action: Any) -> tuple[int, int]:
+        if type(action) is np.ndarray and action.shape == (2,) and action.dtype.kind in "iu":
+            op, slot = action.tolist()  # the common case, without per-element checks
+            if 0 <= op < self._n and 0 <= slot < self._b:
+                return op, slot
         try:
             op, slot = action
             if not (_is_integer(op) and _is_integer(slot)):
@@ -229,8 +233,8 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "registers": obs[OBS_REGISTERS:OBS_REGISTERS + 8],
             "completed": obs[completed:completed + n],
             "last_update": obs[OBS_LAST_UPDATE:OBS_LAST_UPDATE + 2],
-            "failure": np.int64(self._state[FAILURE]),
-            "errors": np.int64(self._state[ERRORS]),
+            "failure": self._state[FAILURE],  # numpy scalars: fresh objects, not views
+            "errors": self._state[ERRORS],
             "prereq": task[p:p + n * n].reshape(n, n),
             "query": task[q:q + n],
             "update": task[u:u + n],
@@ -239,15 +243,15 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         }
 
     def _info(self, failure: str | None) -> dict[str, Any]:
-        state = self._state
+        state = self._state.tolist()
         return {
             "failure": failure,
-            "success": bool(state[SUCCESSES] == self._n),
-            "completed_ops": int(state[SUCCESSES]),
-            "calls": int(state[CALLS]),
-            "errors": int(state[ERRORS]),
-            "registers_visible": bool(state[VISIBLE]),
+            "success": state[SUCCESSES] == self._n,
+            "completed_ops": state[SUCCESSES],
+            "calls": state[CALLS],
+            "errors": state[ERRORS],
+            "registers_visible": state[VISIBLE] == 1,
             "resampled": self._resampled,
             "action_mask": self.action_masks(),
-            "task_seed": int(state[SEED]),
+            "task_seed": state[SEED],
         }

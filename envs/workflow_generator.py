@@ -30,6 +30,7 @@ from envs.workflow_layout import (
     NEXT_SNAPSHOT,
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
+    READY,
     SEED,
     SUCCESSES,
     VISIBLE,
@@ -69,7 +70,7 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
     w = params[P_WIDTH]
     b = params[P_B]
     q_off, u_off, d_off, c_off, p_off, _ = task_offsets(n, b)
-    regs, pre_bits, labels, tmp_a, tmp_b, _ = work_offsets(n)
+    regs, pre_bits, dep_bits, labels, tmp_a, tmp_b, _ = work_offsets(n)
     completed_off, mask_off, _ = obs_offsets(n, b)
 
     key = rng.stream_key(seed, rng.TASK_STREAM)
@@ -98,10 +99,10 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
 
     # Prerequisites, by identifier. Chains: node c*d + j follows c*d + j - 1. Barriers: node
     # layer*k + j follows every node of the previous layer. (Loops, not divisions.)
-    for j in range(n * n):
-        task[row, p_off + j] = 0
-    for node in range(n):
-        work[row, pre_bits + work[row, labels + node]] = 0
+    task[row, p_off:p_off + n * n] = 0
+    for v in range(n):
+        work[row, pre_bits + v] = 0
+        work[row, dep_bits + v] = 0
     if params[P_FAMILY] == CHAINS:
         node = 0
         for _ in range(k):
@@ -109,6 +110,7 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
                 v = work[row, labels + node + j]
                 u = work[row, labels + node + j - 1]
                 work[row, pre_bits + v] |= np.int64(1) << u
+                work[row, dep_bits + u] |= np.int64(1) << v
                 task[row, p_off + v * n + u] = 1
             node += depth
     else:
@@ -118,6 +120,7 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
                 for m in range(layer_start - k, layer_start):
                     u = work[row, labels + m]
                     work[row, pre_bits + v] |= np.int64(1) << u
+                    work[row, dep_bits + u] |= np.int64(1) << v
                     task[row, p_off + v * n + u] = 1
 
     if params[P_LOCALITY] == CONCENTRATED:
@@ -157,9 +160,13 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
         obs[row, OBS_REGISTERS + r] = work[row, regs + r]
     obs[row, OBS_LAST_UPDATE] = -1
     obs[row, OBS_LAST_UPDATE + 1] = -1
+    ready = np.int64(0)
     for v in range(n):
+        free = work[row, pre_bits + v] == 0
         obs[row, completed_off + v] = 0
-        obs[row, mask_off + v] = 1 if work[row, pre_bits + v] == 0 else 0
+        obs[row, mask_off + v] = free
+        ready |= np.int64(free) << v
+    state[row, READY] = ready
     for a in range(b):
         obs[row, mask_off + n + a] = 1
 

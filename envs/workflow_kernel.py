@@ -19,6 +19,7 @@ import numpy as np
 
 from envs import rng
 from envs._numba import jit, jit_inline
+from envs.bits import lowest_bit
 from envs.workflow_generator import generate_into
 from envs.workflow_layout import (
     ALREADY_COMPLETED,
@@ -36,6 +37,7 @@ from envs.workflow_layout import (
     NO_FAILURE,
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
+    READY,
     SEED,
     STATE_FIELDS,
     SUCCESSES,
@@ -54,7 +56,7 @@ def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state
     n = params[P_N]
     b = params[P_B]
     q_off, u_off, d_off, c_off, _, _ = task_offsets(n, b)
-    regs, pre_bits, _, tmp_a, _, _ = work_offsets(n)
+    regs, pre_bits, dep_bits, _, tmp_a, _, _ = work_offsets(n)
     completed_off, mask_off, _ = obs_offsets(n, b)
 
     state[row, CALLS] += 1
@@ -82,7 +84,8 @@ def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state
     work[row, regs + u] = (work[row, regs + u] + delta) & 7
     successes = state[row, SUCCESSES] + 1
     state[row, SUCCESSES] = successes
-    if params[P_HIDDEN]:
+    hidden = params[P_HIDDEN] != 0
+    if hidden:
         state[row, HIDDEN_COUNTER] = rng.fill_uniform(
             state[row, HIDDEN_KEY], state[row, HIDDEN_COUNTER], work, row, tmp_a, 8, 8
         )
@@ -91,15 +94,32 @@ def execute_into(params: np.ndarray, op: int, slot: int, task: np.ndarray, state
     visible = successes == state[row, NEXT_SNAPSHOT]
     if visible:
         state[row, NEXT_SNAPSHOT] += params[P_PERIOD]
+        if state[row, VISIBLE] and not hidden:  # shown before and after: only x[u] changed
+            obs[row, OBS_REGISTERS + u] = work[row, regs + u]
+        else:
+            for r in range(8):
+                obs[row, OBS_REGISTERS + r] = work[row, regs + r]
+    elif state[row, VISIBLE]:
+        for r in range(8):
+            obs[row, OBS_REGISTERS + r] = -1
     state[row, VISIBLE] = 1 if visible else 0
-    for r in range(8):
-        obs[row, OBS_REGISTERS + r] = work[row, regs + r] if visible else -1
     obs[row, OBS_LAST_UPDATE] = u
     obs[row, OBS_LAST_UPDATE + 1] = delta
     obs[row, completed_off + op] = 1
-    for v in range(n):  # branch-free: readiness is data, a branch on it mispredicts often
-        missing = work[row, pre_bits + v] & ~done_mask
-        obs[row, mask_off + v] = (((done_mask >> v) & 1) ^ 1) & (missing == 0)
+    # Only op and the operations waiting for it can change readiness.
+    ready = state[row, READY] & ~bit
+    waiting = work[row, dep_bits + op]
+    while waiting:
+        v = lowest_bit(waiting)
+        waiting &= waiting - 1
+        if work[row, pre_bits + v] & ~done_mask == 0:
+            ready |= np.int64(1) << v
+    changed = ready ^ state[row, READY]
+    state[row, READY] = ready
+    while changed:
+        v = lowest_bit(changed)
+        changed &= changed - 1
+        obs[row, mask_off + v] = (ready >> v) & 1
     if successes == n:
         state[row, DONE] = 1
     return NO_FAILURE

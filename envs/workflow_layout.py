@@ -26,7 +26,8 @@ COMPLETED = 7  # bitmask of completed operation identifiers
 HIDDEN_KEY = 8  # key of the hidden-resampling stream
 HIDDEN_COUNTER = 9  # words drawn from it (advanced by successes only)
 NEXT_SNAPSHOT = 10  # success count at which registers are next shown (0: never)
-STATE_FIELDS = 11
+READY = 11  # bitmask of operations whose prerequisites are done and which are not done
+STATE_FIELDS = 12
 
 # MOD[m, x] = x mod m for m in 1..8 and 0 <= x < 64: kernels take small residues by lookup,
 # since a 64-bit division costs more than the rest of a step.
@@ -54,15 +55,18 @@ def task_offsets(n: int, b: int) -> tuple[int, int, int, int, int, int]:
 
 
 @jit
-def work_offsets(n: int) -> tuple[int, int, int, int, int, int]:
-    """(registers, prereq bits, node labels, scratch A, scratch B, row length) of a `work` row."""
+def work_offsets(n: int) -> tuple[int, int, int, int, int, int, int]:
+    """(registers, prereq bits, dependent bits, node labels, scratch A, scratch B, row length)
+    offsets of a `work` row. Prereq bits of v: the operations v waits for; dependent bits of
+    u: the operations that wait for u."""
     scratch = max(n, 8)
     registers = 0
     prereq_bits = registers + 8
-    labels = prereq_bits + n
+    dependent_bits = prereq_bits + n
+    labels = dependent_bits + n
     scratch_a = labels + n
     scratch_b = scratch_a + scratch
-    return registers, prereq_bits, labels, scratch_a, scratch_b, scratch_b + scratch
+    return registers, prereq_bits, dependent_bits, labels, scratch_a, scratch_b, scratch_b + scratch
 
 
 @jit

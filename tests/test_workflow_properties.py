@@ -250,3 +250,26 @@ def _smallest_label_schedule(prereq: np.ndarray) -> np.ndarray:
         order.append(v)
         done[v] = True
     return np.array(order)
+
+
+@settings(max_examples=150, deadline=None)
+@given(spec=specs(hidden=None), seed=seeds, data=st.data())
+def test_action_mask_is_readiness_after_every_call(spec: dict, seed: int,
+                                                   data: st.DataObject) -> None:
+    spec = {**spec, "error_allowance": 3}
+    env = gym.make("StatefulWorkflow-v0", **spec)
+    observation, info = env.reset(seed=seed)
+    n, b = spec["n_ops"], spec["candidates"]
+    prereq = env.unwrapped.task.prereq
+    terminated = False
+    while not terminated:
+        done = observation["completed"].astype(bool)
+        ready = ~done & np.array([done[prereq[v]].all() for v in range(n)])
+        assert np.array_equal(info["action_mask"][:n], ready)
+        action = (data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, b - 1)))
+        if data.draw(st.booleans()) and ready.any():  # often a correct call, to make progress
+            core = env.unwrapped
+            v = int(np.flatnonzero(ready)[0])
+            target = core.registers[core.task.query[v]] % b
+            action = (v, int(np.flatnonzero(core.task.codes[v] == target)[0]))
+        observation, _, terminated, _, info = env.step(action)

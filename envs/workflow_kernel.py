@@ -139,12 +139,16 @@ def first_invalid_action(params: np.ndarray, actions: np.ndarray) -> int:
 @jit
 def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, state: np.ndarray,
                work: np.ndarray, obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
-               failures: np.ndarray) -> None:
+               failures: np.ndarray) -> int:
     """Step every env of a batch, with Gymnasium's next-step autoreset.
 
-    An env whose episode ended on the previous call starts the episode of its next seed
-    (rng.next_seed) instead of acting: reward 0, not terminated, failure code 0.
+    Returns -1, or the index of the first action outside MultiDiscrete([N, b]), in which case
+    nothing was stepped. An env whose episode ended on the previous call starts the episode
+    of its next seed (rng.next_seed) instead of acting: reward 0, not terminated, failure 0.
     """
+    bad = first_invalid_action(params, actions)
+    if bad >= 0:
+        return bad
     reward_per_op = 1.0 / params[P_N]
     for i in range(actions.shape[0]):
         if state[i, DONE]:
@@ -157,6 +161,7 @@ def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, state:
         rewards[i] = reward_per_op if failure == NO_FAILURE else 0.0
         terminated[i] = state[i, DONE] == 1
         failures[i] = failure
+    return -1
 
 
 _warmed_up = False

@@ -17,7 +17,7 @@ from gymnasium.vector.utils import batch_space
 
 from envs.workflow import observation_space_for
 from envs.workflow_generator import reset_batch
-from envs.workflow_kernel import allocate_rows, first_invalid_action, step_batch, warm_up
+from envs.workflow_kernel import allocate_rows, step_batch, warm_up
 from envs.workflow_layout import (
     CALLS,
     ERRORS,
@@ -62,11 +62,25 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         self._params = spec.to_params()
         e = self.num_envs
         self._task, self._state, self._work, self._obs = allocate_rows(self._params, e)
-        self._rewards = np.zeros(e, dtype=np.float64)
-        self._terminated = np.zeros(e, dtype=np.bool_)
-        self._failures = np.zeros(e, dtype=np.int8)
-        self._all = np.ones(e, dtype=np.bool_)
-        self._all.flags.writeable = False
+        everyone = np.ones(e, dtype=np.bool_)
+        everyone.flags.writeable = False
+        self._info_flags = {
+            f"_{key}": everyone for key in
+            ("completed_ops", "calls", "errors", "success", "failure", "task_seed", "action_mask")
+        }
+        q, u, d, c, p, _ = task_offsets(n, b)
+        completed, mask, _ = obs_offsets(n, b)
+        self._slices = {
+            "registers": slice(OBS_REGISTERS, OBS_REGISTERS + 8),
+            "completed": slice(completed, completed + n),
+            "last_update": slice(OBS_LAST_UPDATE, OBS_LAST_UPDATE + 2),
+            "prereq": slice(p, p + n * n),
+            "query": slice(q, q + n),
+            "update": slice(u, u + n),
+            "delta": slice(d, d + n),
+            "codes": slice(c, c + n * b),
+            "action_mask": slice(mask, mask + n + b),
+        }
         self._started = False
         self.single_observation_space = observation_space_for(spec)
         self.single_action_space = gym.spaces.MultiDiscrete([n, b])
@@ -88,9 +102,8 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
                 raise ValueError(f"seed must be an int, None or a list of {e} ints; got {seed!r}")
             seeds = np.asarray(seed, dtype=np.int64)
         reset_batch(self._params, seeds, self._task, self._state, self._work, self._obs)
-        self._failures[:] = 0
         self._started = True
-        return self._observations_and_infos()
+        return self._observations_and_infos(np.zeros(e, dtype=np.int8))
 
     def step(
         self, actions: np.ndarray
@@ -104,46 +117,49 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
                 f"dtype {acts.dtype} and shape {acts.shape}"
             )
         acts = acts.astype(np.int64, copy=False)
-        bad = first_invalid_action(self._params, acts)
+        e = self.num_envs
+        rewards = np.empty(e, dtype=np.float64)
+        terminated = np.empty(e, dtype=np.bool_)
+        failures = np.empty(e, dtype=np.int8)
+        bad = step_batch(self._params, acts, self._task, self._state, self._work, self._obs,
+                         rewards, terminated, failures)
         if bad >= 0:
             raise ValueError(
                 f"actions[{bad}] must be (operation, candidate) with operation in "
                 f"0..{self._n - 1} and candidate in 0..{self._b - 1}; got {acts[bad].tolist()}"
             )
-        step_batch(self._params, acts, self._task, self._state, self._work, self._obs,
-                   self._rewards, self._terminated, self._failures)
-        observations, infos = self._observations_and_infos()
-        truncated = np.zeros(self.num_envs, dtype=np.bool_)
-        return observations, self._rewards.copy(), self._terminated.copy(), truncated, infos
+        observations, infos = self._observations_and_infos(failures)
+        return observations, rewards, terminated, np.zeros(e, dtype=np.bool_), infos
 
     def action_masks(self) -> np.ndarray:
         """(num_envs, N + b) flags: ready operations, then candidate slots."""
         mask = obs_offsets(self._n, self._b)[1]
         return self._obs[:, mask:mask + self._n + self._b].astype(bool)
 
-    def _observations_and_infos(self) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+    def _observations_and_infos(
+        self, failures: np.ndarray
+    ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """Fresh data every call: one copy of each flat buffer, then per-field views of it.
 
         Three contiguous copies cost far less than one strided copy per field; the fields of
         one step share these fresh buffers but never the env's rows or another step's data.
         """
         n, b, e = self._n, self._b, self.num_envs
-        q, u, d, c, p, _ = task_offsets(n, b)
-        completed, mask, _ = obs_offsets(n, b)
+        s = self._slices
         task = self._task.copy()
         obs = self._obs.copy()
         scalars = self._state.copy()
         observations = {
-            "registers": obs[:, OBS_REGISTERS:OBS_REGISTERS + 8],
-            "completed": obs[:, completed:completed + n],
-            "last_update": obs[:, OBS_LAST_UPDATE:OBS_LAST_UPDATE + 2],
+            "registers": obs[:, s["registers"]],
+            "completed": obs[:, s["completed"]],
+            "last_update": obs[:, s["last_update"]],
             "failure": scalars[:, FAILURE],
             "errors": scalars[:, ERRORS],
-            "prereq": task[:, p:p + n * n].reshape(e, n, n),
-            "query": task[:, q:q + n],
-            "update": task[:, u:u + n],
-            "delta": task[:, d:d + n],
-            "codes": task[:, c:c + n * b].reshape(e, n, b),
+            "prereq": task[:, s["prereq"]].reshape(e, n, n),
+            "query": task[:, s["query"]],
+            "update": task[:, s["update"]],
+            "delta": task[:, s["delta"]],
+            "codes": task[:, s["codes"]].reshape(e, n, b),
         }
         completed_ops = scalars[:, SUCCESSES]
         infos: dict[str, Any] = {
@@ -151,10 +167,9 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             "calls": scalars[:, CALLS],
             "errors": scalars[:, ERRORS],
             "success": completed_ops == n,
-            "failure": self._failures.copy(),
+            "failure": failures,
             "task_seed": scalars[:, SEED],
-            "action_mask": obs[:, mask:mask + n + b].view(np.bool_),
+            "action_mask": obs[:, s["action_mask"]].view(np.bool_),
         }
-        for key in list(infos):
-            infos["_" + key] = self._all
+        infos.update(self._info_flags)
         return observations, infos

@@ -66,7 +66,8 @@ def fill_uniform(key: np.int64, counter: np.int64, out: np.ndarray, row: int, st
                  count: int, bound: int) -> np.int64:
     """out[row, start:start+count] uniform on 0..bound-1; returns the advanced counter.
 
-    Kernels write into rows of 2-D batch arrays by index: a row view would be refcounted.
+    Kernels write into a row of a 2-D batch array, so one kernel serves a batch and a
+    single env (a batch of one).
     """
     i = 0
     while i < count:

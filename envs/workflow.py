@@ -129,6 +129,8 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
+        if seed is not None and not 0 <= seed < 2**63:
+            raise ValueError(f"seed must be an integer in 0..2**63-1; got {seed!r}")
         super().reset(seed=seed)
         if seed is not None:
             task_seed = int(seed)

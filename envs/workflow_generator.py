@@ -61,8 +61,8 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
                   work: np.ndarray, obs: np.ndarray, row: int) -> None:
     """Draw the task of `seed` into row `row` of the batch arrays and start its episode.
 
-    Kernels index the 2-D batch arrays directly: a row view per call is refcounted, which
-    costs more than a whole failed step.
+    Kernels take batch arrays and a row index, so one kernel serves the batch loops and the
+    single env (a batch of one).
     """
     n = params[P_N]
     depth = params[P_DEPTH]

@@ -192,7 +192,6 @@ def warm_up() -> None:
     execute_into(params, 0, 0, task, state, work, obs, 0)
     generate_into(params, 1, task, state, work, obs, 0)
     actions = np.zeros((1, 2), dtype=np.int64)
-    first_invalid_action(params, actions)
     step_batch(params, actions, task, state, work, obs, np.zeros(1),
                np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int8))
     _warmed_up = True

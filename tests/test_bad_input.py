@@ -100,3 +100,14 @@ def test_vector_env_rejects_bad_actions() -> None:
 def test_bad_render_mode() -> None:
     with pytest.raises(ValueError, match=r"^render_mode must be one of None \| 'ansi'; got 'x'$"):
         envs.workflow.StatefulWorkflowEnv(render_mode="x")
+
+
+def test_seeds_outside_int63_are_rejected() -> None:
+    env = gym.make("StatefulWorkflow-v0")
+    message = f"seed must be an integer in 0..2**63-1; got {2**63}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.unwrapped.reset(seed=2**63)
+    vec = gym.make_vec("StatefulWorkflow-v0", num_envs=2)
+    with pytest.raises(ValueError, match=r"^seed must be an integer or list of integers"):
+        vec.reset(seed=[0, 2**63])
+    env.reset(seed=2**63 - 1)  # the largest seed works

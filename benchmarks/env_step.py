@@ -38,10 +38,8 @@ ENV_ID = "StatefulWorkflow-v0"
 
 def _correct_action(core: envs.workflow.StatefulWorkflowEnv, mask: np.ndarray) -> np.ndarray:
     """The smallest ready operation and its right slot, read from the simulator state."""
-    task = core.task
-    v = int(np.flatnonzero(mask[: task.spec.n_ops])[0])
-    target = core.registers[task.query[v]] % task.spec.candidates
-    return np.array([v, int(np.flatnonzero(task.codes[v] == target)[0])])
+    v = int(np.flatnonzero(mask[: core.spec_params.n_ops])[0])
+    return np.array([v, core.correct_slot(v)])
 
 
 def single_loop(env: gym.Env, actions: np.ndarray, seed: int) -> Callable[[], float]:

@@ -195,6 +195,13 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         regs = self._registers_off
         return self._work[regs:regs + 8].copy()
 
+    def correct_slot(self, op: int) -> int:
+        """The candidate slot that is right for `op` now (simulator state: for tests, oracles
+        and benchmarks, not an agent input)."""
+        b = self._b
+        target = self.registers[self.task.query[op]] % b
+        return int(np.flatnonzero(self.task.codes[op] == target)[0])
+
     def action_masks(self) -> np.ndarray:
         """N ready-operation flags then b candidate flags (sb3-contrib's MultiDiscrete format)."""
         return self._obs[self._mask_off:self._mask_off + self._n + self._b].astype(bool)

@@ -55,10 +55,8 @@ def test_failed_call_under_retry_budget_changes_nothing(spec: dict, seed: int,
     core = env.unwrapped
     n, b = spec["n_ops"], spec["candidates"]
     for _ in range(data.draw(st.integers(0, n - 1))):  # advance by some successes first
-        x = core.registers
         v = int(np.flatnonzero(info["action_mask"][:n])[0])
-        a = int(np.flatnonzero(core.task.codes[v] == x[core.task.query[v]] % b)[0])
-        observation, _, terminated, _, info = env.step((v, a))
+        observation, _, terminated, _, info = env.step((v, core.correct_slot(v)))
         assert info["failure"] is None
     before = (core.registers, observation["completed"].copy(), observation["registers"].copy(),
               int(core._state[HIDDEN_COUNTER]), info["completed_ops"])
@@ -119,12 +117,10 @@ def test_registers_are_shown_initially_and_after_every_hth_success(spec: dict, s
     observation, info = env.reset(seed=seed)
     core = env.unwrapped
     assert np.array_equal(observation["registers"], core.registers)
-    n, b, h = spec["n_ops"], spec["candidates"], spec["snapshot_period"]
+    n, h = spec["n_ops"], spec["snapshot_period"]
     for k in range(1, n + 1):
-        x = core.registers
         v = int(np.flatnonzero(info["action_mask"][:n])[0])
-        a = int(np.flatnonzero(core.task.codes[v] == x[core.task.query[v]] % b)[0])
-        observation, _, _, _, info = env.step((v, a))
+        observation, _, _, _, info = env.step((v, core.correct_slot(v)))
         shown = h > 0 and k % h == 0
         assert info["registers_visible"] == shown
         if shown:
@@ -139,13 +135,11 @@ def test_hidden_resampling_redraws_active_slots_only(spec: dict, seed: int) -> N
     env = gym.make("StatefulWorkflow-v0", **spec)
     _, info = env.reset(seed=seed)
     core = env.unwrapped
-    n, b, w = spec["n_ops"], spec["candidates"], spec["width"]
+    n, w = spec["n_ops"], spec["width"]
     padding = core.registers[w:].copy()
     for _ in range(n):
-        x = core.registers
         v = int(np.flatnonzero(info["action_mask"][:n])[0])
-        a = int(np.flatnonzero(core.task.codes[v] == x[core.task.query[v]] % b)[0])
-        _, _, _, _, info = env.step((v, a))
+        _, _, _, _, info = env.step((v, core.correct_slot(v)))
         assert info["resampled"]
         assert np.array_equal(core.registers[w:], padding)
 
@@ -158,9 +152,7 @@ def test_hidden_resampling_stream_is_the_same_for_every_controller() -> None:
         env.reset(seed=5)
         core = env.unwrapped
         v = next(iter(order))
-        x = core.registers
-        a = int(np.flatnonzero(core.task.codes[v] == x[core.task.query[v]] % 4)[0])
-        env.step((v, a))
+        env.step((v, core.correct_slot(v)))
     assert np.array_equal(first.unwrapped.registers, second.unwrapped.registers)
 
 
@@ -268,8 +260,6 @@ def test_action_mask_is_readiness_after_every_call(spec: dict, seed: int,
         assert np.array_equal(info["action_mask"][:n], ready)
         action = (data.draw(st.integers(0, n - 1)), data.draw(st.integers(0, b - 1)))
         if data.draw(st.booleans()) and ready.any():  # often a correct call, to make progress
-            core = env.unwrapped
             v = int(np.flatnonzero(ready)[0])
-            target = core.registers[core.task.query[v]] % b
-            action = (v, int(np.flatnonzero(core.task.codes[v] == target)[0]))
+            action = (v, env.unwrapped.correct_slot(v))
         observation, _, terminated, _, info = env.step(action)

@@ -81,3 +81,21 @@ def test_seed_list_and_int_agree() -> None:
     a, _ = gym.make_vec("StatefulWorkflow-v0", num_envs=3).reset(seed=7)
     b, _ = gym.make_vec("StatefulWorkflow-v0", num_envs=3).reset(seed=[7, 8, 9])
     assert data_equivalence(a, b)
+
+
+@pytest.mark.parametrize("mode", ["sync", "async"])
+def test_gymnasium_vectorizers_agree_with_the_numba_vector_env(mode: str) -> None:
+    """SyncVectorEnv and (forked) AsyncVectorEnv over the single env give the same data."""
+    ours = gym.make_vec("StatefulWorkflow-v0", num_envs=2)
+    theirs = gym.make_vec("StatefulWorkflow-v0", num_envs=2, vectorization_mode=mode)
+    try:
+        a, _ = ours.reset(seed=3)
+        b, _ = theirs.reset(seed=3)
+        assert data_equivalence(a, b)
+        actions = np.array([[0, 0], [1, 1]], dtype=np.int64)
+        a, ra, ta, _, _ = ours.step(actions)
+        b, rb, tb, _, _ = theirs.step(actions)
+        assert data_equivalence(a, b)
+        assert np.array_equal(ra, rb) and np.array_equal(ta, tb)
+    finally:
+        theirs.close()

@@ -91,12 +91,17 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
         """seed=s gives env i the task seed s + i (Gymnasium's convention); a list seeds each."""
-        candidates = [] if seed is None else [seed] if isinstance(seed, int | np.integer) else seed
+        e = self.num_envs
+        if seed is None:
+            candidates = []
+        elif isinstance(seed, int | np.integer):
+            candidates = [int(seed), int(seed) + e - 1]  # env i gets seed + i
+        else:
+            candidates = list(seed)
         if any(not 0 <= int(s) < 2**63 for s in candidates):
             raise ValueError(f"seed must be an integer or list of integers in 0..2**63-1; got "
                              f"{seed!r}")
         super().reset(seed=seed if isinstance(seed, int | np.integer) else None)
-        e = self.num_envs
         if seed is None:
             seeds = self.np_random.integers(0, 2**63 - 1, size=e, dtype=np.int64)
         elif isinstance(seed, int | np.integer):

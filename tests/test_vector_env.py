@@ -99,3 +99,14 @@ def test_gymnasium_vectorizers_agree_with_the_numba_vector_env(mode: str) -> Non
         assert np.array_equal(ra, rb) and np.array_equal(ta, tb)
     finally:
         theirs.close()
+
+
+def test_unseeded_reset_draws_fresh_tasks_and_large_seeds_are_checked() -> None:
+    vec = gym.make_vec("StatefulWorkflow-v0", num_envs=3)
+    first, info_a = vec.reset()
+    second, info_b = vec.reset()
+    assert not np.array_equal(info_a["task_seed"], info_b["task_seed"])
+    assert first in vec.observation_space and second in vec.observation_space
+    with pytest.raises(ValueError, match=r"^seed must be an integer or list of integers"):
+        vec.reset(seed=2**63 - 2)  # env 2 would get 2**63
+    vec.reset(seed=2**63 - 3)

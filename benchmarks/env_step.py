@@ -97,8 +97,9 @@ def record_vector_solving(num_envs: int, steps: int, seed: int) -> np.ndarray:
         mask = info["action_mask"][:, :n]
         v = np.argmax(mask, axis=1)
         x = core._work[:, regs:regs + 8]
-        target = x[rows, observations["query"][rows, v]] % b
-        slot = np.argmax(observations["codes"][rows, v] == target[:, None], axis=1)
+        target = x[rows, observations["query_register"][rows, v]] % b
+        codes = observations["codes"].reshape(num_envs, n, b)
+        slot = np.argmax(codes[rows, v] == target[:, None], axis=1)
         recorded[t, :, 0], recorded[t, :, 1] = v, slot
         observations, _, _, _, info = vec.step(recorded[t])
     return recorded

@@ -31,9 +31,9 @@ class TrackingController:
         if ready.size == 0:
             raise ValueError("no operation is ready: the episode should have ended")
         v = int(ready[0])
-        b = observation["codes"].shape[1]
-        target = self._x[int(observation["query"][v])] % b
-        matches = np.flatnonzero(observation["codes"][v] == target)
+        b = observation["codes"].shape[0] // n
+        target = self._x[int(observation["query_register"][v])] % b
+        matches = np.flatnonzero(observation["codes"][v * b:(v + 1) * b] == target)
         return np.array([v, int(matches[0])], dtype=np.int64)
 
     def _observe(self, observation: dict[str, Any], info: dict[str, Any]) -> None:

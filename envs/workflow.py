@@ -65,7 +65,14 @@ class WorkflowTask:
 
 
 def observation_space_for(spec: WorkflowSpec) -> spaces.Dict:
-    """The observation space of one env: fixed shapes, SB3 MultiInputPolicy compatible."""
+    """The observation space of one env: fixed shapes that SB3's MultiInputPolicy takes as is.
+
+    Every field is a flat vector (SB3's checker warns on other shapes): `prereq` is the N x N
+    prerequisite matrix and `codes` the N x b code table, both row-major
+    (prereq[v * N + u], codes[v * b + a]); `env.unwrapped.task` has them as 2-D arrays. The
+    register fields are `query_register` / `update_register`, since SB3 keys a torch
+    ModuleDict by observation key and `update` is one of its methods.
+    """
     n, b = spec.n_ops, spec.candidates
     i8 = np.int8
     return spaces.Dict(
@@ -75,11 +82,11 @@ def observation_space_for(spec: WorkflowSpec) -> spaces.Dict:
             "last_update": spaces.Box(-1, 7, shape=(2,), dtype=i8),
             "failure": spaces.Discrete(len(FAILURE_NAMES)),
             "errors": spaces.Discrete(spec.error_allowance + 2),
-            "prereq": spaces.MultiBinary((n, n)),
-            "query": spaces.Box(0, 7, shape=(n,), dtype=i8),
-            "update": spaces.Box(0, 7, shape=(n,), dtype=i8),
+            "prereq": spaces.MultiBinary(n * n),
+            "query_register": spaces.Box(0, 7, shape=(n,), dtype=i8),
+            "update_register": spaces.Box(0, 7, shape=(n,), dtype=i8),
             "delta": spaces.Box(0, 7, shape=(n,), dtype=i8),
-            "codes": spaces.Box(0, 7, shape=(n, b), dtype=i8),
+            "codes": spaces.Box(0, 7, shape=(n * b,), dtype=i8),
         }
     )
 
@@ -244,11 +251,11 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             "last_update": obs[OBS_LAST_UPDATE:OBS_LAST_UPDATE + 2],
             "failure": self._state[FAILURE],  # numpy scalars: fresh objects, not views
             "errors": self._state[ERRORS],
-            "prereq": task[p:p + n * n].reshape(n, n),
-            "query": task[q:q + n],
-            "update": task[u:u + n],
+            "prereq": task[p:p + n * n],
+            "query_register": task[q:q + n],
+            "update_register": task[u:u + n],
             "delta": task[d:d + n],
-            "codes": task[c:c + n * b].reshape(n, b),
+            "codes": task[c:c + n * b],
         }
 
     def _info(self, failure: str | None) -> dict[str, Any]:

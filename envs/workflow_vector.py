@@ -75,8 +75,8 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             "completed": slice(completed, completed + n),
             "last_update": slice(OBS_LAST_UPDATE, OBS_LAST_UPDATE + 2),
             "prereq": slice(p, p + n * n),
-            "query": slice(q, q + n),
-            "update": slice(u, u + n),
+            "query_register": slice(q, q + n),
+            "update_register": slice(u, u + n),
             "delta": slice(d, d + n),
             "codes": slice(c, c + n * b),
             "action_mask": slice(mask, mask + n + b),
@@ -153,7 +153,7 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         Three contiguous copies cost far less than one strided copy per field; the fields of
         one step share these fresh buffers but never the env's rows or another step's data.
         """
-        n, b, e = self._n, self._b, self.num_envs
+        n = self._n
         s = self._slices
         task = self._task.copy()
         obs = self._obs.copy()
@@ -164,11 +164,11 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             "last_update": obs[:, s["last_update"]],
             "failure": scalars[:, FAILURE],
             "errors": scalars[:, ERRORS],
-            "prereq": task[:, s["prereq"]].reshape(e, n, n),
-            "query": task[:, s["query"]],
-            "update": task[:, s["update"]],
+            "prereq": task[:, s["prereq"]],
+            "query_register": task[:, s["query_register"]],
+            "update_register": task[:, s["update_register"]],
             "delta": task[:, s["delta"]],
-            "codes": task[:, s["codes"]].reshape(e, n, b),
+            "codes": task[:, s["codes"]],
         }
         completed_ops = scalars[:, SUCCESSES]
         infos: dict[str, Any] = {

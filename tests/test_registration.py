@@ -83,11 +83,11 @@ def test_every_parameter_is_a_make_kwarg(env_id: str) -> None:
 def test_make_with_module_prefix_needs_no_import() -> None:
     code = (
         "import gymnasium as gym; env = gym.make('envs:StatefulWorkflow-v0'); "
-        "obs, info = env.reset(seed=0); print(obs['codes'].shape)"
+        "obs, info = env.reset(seed=0); print(obs['codes'].shape, env.unwrapped.task.codes.shape)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
                             check=True)
-    assert result.stdout.strip() == "(8, 4)"
+    assert result.stdout.strip() == "(32,) (8, 4)"
 
 
 def test_ansi_render_shows_rules_task_and_observation() -> None:

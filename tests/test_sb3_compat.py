@@ -1,0 +1,32 @@
+"""SB3 accepts the observation and action spaces: its own checker and a short PPO run."""
+
+from __future__ import annotations
+
+import warnings
+
+import gymnasium as gym
+import pytest
+
+import envs  # noqa: F401
+
+torch = pytest.importorskip("torch")
+from stable_baselines3 import PPO  # noqa: E402
+from stable_baselines3.common.env_checker import check_env  # noqa: E402
+
+
+@pytest.mark.parametrize("env_id", sorted(envs.WORKFLOW_PRESETS))
+def test_sb3_check_env(env_id: str) -> None:
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # SB3 warns about spaces it cannot handle well
+        check_env(gym.make(env_id).unwrapped, warn=True)
+
+
+def test_multi_input_policy_trains_and_predicts() -> None:
+    torch.set_num_threads(1)
+    env = gym.make("StatefulWorkflow-v0")
+    model = PPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0,
+                device="cpu")
+    model.learn(total_timesteps=128)
+    observation, _ = env.reset(seed=0)
+    action, _ = model.predict(observation, deterministic=True)
+    assert env.action_space.contains(action)

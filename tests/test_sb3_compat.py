@@ -30,3 +30,21 @@ def test_multi_input_policy_trains_and_predicts() -> None:
     observation, _ = env.reset(seed=0)
     action, _ = model.predict(observation, deterministic=True)
     assert env.action_space.contains(action)
+
+
+def test_maskable_ppo_reads_action_masks() -> None:
+    """sb3-contrib finds `action_masks()` and only ever samples ready operations."""
+    from sb3_contrib import MaskablePPO
+    from sb3_contrib.common.maskable.utils import get_action_masks
+
+    torch.set_num_threads(1)
+    env = gym.make("StatefulWorkflow-v0", family="barriers", depth=4)
+    model = MaskablePPO("MultiInputPolicy", env, n_steps=64, batch_size=32, n_epochs=1, seed=0,
+                        device="cpu")
+    model.learn(total_timesteps=128)
+    for seed in range(20):
+        observation, info = env.reset(seed=seed)
+        masks = get_action_masks(model.get_env())[0]
+        assert masks.shape == (8 + 4,)
+        action, _ = model.predict(observation, action_masks=info["action_mask"])
+        assert info["action_mask"][action[0]], "a masked-out operation was chosen"

@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: venv demo test lint bench clean
+.PHONY: venv demo test lint bench clean clean-cache
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -19,7 +19,9 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(BIN)/python -m analysis.demo
 
-test: $(STAMP)
+# numba's disk cache does not notice edits in a kernel's callees (another module), so a
+# stale entry can outlive a layout change; the suite always compiles from the source it tests.
+test: $(STAMP) clean-cache
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
@@ -29,5 +31,8 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_step.py
 
-clean:
+clean-cache:
+	find envs controllers llm_policies analysis -name '*.nbi' -delete -o -name '*.nbc' -delete
+
+clean: clean-cache
 	rm -rf $(VENV) .pytest_cache .ruff_cache

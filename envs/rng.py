@@ -186,3 +186,10 @@ def codes_below(key: np.int64, counter: np.int64, b: int) -> tuple[np.int64, np.
     """
     word, counter = _accepted_word(key, counter, _FACTORIALS[8])
     return _insertions(word, b - 1), counter
+
+
+@jit_inline
+def uniform_below(key: np.int64, counter: np.int64, bound: int) -> tuple[np.int64, np.int64]:
+    """One draw uniform on 0..bound-1 (bound <= 2**32) from one accepted word; new counter."""
+    word, counter = _accepted_word(key, counter, np.int64(bound))
+    return (word * bound) >> 32, counter

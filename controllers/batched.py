@@ -52,9 +52,10 @@ class ControllerAbort(RuntimeError):
 @jit
 def run_episodes(params: np.ndarray, cparams: np.ndarray, seeds: np.ndarray, task: np.ndarray,
                  state: np.ndarray, work: np.ndarray, obs: np.ndarray, cstate: np.ndarray,
-                 records: np.ndarray) -> int:
-    """One episode per seed; records[i] gets seed i's outcome. Returns -1, or the index of an
-    episode that exceeded the call horizon N + R (the run must then abort)."""
+                 records: np.ndarray, trace: np.ndarray) -> int:
+    """One episode per seed; records[i] gets seed i's outcome, and trace[i, t] its t-th
+    action while t < trace.shape[1] (pass a zero-length trace to skip). Returns -1, or the
+    index of an episode that exceeded the call horizon N + R (the run must then abort)."""
     horizon = params[P_N] + params[P_R]
     for i in range(seeds.shape[0]):
         generate_into(params, seeds[i], task, state, work, obs, 0)
@@ -65,6 +66,9 @@ def run_episodes(params: np.ndarray, cparams: np.ndarray, seeds: np.ndarray, tas
             if state[0, CALLS] >= horizon:
                 return i
             op, slot = controller_act(params, cparams, cstate, 0, task, 0, obs, 0, failure)
+            if state[0, CALLS] < trace.shape[1]:
+                trace[i, state[0, CALLS], 0] = op
+                trace[i, state[0, CALLS], 1] = slot
             failure = execute_into(params, op, slot, task, state, work, obs, 0)
             if failure != 0 and first_failure == 0:
                 first_failure = failure
@@ -81,15 +85,18 @@ def run_episodes(params: np.ndarray, cparams: np.ndarray, seeds: np.ndarray, tas
     return -1
 
 
-def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray) -> dict[str, np.ndarray]:
-    """Per-episode arrays (keys EPISODE_KEYS) of `controller` on the tasks of `seeds`."""
+def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
+                   trace_length: int = 0) -> dict[str, np.ndarray]:
+    """Per-episode arrays (keys EPISODE_KEYS) of `controller` on the tasks of `seeds`; with
+    trace_length > 0 also "trace": (seeds, trace_length, 2) actions, -1 after the last."""
     params = spec.to_params()
     cparams = controller_params(controller)
     seeds = np.ascontiguousarray(seeds, dtype=np.int64)
     rows = allocate_rows(params, 1)
     cstate = np.zeros((1, CONTROLLER_FIELDS), dtype=np.int64)
     records = np.zeros((seeds.shape[0], RECORD_FIELDS), dtype=np.int64)
-    bad = run_episodes(params, cparams, seeds, *rows, cstate, records)
+    trace = np.full((seeds.shape[0], trace_length, 2), -1, dtype=np.int64)
+    bad = run_episodes(params, cparams, seeds, *rows, cstate, records, trace)
     if bad >= 0:
         raise ControllerAbort(
             f"{controller} on {spec} exceeded the call horizon N + R on seed {seeds[bad]}"
@@ -98,7 +105,7 @@ def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray) -> di
         raise ControllerAbort(f"{controller} on {spec} held more values than its capacity")
     entries = records[:, ENTRIES]
     plan = CONTROLLERS[controller][K_RETAIN] == RETAIN_PLAN
-    return {
+    result = {
         "success": records[:, SUCCESS].astype(bool),
         "completed": records[:, COMPLETED],
         "calls": records[:, CALLS_COL],
@@ -111,6 +118,9 @@ def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray) -> di
         "value_bits": value_bits(controller, 1, spec.candidates) * entries,
         "plan_slots": np.full(seeds.shape[0], spec.n_ops if plan else 0, dtype=np.int64),
     }
+    if trace_length:
+        result["trace"] = trace
+    return result
 
 
 def run_many(pairs: Iterable[tuple[WorkflowSpec, str]], seeds: np.ndarray,

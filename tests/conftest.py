@@ -4,12 +4,13 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.tracking import TrackingController
+from controllers.policy import ReferencePolicy
 
 
 def play_oracle(env: Any, seed: int) -> tuple[dict[str, Any], float, list[tuple[int, int]]]:
-    """One TrackingController episode; returns the final info, the return and the actions."""
-    player = TrackingController()
+    """One episode of the `exact` reference controller; returns the final info, the return
+    and the actions."""
+    player = ReferencePolicy.for_env("exact", env)
     player.reset(seed=seed)
     observation, info = env.reset(seed=seed)
     total, actions, terminated = 0.0, [], False

@@ -1,0 +1,187 @@
+"""The reference controllers: one logic, two paths (batched runner and Policy adapter), and
+the properties seed 003 states for them."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import envs  # noqa: F401
+from controllers.batched import run_controller
+from controllers.policy import Policy, ReferencePolicy, rollout
+from controllers.reference import CONTROLLER_NAMES, controller_params
+from envs.workflow_spec import WorkflowSpec
+
+SPECS = [
+    WorkflowSpec(),
+    WorkflowSpec(snapshot_period=0, width=8, candidates=8),
+    WorkflowSpec(family="barriers", depth=2, snapshot_period=2, width=2, candidates=3),
+    WorkflowSpec(snapshot_period=0, error_allowance=8, candidates=8),
+    WorkflowSpec(snapshot_period=2, hidden_resampling=True),
+    WorkflowSpec(n_ops=16, depth=4, snapshot_period=4, locality="clustered", width=8),
+    WorkflowSpec(n_ops=4, depth=2, labels="reversed", updates="static", snapshot_period=0),
+]
+SEEDS = np.arange(5, 29)
+
+
+class _Recorder:
+    """Wraps a policy and keeps the actions it took, per episode."""
+
+    def __init__(self, policy: ReferencePolicy) -> None:
+        self.policy = policy
+        self.actions: list[list[tuple[int, int]]] = []
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.actions.append([])
+        self.policy.reset(seed=seed)
+
+    def act(self, observation: Any, info: dict[str, Any]) -> np.ndarray:
+        action = self.policy.act(observation, info)
+        self.actions[-1].append((int(action[0]), int(action[1])))
+        return action
+
+    def episode_counters(self) -> dict[str, int]:
+        return self.policy.episode_counters()
+
+
+def _spec_kwargs(spec: WorkflowSpec) -> dict[str, Any]:
+    return {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+
+
+@pytest.mark.parametrize("name", CONTROLLER_NAMES)
+def test_batched_runner_and_policy_adapter_play_identical_trajectories(name: str) -> None:
+    for spec in SPECS:
+        batched = run_controller(spec, name, SEEDS, trace_length=spec.n_ops + spec.error_allowance)
+        env = gym.make("StatefulWorkflow-v0", **_spec_kwargs(spec))
+        player = _Recorder(ReferencePolicy.for_env(name, env))
+        records = rollout(env, player, episodes=len(SEEDS), seed=int(SEEDS[0]))
+        for i, record in enumerate(records):
+            calls = batched["calls"][i]
+            expected = [tuple(a) for a in batched["trace"][i, :calls].tolist()]
+            assert player.actions[i] == expected, (name, spec, i)
+            assert record.success == batched["success"][i]
+            assert record.errors == batched["errors"][i]
+            for key, value in record.counters.items():
+                assert value == batched[key][i], (name, key)
+
+
+@given(b=st.integers(2, 8), period=st.sampled_from([0, 1, 2]), width=st.integers(1, 8),
+       family=st.sampled_from(["chains", "barriers"]))
+@settings(max_examples=25, deadline=None)
+def test_sham_check_plays_exactly_as_scan_1(b: int, period: int, width: int, family: str) -> None:
+    spec = WorkflowSpec(family=family, candidates=b, width=width, snapshot_period=period)
+    sham = run_controller(spec, "sham-check-4", SEEDS, trace_length=8)
+    scan = run_controller(spec, "scan-1", SEEDS, trace_length=8)
+    np.testing.assert_array_equal(sham["trace"], scan["trace"])
+    # ...while paying min(4, b) checks per call instead of one.
+    np.testing.assert_array_equal(sham["checks"], min(4, b) * scan["checks"])
+
+
+specs = st.builds(
+    lambda family, depth_exp, width, b, period, locality, updates, labels, r: WorkflowSpec(
+        family=family, n_ops=8, depth=2**depth_exp, width=width, candidates=b,
+        snapshot_period=period, locality=locality, updates=updates, labels=labels,
+        error_allowance=r),
+    st.sampled_from(["chains", "barriers"]), st.integers(0, 3), st.integers(1, 8),
+    st.integers(2, 8), st.integers(0, 4), st.sampled_from(["balanced", "clustered",
+                                                            "concentrated"]),
+    st.sampled_from(["additive", "static"]), st.sampled_from(["random", "reversed"]),
+    st.integers(0, 3),
+)
+
+
+@given(spec=specs)
+@settings(max_examples=40, deadline=None)
+def test_unrestricted_controllers_never_fail_on_deterministic_tasks(spec: WorkflowSpec) -> None:
+    # Residues mod b survive updates mod 8 only when b divides 8 (paper 7.2).
+    residue = ("residue-8",) if 8 % spec.candidates == 0 else ()
+    for name in ("exact", "precomputed-plan", "indexed", *residue):
+        result = run_controller(spec, name, SEEDS)
+        assert result["success"].all(), name
+        assert (result["calls"] == spec.n_ops).all() and (result["errors"] == 0).all()
+
+
+@given(b=st.integers(2, 8), n_depth=st.sampled_from([(4, 2), (8, 4), (8, 1)]),
+       period=st.sampled_from([0, 1]))
+@settings(max_examples=20, deadline=None)
+def test_elimination_always_succeeds_at_the_worst_case_allowance(
+        b: int, n_depth: tuple[int, int], period: int) -> None:
+    n, depth = n_depth
+    spec = WorkflowSpec(n_ops=n, depth=depth, candidates=b, snapshot_period=period,
+                        error_allowance=n * (b - 1))
+    result = run_controller(spec, "eliminate", SEEDS)
+    assert result["success"].all()
+    assert (result["errors"] <= n * (b - 1)).all()
+
+
+def test_residue_tracking_breaks_when_b_does_not_divide_8() -> None:
+    spec = WorkflowSpec(candidates=3, width=1, snapshot_period=0)
+    assert not run_controller(spec, "residue-8", np.arange(200))["success"].all()
+    assert run_controller(spec, "exact", np.arange(200))["success"].all()
+
+
+def test_counters_follow_the_paper_definitions() -> None:
+    spec = WorkflowSpec(width=4, candidates=8)
+    plan = run_controller(spec, "precomputed-plan", SEEDS)
+    assert (plan["prep_entries"] == 8 * 8).all() and (plan["lookups"] == 8).all()
+    assert (plan["plan_slots"] == 8).all() and (plan["checks"] == 0).all()
+    indexed = run_controller(spec, "indexed", SEEDS)
+    assert (indexed["prep_entries"] == 64).all() and (indexed["checks"] == 0).all()
+    fixed = run_controller(WorkflowSpec(candidates=4), "fixed-check-4", SEEDS)
+    assert (fixed["checks"] == 4 * fixed["calls"]).all()
+    exact = run_controller(spec, "exact", SEEDS)
+    assert (exact["cache_entries"] == 4).all() and (exact["value_bits"] == 12).all()
+    residue = run_controller(spec, "residue-8", SEEDS)
+    assert (residue["value_bits"] == 4 * 3).all()  # log2(8) bits per residue
+    cache = run_controller(WorkflowSpec(width=8), "cache-2", SEEDS)
+    assert (cache["cache_entries"] == 2).all()
+    nxt = run_controller(WorkflowSpec(n_ops=16, depth=4, snapshot_period=0, width=8), "next-use-2",
+                         SEEDS)
+    assert (nxt["cache_entries"] <= 2).all()
+
+
+def test_hidden_resampling_blinds_every_controller_between_snapshots() -> None:
+    spec = WorkflowSpec(snapshot_period=0, hidden_resampling=True, candidates=8)
+    exact = run_controller(spec, "exact", np.arange(2000))
+    # The first decision is visible; the second is a guess among 8 slots.
+    assert (exact["completed"] >= 1).all()
+    reached_third = (exact["completed"] >= 2).mean()
+    assert abs(reached_third - 1 / 8) < 4 * np.sqrt(1 / 8 * 7 / 8 / 2000)
+
+
+def test_reference_policy_is_a_policy_and_rejects_unknown_names() -> None:
+    assert isinstance(ReferencePolicy("exact", WorkflowSpec()), Policy)
+    with pytest.raises(ValueError) as error:
+        controller_params("oracle")
+    assert str(error.value) == (
+        "controller must be one of " + " | ".join(CONTROLLER_NAMES) + "; got 'oracle'"
+    )
+
+
+def test_rollout_resumes_from_its_jsonl_without_losing_or_duplicating(tmp_path: Any) -> None:
+    env = gym.make("StatefulWorkflow-v0", snapshot_period=0)
+    policy = ReferencePolicy.for_env("cache-2", env)
+    whole = rollout(env, policy, episodes=12, seed=40)
+    path = tmp_path / "run.jsonl"
+    rollout(env, policy, episodes=5, seed=40, jsonl=path)
+    with path.open("a") as sink:  # an interrupted write
+        sink.write('{"episode": 5, "succ')
+    resumed = rollout(env, policy, episodes=12, seed=40, jsonl=path)
+    assert resumed == whole
+    lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["episode"] for x in lines] == list(range(12))
+
+
+def test_rollout_rejects_bad_arguments() -> None:
+    env = gym.make("StatefulWorkflow-v0")
+    policy = ReferencePolicy.for_env("exact", env)
+    with pytest.raises(ValueError, match="episodes must be an integer >= 0; got -1"):
+        rollout(env, policy, episodes=-1)
+    with pytest.raises(ValueError, match="reference controllers play StatefulWorkflow envs"):
+        ReferencePolicy.for_env("exact", gym.make("CartPole-v1"))

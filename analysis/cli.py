@@ -12,6 +12,7 @@ import argparse
 import json
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 from envs.workflow_spec import MAX_OPS
@@ -89,8 +90,112 @@ def _cmd_audit(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- run -----------------------------------------------------------------------------------
+def _env_kwargs(text: str) -> dict[str, Any]:
+    """argparse type for --env-kwargs: a JSON object."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"must be a JSON object; got {text!r} ({error})") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError(f"must be a JSON object; got {text!r}")
+    return value
+
+
+def _non_negative(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {value}")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = _non_negative(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {value}")
+    return value
+
+
+def _add_run_parser(subparsers: Any) -> None:
+    from controllers.reference import CONTROLLER_NAMES
+
+    parser = subparsers.add_parser(
+        "run",
+        help="run a policy on a registered env and summarise its episodes",
+        description=(
+            "Play --episodes episodes of --env with --policy through the Gymnasium API "
+            "(episode i on seed S + i) and print success with its Wilson 95%% interval, mean "
+            "completed operations, mean calls and first-failure counts."
+        ),
+    )
+    parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
+    parser.add_argument("--env-kwargs", type=_env_kwargs, default={}, metavar="JSON",
+                        help="keyword arguments for gym.make, as a JSON object")
+    parser.add_argument("--policy", required=True, choices=CONTROLLER_NAMES, metavar="NAME",
+                        help="a reference controller: " + ", ".join(CONTROLLER_NAMES))
+    parser.add_argument("--episodes", type=_positive, required=True, metavar="K")
+    parser.add_argument("--seed", type=_non_negative, default=0, metavar="S")
+    parser.add_argument("--out", type=Path, metavar="FILE.jsonl",
+                        help="append one JSON record per episode; resume from it if present")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.set_defaults(func=_cmd_run)
+
+
+def summarise_records(records: list[Any]) -> dict[str, Any]:
+    """The `diagym run --json` object: rates over episodes, first failures by category."""
+    from analysis.stats import wilson_interval
+
+    episodes = len(records)
+    wins = sum(r.success for r in records)
+    low, high = wilson_interval(wins, episodes)
+    failures: dict[str, int] = {}
+    for r in records:
+        if r.first_failure is not None:
+            failures[r.first_failure] = failures.get(r.first_failure, 0) + 1
+    return {
+        "episodes": episodes,
+        "success": wins / episodes,
+        "success_ci": [float(low), float(high)],
+        "mean_completed": sum(r.completed for r in records) / episodes,
+        "mean_calls": sum(r.calls for r in records) / episodes,
+        "failures": dict(sorted(failures.items())),
+    }
+
+
+def _cmd_run(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import envs  # noqa: F401  (registers the ids)
+    from controllers.policy import ReferencePolicy, rollout
+
+    try:
+        env = gym.make(args.env, **args.env_kwargs)
+        policy = ReferencePolicy.for_env(args.policy, env)
+    except (gym.error.Error, ValueError, TypeError) as error:
+        print(f"diagym run: error: {error}", file=sys.stderr)
+        return 2
+    records = rollout(env, policy, args.episodes, seed=args.seed, jsonl=args.out)
+    summary = summarise_records(records)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+        return 0
+    low, high = summary["success_ci"]
+    print(f"{args.policy} on {args.env} {json.dumps(args.env_kwargs)}: "
+          f"{summary['episodes']} episodes from seed {args.seed}")
+    print(f"success         {100 * summary['success']:.2f}%  "
+          f"(Wilson 95% [{100 * low:.2f}, {100 * high:.2f}])")
+    print(f"mean completed  {summary['mean_completed']:.2f}")
+    print(f"mean calls      {summary['mean_calls']:.2f}")
+    failures = ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "none"
+    print(f"first failures  {failures}")
+    return 0
+
+
 # -- entry point ---------------------------------------------------------------------------
-SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_audit_parser,)
+SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_audit_parser, _add_run_parser)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -62,3 +62,53 @@ def test_missing_subcommand_exits_2() -> None:
     with pytest.raises(SystemExit) as excinfo:
         main([])
     assert excinfo.value.code == 2
+
+
+def test_run_json_summarises_the_batched_runs_episodes(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The gym-API path behind `diagym run` against the batched runner on the same seeds."""
+    import numpy as np
+
+    from controllers.batched import run_controller
+    from envs.workflow_spec import WorkflowSpec
+
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--env-kwargs",
+            '{"snapshot_period": 0, "candidates": 8}', "--policy", "scan-4", "--episodes", "40",
+            "--seed", "7", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert set(summary) == {"episodes", "success", "success_ci", "mean_completed",
+                            "mean_calls", "failures"}
+    batched = run_controller(WorkflowSpec(snapshot_period=0, candidates=8), "scan-4",
+                             np.arange(7, 47))
+    assert summary["episodes"] == 40
+    assert summary["success"] == batched["success"].mean()
+    assert summary["mean_calls"] == batched["calls"].mean()
+    assert summary["mean_completed"] == batched["completed"].mean()
+    low, high = summary["success_ci"]
+    assert 0 <= low <= summary["success"] <= high <= 1
+    assert sum(summary["failures"].values()) == 40 - batched["success"].sum()
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--env-kwargs", "[1]"], "argument --env-kwargs: must be a JSON object; got '[1]'"),
+    (["--episodes", "0"], "argument --episodes: must be an integer >= 1; got 0"),
+    (["--seed", "-3"], "argument --seed: must be an integer >= 0; got -3"),
+])
+def test_run_rejects_bad_flags(argv: list[str], message: str,
+                               capsys: pytest.CaptureFixture[str]) -> None:
+    base = {"--env": "StatefulWorkflow-v0", "--policy": "exact", "--episodes": "2"}
+    for flag, value in zip(argv[::2], argv[1::2], strict=True):
+        base[flag] = value
+    with pytest.raises(SystemExit) as exit_info:
+        main(["run", *[x for pair in base.items() for x in pair]])
+    assert exit_info.value.code == 2
+    assert message in capsys.readouterr().err
+
+
+def test_run_reports_bad_env_kwargs_by_name(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--env-kwargs", '{"candidates": 9}',
+            "--policy", "exact", "--episodes", "1"]
+    assert main(argv) == 2
+    assert capsys.readouterr().err.strip() == (
+        "diagym run: error: candidates must be in 2..8; got 9")

@@ -194,8 +194,46 @@ def _cmd_run(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- reproduce -----------------------------------------------------------------------------
+GRID_CHOICES = ("primary", "work", "memory", "observation", "recovery", "locality", "selection",
+                "labels", "all")
+
+
+def _add_reproduce_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="run seed 003's primary factorial and follow-on grids; write results and tables",
+        description=(
+            "Run the reference controllers over a grid (all: 689,152 episodes) and write "
+            "DIR/results.csv (one row per configuration), DIR/tables.md (the shapes of the "
+            "paper's Tables 1, 3-6 and C.1-C.7) and PNG profile plots."
+        ),
+    )
+    parser.add_argument("--grid", choices=GRID_CHOICES, default="all",
+                        help="which grid to run (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                        help="output directory (default: results)")
+    parser.set_defaults(func=_cmd_reproduce)
+
+
+def _cmd_reproduce(args: argparse.Namespace) -> int:
+    from analysis.reproduce import reproduce
+
+    result = reproduce(args.grid, args.out, progress=sys.stderr.isatty())
+    total = sum(result.seconds.values())
+    stages = ", ".join(f"{name} {value:.2f} s" for name, value in result.seconds.items())
+    print(f"{result.configurations:,} configurations, {result.episodes:,} episodes in "
+          f"{total:.2f} s ({stages})")
+    print(f"results: {result.results_csv}")
+    print(f"tables:  {result.tables_md}")
+    print(f"plots:   {len(result.plots)} PNG files in {args.out}")
+    return 0
+
+
 # -- entry point ---------------------------------------------------------------------------
-SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (_add_audit_parser, _add_run_parser)
+SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
+    _add_audit_parser, _add_run_parser, _add_reproduce_parser,
+)
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -20,6 +20,7 @@ import numpy as np
 
 from analysis.stats import (
     EFFECT_FACTORS,
+    combine,
     endpoint_effects,
     paired_bootstrap,
     wilson_interval,
@@ -81,7 +82,8 @@ def _family_name(family: str) -> str:
 
 
 def _pct(value: float) -> str:
-    return f"{100.0 * value:.2f}"
+    """Percent with 2 decimals; rounding noise never prints as "-0.00"."""
+    return f"{round(100.0 * float(value), 2) + 0.0:.2f}"
 
 
 def _band(low: float, high: float) -> str:
@@ -120,7 +122,7 @@ def _group_bands(
     used = sorted({i for members in groups for i in members})
     position = {index: k for k, index in enumerate(used)}
     local = [[position[i] for i in members] for members in groups]
-    per_seed = _averaging_rows(local, len(used)) @ success[used]
+    per_seed = combine(success[used], _averaging_rows(local, len(used)))
     return paired_bootstrap(per_seed, weights)
 
 
@@ -363,8 +365,11 @@ def tables_markdown(
     if primary:
         sections.append("### Table 3. Measured and predicted success\n\n"
                         + _table3(configs, primary, success, prediction, weights))
-        sections.append("### Table 4. Main contrasts and endpoint interactions\n\n"
-                        + _table4(configs, success, weights))
+        try:
+            table4 = _table4(configs, success, weights)
+        except ValueError as error:  # e.g. a smoke run over part of the primary grid
+            table4 = f"Table 4 omitted: {error}."
+        sections.append("### Table 4. Main contrasts and endpoint interactions\n\n" + table4)
         table5 = _table5(configs, primary, success, prediction)
         if table5 is not None:
             sections.append("### Table 5. Random-schedule calibration\n\n" + table5)
@@ -455,7 +460,7 @@ def plot_profiles(
             axes[-1].legend(fontsize=6, loc="lower left")
             figure.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
             path = out / f"profile_primary_{factor}.png"
-            figure.savefig(path)
+            figure.savefig(path, pil_kwargs={"compress_level": 1})  # fast PNG encoding
             written.append(path)
     for grid in APPENDIX_TABLES:
         if grid not in by_grid:
@@ -469,6 +474,6 @@ def plot_profiles(
         axis.legend(fontsize=6, loc="lower left")
         figure.subplots_adjust(left=0.1, right=0.98, bottom=0.22, top=0.9)
         path = out / f"profile_{grid}.png"
-        figure.savefig(path)
+        figure.savefig(path, pil_kwargs={"compress_level": 1})  # fast PNG encoding
         written.append(path)
     return written

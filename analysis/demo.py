@@ -1,58 +1,61 @@
-"""`make demo`: what StatefulWorkflow measures, in under a minute on a fresh checkout.
+"""`make demo`: seed 003's whole study from a fresh checkout, in seconds.
 
-It prints the structural audit of seed 003's graphs (Table 1: depth moves edges, reachable
-states, valid orders and ready operations together), then plays one episode of each
-feedback condition with the `exact` reference controller, rendered as the env's own text, and
-finally shows how the same controller fares once the state is resampled out of sight.
+It shows one episode as an agent sees it (the env's own text rendering, played by the `exact`
+reference controller), then runs `diagym reproduce --grid all`: 689,152 episodes of the 19
+reference controllers over the primary factorial and the seven follow-on grids, with
+predictions, paired-bootstrap intervals, tables and plots, and points at what it wrote.
 """
 
 from __future__ import annotations
 
+import re
+import sys
+from pathlib import Path
+
 import gymnasium as gym
 
 import envs  # noqa: F401  (registers the ids)
-from analysis.audit import audit_table
-from analysis.cli import format_audit_table
+from analysis.cli import main as diagym
 from controllers.policy import ReferencePolicy
 
+OUT = Path("results")
 
-def play(env_id: str, seed: int, render: bool) -> dict:
+
+def show_episode(env_id: str, seed: int) -> None:
     env = gym.make(env_id, render_mode="ansi")
     player = ReferencePolicy.for_env("exact", env)
     player.reset(seed=seed)
     observation, info = env.reset(seed=seed)
-    if render:
-        print(env.render())
+    print(env.render())
     terminated = False
     while not terminated:
         action = player.act(observation, info)
-        observation, reward, terminated, _, info = env.step(action)
-        if render:
-            outcome = "ok" if info["failure"] is None else f"FAILED ({info['failure']})"
-            shown = "shown" if info["registers_visible"] else "hidden"
-            print(f"  execute({action[0]}, {action[1]}) -> {outcome}; "
-                  f"completed {info['completed_ops']}/{len(observation['completed'])}; "
-                  f"registers {shown}")
-    return info
+        observation, _, terminated, _, info = env.step(action)
+        outcome = "ok" if info["failure"] is None else f"FAILED ({info['failure']})"
+        shown = "shown" if info["registers_visible"] else "hidden"
+        print(f"  execute({action[0]}, {action[1]}) -> {outcome}; completed "
+              f"{info['completed_ops']}/{len(observation['completed'])}; registers {shown}")
+    print(f"success: {info['success']} in {info['calls']} calls")
 
 
 def main() -> int:
-    print("== Structural audit, N = 8 (seed 003, Table 1) ==")
-    print(format_audit_table(audit_table(8)))
-    for env_id in ("StatefulWorkflow-v0", "StatefulWorkflowHistory-v0"):
-        print(f"\n== One episode of {env_id}, played by the `exact` reference controller ==")
-        info = play(env_id, seed=0, render=True)
-        print(f"success: {info['success']}, calls: {info['calls']}")
-    print("\n== The same controller over 256 seeds (a deterministic task is always solvable) ==")
-    for env_id in ("StatefulWorkflow-v0", "StatefulWorkflowHistory-v0",
-                   "StatefulWorkflowHidden-v0"):
-        wins = sum(play(env_id, seed, render=False)["success"] for seed in range(256))
-        print(f"{env_id:<28} {wins}/256 complete")
-    print("\nHidden resampling redraws the registers after every success, unseen: no amount "
-          "of tracking\nrecovers them (seed 003, section 7.3). Next: `diagym audit --n-ops 16`, "
-          "`make test`.")
+    print("== One StatefulWorkflowHistory-v0 episode, played by the `exact` controller ==")
+    show_episode("StatefulWorkflowHistory-v0", seed=0)
+    print("\n== diagym reproduce --grid all ==")
+    status = diagym(["reproduce", "--grid", "all", "--out", str(OUT)])
+    if status:
+        return status
+    tables = (OUT / "tables.md").read_text()
+    table3 = re.search(r"### Table 3\..*?(?=\n### )", tables, flags=re.S)
+    if table3:
+        print("\n" + table3.group(0).strip())
+    print(f"\nEvery table (1, 3-6, C.1-C.7): {OUT / 'tables.md'}")
+    print(f"One row per configuration:     {OUT / 'results.csv'}")
+    print(f"Structural profiles (PNG):     {OUT}/profile_*.png")
+    print("Your own policy: `diagym run --env StatefulWorkflow-v0 --policy cache-2 "
+          "--episodes 100`, or controllers.policy.rollout(env, policy, episodes).")
     return 0
 
 
 if __name__ == "__main__":
-    raise SystemExit(main())
+    sys.exit(main())

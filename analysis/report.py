@@ -349,6 +349,57 @@ def _appendix_table(
     return f"### {label}. {title}\n\n{caption}\n\n" + _markdown_table(headers, rows)
 
 
+# Section 7's named paired contrasts: (grid, controller and condition of the plus side,
+# controller and condition of the minus side, what it measures). Each side averages its
+# configurations (families, b, w, depths) equally; both sides share the seed block.
+FOLLOW_ON_CONTRASTS = (
+    ("work", "cache-2", "n16_p0", "cache-2", "n4_p0", "work N 16 - 4, initial-only snapshots"),
+    ("work", "scan-4", "n16_p0", "scan-4", "n4_p0", "work N 16 - 4, scan-limited"),
+    ("memory", "next-use-2", "p4", "cache-2", "p4", "next-use minus fixed cache, period 4"),
+    ("observation", "cache-2", "p2_shock0", "cache-2", "p0_shock0",
+     "snapshot period 2 minus initial-only"),
+    ("recovery", "eliminate", "r8_p0", "uniform-candidate", "r8_p0",
+     "elimination minus replacement, R = 8"),
+    ("locality", "next-use-2", "clustered_additive", "next-use-2", "balanced_additive",
+     "clustered minus balanced queries"),
+    ("locality", "stale-8", "balanced_static", "stale-8", "balanced_additive",
+     "static minus additive updates (stale values)"),
+    ("labels", "scan-4", "reverse1_p0", "scan-4", "reverse0_p0", "reversed minus random labels"),
+    ("labels", "cache-2", "reverse1_p0", "cache-2", "reverse0_p0", "reversed minus random labels"),
+)
+
+
+def _follow_on_contrasts(configs: Sequence[Any], by_grid: dict[Any, list[int]],
+                         success: np.ndarray, weights: np.ndarray) -> str | None:
+    labels, rows_plus, rows_minus = [], [], []
+    for grid, plus_ctrl, plus_cond, minus_ctrl, minus_cond, meaning in FOLLOW_ON_CONTRASTS:
+        members = by_grid.get(grid, [])
+        plus = [i for i in members if (configs[i].controller, configs[i].condition)
+                == (plus_ctrl, plus_cond)]
+        minus = [i for i in members if (configs[i].controller, configs[i].condition)
+                 == (minus_ctrl, minus_cond)]
+        if plus and minus:
+            labels.append((grid, f"{controller_name(plus_ctrl)} {plus_cond} - "
+                           f"{controller_name(minus_ctrl)} {minus_cond}", meaning))
+            rows_plus.append(plus)
+            rows_minus.append(minus)
+    if not labels:
+        return None
+    coefficients = (_averaging_rows(rows_plus, len(configs))
+                    - _averaging_rows(rows_minus, len(configs)))
+    estimate, low, high = paired_bootstrap(combine(success, coefficients), weights)
+    rows = [
+        (grid, contrast, meaning, _pct(estimate[k]), _band(low[k], high[k]))
+        for k, (grid, contrast, meaning) in enumerate(labels)
+    ]
+    caption = (
+        "Follow-on contrasts named in section 7, in percentage points: each side averages its "
+        "configurations (family, b, w, depth) equally; paired seed-bootstrap 95% band."
+    )
+    headers = ("Grid", "Contrast", "Measures", "Difference (pp)", "95% interval")
+    return f"### Follow-on paired contrasts\n\n{caption}\n\n" + _markdown_table(headers, rows)
+
+
 def tables_markdown(
     configs: Sequence[Any],
     episodes: dict[str, np.ndarray],
@@ -382,6 +433,9 @@ def tables_markdown(
             sections.append(
                 _appendix_table(grid, configs, by_grid[grid], success, calls, weights)
             )
+    contrasts = _follow_on_contrasts(configs, by_grid, success, weights)
+    if contrasts is not None:
+        sections.append(contrasts)
     return "\n\n".join(sections) + "\n"
 
 

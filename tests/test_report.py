@@ -299,3 +299,23 @@ def test_plot_profiles_for_one_grid(tmp_path: Path) -> None:
     paths = plot_profiles(configs, synthetic_episodes(len(configs)), tmp_path)
     assert [p.name for p in paths] == ["profile_recovery.png"]
     assert re.fullmatch(r".*\.png", str(paths[0])) and paths[0].stat().st_size > 0
+
+
+def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
+                                                            weights: np.ndarray) -> None:
+    from analysis.report import FOLLOW_ON_CONTRASTS
+
+    text = tables_markdown(ALL, all_episodes, None, weights)
+    section = text[text.index("### Follow-on paired contrasts"):]
+    success = all_episodes["success"].astype(float)
+    table_rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    assert len(table_rows) == len(FOLLOW_ON_CONTRASTS)
+    for line, (grid, pc, pcond, mc, mcond, _) in zip(table_rows, FOLLOW_ON_CONTRASTS,
+                                                     strict=True):
+        plus = [i for i, c in enumerate(ALL) if (c.grid, c.controller, c.condition)
+                == (grid, pc, pcond)]
+        minus = [i for i, c in enumerate(ALL) if (c.grid, c.controller, c.condition)
+                 == (grid, mc, mcond)]
+        expected = 100 * (success[plus].mean() - success[minus].mean())
+        shown = float(line.split("|")[4])
+        assert shown == pytest.approx(expected, abs=0.006)

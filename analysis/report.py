@@ -393,11 +393,13 @@ def _follow_on_contrasts(configs: Sequence[Any], by_grid: dict[Any, list[int]],
         for k, (grid, contrast, meaning) in enumerate(labels)
     ]
     caption = (
-        "Follow-on contrasts named in section 7, in percentage points: each side averages its "
-        "configurations (family, b, w, depth) equally; paired seed-bootstrap 95% band."
+        "Table F.1. Follow-on contrasts named in section 7, in percentage points: each side "
+        "averages its configurations (family, b, w, depth) equally; paired seed-bootstrap 95% "
+        "band."
     )
     headers = ("Grid", "Contrast", "Measures", "Difference (pp)", "95% interval")
-    return f"### Follow-on paired contrasts\n\n{caption}\n\n" + _markdown_table(headers, rows)
+    return (f"### F.1. Follow-on paired contrasts\n\n{caption}\n\n"
+            + _markdown_table(headers, rows))
 
 
 def tables_markdown(

@@ -148,7 +148,7 @@ def test_tables_for_every_grid(all_episodes: dict, weights: np.ndarray) -> None:
     for label, _ in APPENDIX_TABLES.values():
         assert f"### {label}." in markdown
     sections = markdown.split("\n### ")
-    assert len(sections) == 4 + len(APPENDIX_TABLES)
+    assert len(sections) == 4 + len(APPENDIX_TABLES) + 1  # + the follow-on contrasts
     for section in sections:
         # a one-line caption starting "Table" before every table
         body = section.splitlines()[1:]  # below the heading
@@ -173,7 +173,7 @@ def test_only_grids_present_are_tabled(weights: np.ndarray) -> None:
     assert "### C.1." in markdown
     for absent in ("Table 3", "Table 4", "Table 5", "Table 6", "C.2", "C.7"):
         assert absent not in markdown
-    rows = _table_lines(markdown)
+    rows = _table_lines(_section(markdown, "### C.1."))
     conditions = {(c.condition, c.controller) for c in work}
     assert len(rows) == len(conditions)
 
@@ -306,9 +306,9 @@ def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
     from analysis.report import FOLLOW_ON_CONTRASTS
 
     text = tables_markdown(ALL, all_episodes, None, weights)
-    section = text[text.index("### Follow-on paired contrasts"):]
+    section = text[text.index("### F.1. Follow-on paired contrasts"):]
     success = all_episodes["success"].astype(float)
-    table_rows = [line for line in section.splitlines() if line.startswith("| ")][1:]
+    table_rows = [line for line in section.splitlines() if line.startswith("| ")][2:]
     assert len(table_rows) == len(FOLLOW_ON_CONTRASTS)
     for line, (grid, pc, pcond, mc, mcond, _) in zip(table_rows, FOLLOW_ON_CONTRASTS,
                                                      strict=True):

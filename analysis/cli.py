@@ -21,17 +21,21 @@ AUDIT_KEYS = ("family", "depth", "edges", "masks", "orders", "ready_nodes")
 AUDIT_HEADERS = ("family", "depth", "edges", "masks", "orders", "ready nodes")
 
 
-def _n_ops(text: str) -> int:
-    """argparse type for --n-ops: the env's range, checked before any env is built."""
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(
-            f"must be an integer in 1..{MAX_OPS}; got {text!r}"
-        ) from None
-    if not 1 <= value <= MAX_OPS:
-        raise argparse.ArgumentTypeError(f"must be in 1..{MAX_OPS}; got {value}")
-    return value
+def _bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
+    """An argparse type for integers in low..high (high None: no upper bound), so a bad
+    flag fails before any env is built, with a message saying what is allowed."""
+    allowed = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
+
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {text!r}") from None
+        if value < low or (high is not None and value > high):
+            raise argparse.ArgumentTypeError(f"must be {allowed}; got {value}")
+        return value
+
+    return parse
 
 
 # -- audit ---------------------------------------------------------------------------------
@@ -47,7 +51,7 @@ def _add_audit_parser(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--n-ops",
-        type=_n_ops,
+        type=_bounded_int(1, MAX_OPS),
         required=True,
         metavar="N",
         help=f"number of operations, 1..{MAX_OPS}",
@@ -102,23 +106,6 @@ def _env_kwargs(text: str) -> dict[str, Any]:
     return value
 
 
-def _non_negative(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 0; got {value}")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = _non_negative(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"must be an integer >= 1; got {value}")
-    return value
-
-
 def _add_run_parser(subparsers: Any) -> None:
     from controllers.reference import CONTROLLER_NAMES
 
@@ -136,8 +123,8 @@ def _add_run_parser(subparsers: Any) -> None:
                         help="keyword arguments for gym.make, as a JSON object")
     parser.add_argument("--policy", required=True, choices=CONTROLLER_NAMES, metavar="NAME",
                         help="a reference controller: " + ", ".join(CONTROLLER_NAMES))
-    parser.add_argument("--episodes", type=_positive, required=True, metavar="K")
-    parser.add_argument("--seed", type=_non_negative, default=0, metavar="S")
+    parser.add_argument("--episodes", type=_bounded_int(1), required=True, metavar="K")
+    parser.add_argument("--seed", type=_bounded_int(0), default=0, metavar="S")
     parser.add_argument("--out", type=Path, metavar="FILE.jsonl",
                         help="append one JSON record per episode; resume from it if present")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")

@@ -59,6 +59,7 @@ import numpy as np
 
 from analysis.grids import Configuration, grid_seeds
 from envs._numba import jit
+from envs.bits import smallest_ready
 from envs.workflow_generator import reset_batch
 from envs.workflow_kernel import allocate_rows
 from envs.workflow_layout import task_offsets, work_offsets
@@ -231,11 +232,7 @@ def _instances_kernel(params: np.ndarray, task: np.ndarray, work: np.ndarray,
             x[r] = work[i, regs + r]
         done = np.int64(0)
         for t in range(n):
-            v = 0
-            for cand in range(n):
-                if (done >> cand) & 1 == 0 and (work[i, pre_bits + cand] & ~done) == 0:
-                    v = cand
-                    break
+            v = smallest_ready(work, i, pre_bits, n, done)
             visible = t == 0 or (period > 0 and t % period == 0)
             if visible:
                 for r in range(8):

@@ -18,6 +18,7 @@ import numpy as np
 
 from envs import rng
 from envs._numba import jit_inline
+from envs.bits import smallest_ready
 from envs.workflow_layout import (
     CANDIDATE,
     MOD,
@@ -151,11 +152,9 @@ def controller_begin(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray
     # The smallest-label schedule: the order of operations when every call succeeds.
     done = np.int64(0)
     for t in range(n):
-        for v in range(n):
-            if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done == 0:
-                cstate[crow, C_SCHEDULE + t] = v
-                done |= np.int64(1) << v
-                break
+        v = smallest_ready(cstate, crow, C_PREREQ, n, done)
+        cstate[crow, C_SCHEDULE + t] = v
+        done |= np.int64(1) << v
     retain = cparams[K_RETAIN]
     if cparams[K_SELECT] == SELECT_INDEXED:
         for v in range(n):
@@ -316,10 +315,7 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
                     break
                 j -= 1
     else:
-        for v in range(n):
-            if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done == 0:
-                op = v
-                break
+        op = max(smallest_ready(cstate, crow, C_PREREQ, n, done), 0)
 
     # The value of the queried register, if the controller has it.
     q = task[trow, q_off + op]

@@ -18,6 +18,7 @@ import numpy as np
 
 from envs import rng
 from envs._numba import jit, jit_inline
+from envs.bits import smallest_ready
 from envs.workflow_layout import (
     CALLS,
     COMPLETED,
@@ -130,11 +131,9 @@ def generate_into(params: np.ndarray, seed: int, task: np.ndarray, state: np.nda
         # Same multiplicities as balanced, in blocks along the smallest-label ready schedule.
         done = np.int64(0)
         for t in range(n):
-            for v in range(n):
-                if (done >> v) & 1 == 0 and work[row, pre_bits + v] & ~done == 0:
-                    work[row, tmp_a + t] = v
-                    done |= np.int64(1) << v
-                    break
+            v = smallest_ready(work, row, pre_bits, n, done)
+            work[row, tmp_a + t] = v
+            done |= np.int64(1) << v
         for r in range(8):
             work[row, tmp_b + r] = 0
         for v in range(n):

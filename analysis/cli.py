@@ -9,9 +9,11 @@ bad value exits with status 2 and a message naming the flag and what is allowed.
 from __future__ import annotations
 
 import argparse
+import contextlib
+import dataclasses
 import json
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -121,14 +123,89 @@ def _add_run_parser(subparsers: Any) -> None:
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     parser.add_argument("--env-kwargs", type=_env_kwargs, default={}, metavar="JSON",
                         help="keyword arguments for gym.make, as a JSON object")
-    parser.add_argument("--policy", required=True, choices=CONTROLLER_NAMES, metavar="NAME",
-                        help="a reference controller: " + ", ".join(CONTROLLER_NAMES))
+    parser.add_argument("--policy", required=True, choices=(*CONTROLLER_NAMES, "llm"),
+                        metavar="NAME",
+                        help="a reference controller (" + ", ".join(CONTROLLER_NAMES)
+                        + ") or llm: a chat model behind --base-url")
     parser.add_argument("--episodes", type=_bounded_int(1), required=True, metavar="K")
     parser.add_argument("--seed", type=_bounded_int(0), default=0, metavar="S")
-    parser.add_argument("--out", type=Path, metavar="FILE.jsonl",
-                        help="append one JSON record per episode; resume from it if present")
+    parser.add_argument("--log", type=Path, metavar="FILE.jsonl",
+                        help="append-only run log: one line per episode (and per model call)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue --log: skip finished episodes, rerun unfinished ones")
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    _add_llm_flags(parser)
     parser.set_defaults(func=_cmd_run)
+
+
+def _add_llm_flags(parser: argparse.ArgumentParser) -> None:
+    """Flags of a chat model policy (--policy llm, llm-study)."""
+    group = parser.add_argument_group("chat model (--policy llm)")
+    group.add_argument("--base-url", metavar="URL",
+                       help="OpenAI-compatible API root ending in /v1, e.g. "
+                            "http://127.0.0.1:8080/v1 (llama.cpp, vLLM, Ollama, OpenAI)")
+    group.add_argument("--local", action="store_true",
+                       help="start the bundled Gemma 3 270M llama.cpp server and use it")
+    group.add_argument("--model", metavar="NAME", help="model name sent to the server")
+    group.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                       help="environment variable holding the API key (never logged)")
+    group.add_argument("--concurrency", type=_bounded_int(1), default=1, metavar="K",
+                       help="episodes in flight at once")
+    group.add_argument("--budget", type=_bounded_int(1), metavar="W",
+                       help="assemble every prompt to exactly W cl100k_base tokens (RCWT)")
+    group.add_argument("--max-tokens", type=_bounded_int(1), default=64, metavar="T")
+    group.add_argument("--temperature", type=float, default=0.0)
+    group.add_argument("--llm-seed", type=_bounded_int(0), metavar="S",
+                       help="sampling seed sent to the server")
+    group.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
+    group.add_argument("--response-format", default="auto",
+                       choices=("auto", "json_schema", "json_object", "none"))
+    group.add_argument("--no-system-role", action="store_true",
+                       help="put the rules in the user turn (chat formats without a system role)")
+
+
+@contextlib.contextmanager
+def _llm_endpoint(args: argparse.Namespace) -> Iterator[dict[str, Any]]:
+    """Client settings from the flags; with --local, around a running local server."""
+    if args.local:
+        from llm_policies import local_server
+
+        with local_server.local_server() as base_url:
+            yield {"base_url": base_url, "model": args.model or "gemma-3-270m",
+                   "response_format": local_server.RESPONSE_FORMAT,
+                   "system_role": local_server.SYSTEM_ROLE}
+        return
+    if not args.base_url or not args.model:
+        raise ValueError("--policy llm needs --base-url URL and --model NAME (or --local)")
+    yield {"base_url": args.base_url, "model": args.model,
+           "response_format": args.response_format, "system_role": not args.no_system_role}
+
+
+def _llm_factories(args: argparse.Namespace, endpoint: dict[str, Any], env_id: str | None,
+                   env_kwargs: dict[str, Any]) -> tuple[Callable[..., Any], Callable[..., Any]]:
+    """(make_env, make_policy) for the runner: every worker its own env, client and policy."""
+    import gymnasium as gym
+
+    from llm_policies.client import ChatClient
+    from llm_policies.policy import LLMPolicy
+    from llm_policies.render_workflow import ACTION_SCHEMA
+    from llm_policies.text_actions import TextActionWrapper
+
+    def make_env(spec: Any = None) -> Any:
+        if spec is not None:
+            return TextActionWrapper(gym.make("StatefulWorkflow-v0", **dataclasses.asdict(spec)))
+        return TextActionWrapper(gym.make(env_id, **env_kwargs))
+
+    def make_policy(env: Any) -> Any:
+        client = ChatClient(
+            base_url=endpoint["base_url"], model=endpoint["model"],
+            api_key_env=args.api_key_env, timeout=args.timeout, temperature=args.temperature,
+            max_tokens=args.max_tokens, seed=args.llm_seed,
+            response_format=endpoint["response_format"], json_schema=ACTION_SCHEMA)
+        return LLMPolicy.for_env(client, env, budget=args.budget,
+                                 system_role=endpoint["system_role"])
+
+    return make_env, make_policy
 
 
 def summarise_records(records: list[Any]) -> dict[str, Any]:
@@ -156,15 +233,33 @@ def _cmd_run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
-    from controllers.policy import ReferencePolicy, rollout
+    from controllers.policy import ReferencePolicy, rollout, rollout_parallel
 
+    if args.log is not None and args.log.exists() and not args.resume:
+        print(f"diagym run: error: log {args.log} exists: pass --resume to continue it, or "
+              f"choose another file", file=sys.stderr)
+        return 2
     try:
-        env = gym.make(args.env, **args.env_kwargs)
-        policy = ReferencePolicy.for_env(args.policy, env)
-    except (gym.error.Error, ValueError, TypeError) as error:
+        if args.policy == "llm":
+            from tqdm import tqdm
+
+            with _llm_endpoint(args) as endpoint:
+                make_env, make_policy = _llm_factories(args, endpoint, args.env,
+                                                       args.env_kwargs)
+                make_policy(make_env())  # fail early on a bad env or spec
+                with tqdm(total=args.episodes, unit="episode", disable=None) as bar:
+                    records = rollout_parallel(
+                        make_env, make_policy, args.episodes, seed=args.seed,
+                        workers=args.concurrency, log=args.log, resume=args.resume,
+                        on_record=lambda _record: bar.update(1))
+        else:
+            env = gym.make(args.env, **args.env_kwargs)
+            policy = ReferencePolicy.for_env(args.policy, env)
+            records = rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
+                              resume=args.resume)
+    except (gym.error.Error, ValueError, TypeError, RuntimeError) as error:
         print(f"diagym run: error: {error}", file=sys.stderr)
         return 2
-    records = rollout(env, policy, args.episodes, seed=args.seed, jsonl=args.out)
     summary = summarise_records(records)
     if args.json:
         print(json.dumps(summary, indent=2))
@@ -217,9 +312,97 @@ def _cmd_reproduce(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- llm-study ------------------------------------------------------------------------------
+def _add_llm_study_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "llm-study",
+        help="seed 003's language-model designs (2^5 local factorial, 2^(4-1) fraction)",
+        description=(
+            "Run a chat model over seed 003's local 2^5 factorial (section 10) or its 2^(4-1) "
+            "fractional factorial (section 9.1) and report completed operations, schema-valid "
+            "rate, first failures, latency and the marginal contrasts with seed-cluster "
+            "bootstrap intervals (Tables 9 and 8)."
+        ),
+    )
+    parser.add_argument("--design", choices=("local", "fractional"), required=True)
+    parser.add_argument("--seeds", type=_bounded_int(1), metavar="K",
+                        help="task seeds per cell (default: 8 local, 2 fractional)")
+    parser.add_argument("--first-seed", type=_bounded_int(0), default=0, metavar="S")
+    parser.add_argument("--log", type=Path, metavar="FILE.jsonl",
+                        help="append-only run log (calls and episodes)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue --log: skip finished episodes, rerun unfinished ones")
+    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    _add_llm_flags(parser)
+    parser.set_defaults(func=_cmd_llm_study)
+
+
+def _cmd_llm_study(args: argparse.Namespace) -> int:
+    import envs  # noqa: F401
+    from analysis.llm_study import format_summary, run_design, summarise
+
+    if args.log is not None and args.log.exists() and not args.resume:
+        print(f"diagym llm-study: error: log {args.log} exists: pass --resume to continue it, "
+              f"or choose another file", file=sys.stderr)
+        return 2
+    n_seeds = args.seeds or (8 if args.design == "local" else 2)
+    try:
+        with _llm_endpoint(args) as endpoint:
+            make_env, make_policy = _llm_factories(args, endpoint, None, {})
+            results = run_design(args.design, args.first_seed, n_seeds, make_env, make_policy,
+                                 log=args.log, workers=args.concurrency, progress=True)
+    except (ValueError, RuntimeError) as error:
+        print(f"diagym llm-study: error: {error}", file=sys.stderr)
+        return 2
+    summary = summarise(results)
+    if args.json:
+        print(json.dumps(summary, indent=2))
+    else:
+        print(format_summary(args.design, summary))
+    return 0
+
+
+# -- serve-local ----------------------------------------------------------------------------
+def _add_serve_local_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "serve-local",
+        help="serve the bundled Gemma 3 270M model on 127.0.0.1 (OpenAI-compatible)",
+        description=(
+            "Start llama.cpp's OpenAI-compatible server with Gemma 3 270M Q4_K_M (the "
+            "[local-llm] extra) on 127.0.0.1 until Ctrl-C, then stop it cleanly."
+        ),
+    )
+    parser.add_argument("--port", type=_bounded_int(0, 65535), default=8080, metavar="P")
+    parser.set_defaults(func=_cmd_serve_local)
+
+
+def _cmd_serve_local(args: argparse.Namespace) -> int:
+    import signal
+    import threading
+
+    from llm_policies import local_server
+
+    stop = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        with local_server.local_server(port=args.port) as base_url:
+            print(f"serving Gemma 3 270M at {base_url} (chat format gemma: no system role; "
+                  f"response_format json_object); Ctrl-C stops it", flush=True)
+            try:
+                stop.wait()
+            except KeyboardInterrupt:
+                pass
+    except RuntimeError as error:
+        print(f"diagym serve-local: error: {error}", file=sys.stderr)
+        return 2
+    print("server stopped")
+    return 0
+
+
 # -- entry point ---------------------------------------------------------------------------
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
-    _add_audit_parser, _add_run_parser, _add_reproduce_parser,
+    _add_audit_parser, _add_run_parser, _add_reproduce_parser, _add_llm_study_parser,
+    _add_serve_local_parser,
 )
 
 

@@ -10,8 +10,11 @@ from the observation: the very functions the batched grid runner calls, step by 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import json
+import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
@@ -78,6 +81,9 @@ class ReferencePolicy:
     def reset(self, *, seed: int | None = None) -> None:
         self._fresh = True
 
+    def describe(self) -> dict[str, Any]:
+        return {"controller": self.name}
+
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
         n = self.spec.n_ops
         obs = self._obs[0]
@@ -111,6 +117,16 @@ class ReferencePolicy:
         }
 
 
+class EpisodeAborted(Exception):
+    """Raised by a policy to end the episode without acting, with a failure category (an LLM
+    policy whose provider kept failing raises it with "provider_error"); the runner records
+    the episode instead of losing it."""
+
+    def __init__(self, category: str, detail: str = "") -> None:
+        super().__init__(f"{category}: {detail}" if detail else category)
+        self.category = category
+
+
 @dataclasses.dataclass(frozen=True)
 class EpisodeRecord:
     """One episode, whatever the agent: outcome, work, first failure and the agent's own
@@ -126,62 +142,153 @@ class EpisodeRecord:
     episode_return: float
     counters: dict[str, Any]
 
-    def to_json(self) -> str:
-        return json.dumps(dataclasses.asdict(self), sort_keys=True)
+
+def describe_run(env: gym.Env, policy: Any) -> dict[str, Any]:
+    """What identifies a run in its log: env id and kwargs, and the policy's own description."""
+    spec = env.spec
+    describe = getattr(policy, "describe", None)
+    return {
+        "env": spec.id if spec is not None else type(env.unwrapped).__name__,
+        "env_kwargs": dict(spec.kwargs) if spec is not None else {},
+        "policy": describe() if callable(describe) else type(policy).__name__,
+    }
 
 
-def _completed_records(path: Path) -> dict[int, EpisodeRecord]:
-    """Records already written by an earlier (possibly interrupted) run. A torn last line is
-    cut off the file, so the episode it belonged to is played again and appended whole."""
-    done: dict[int, EpisodeRecord] = {}
-    if not path.exists():
-        return done
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        data = data[: data.rfind(b"\n") + 1]
-        with path.open("r+b") as handle:
-            handle.truncate(len(data))
-    for line in data.decode().splitlines():
-        try:
-            record = EpisodeRecord(**json.loads(line))
-        except (json.JSONDecodeError, TypeError):
-            continue
-        done[record.episode] = record
-    return done
+class RunLog:
+    """An append-only JSONL log of a run, safe to kill at any moment.
 
-
-def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
-            jsonl: Path | None = None,
-            on_record: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
-    """Play `episodes` episodes, episode i on reset(seed=seed + i); one record each.
-
-    With `jsonl`, every record is appended as one JSON line as soon as its episode ends, and
-    episodes already in the file are not played again: an interrupted run resumes without
-    losing or duplicating work.
+    Every line is one JSON object with a "type": "episode" lines (`episode_key` and the
+    EpisodeRecord) are written when an episode ends; policies may add their own lines (an LLM
+    policy writes one "call" line per model call). Opening with resume=True reads the finished
+    episodes and cuts a torn last line, so a rerun plays only the episodes that have no
+    "episode" line and each episode ends up in the log exactly once. Appends are serialised by
+    a lock, so parallel episodes share one log.
     """
+
+    def __init__(self, path: Path, run: dict[str, Any], resume: bool = False) -> None:
+        self.path = Path(path)
+        self.run = run
+        text = json.dumps(run, sort_keys=True, default=str)
+        self.run_id = hashlib.sha256(text.encode()).hexdigest()[:12]
+        self._lock = threading.Lock()
+        self.finished: dict[str, EpisodeRecord] = {}
+        if self.path.exists() and self.path.stat().st_size > 0:
+            if not resume:
+                raise FileExistsError(
+                    f"log {self.path} exists: pass resume=True (--resume) to continue it, or "
+                    f"choose another file"
+                )
+            self._read_finished()
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._sink = self.path.open("a")
+
+    def _read_finished(self) -> None:
+        data = self.path.read_bytes()
+        if not data.endswith(b"\n"):
+            data = data[: data.rfind(b"\n") + 1]
+            with self.path.open("r+b") as handle:
+                handle.truncate(len(data))
+        for line in data.decode().splitlines():
+            try:
+                entry = json.loads(line)
+            except json.JSONDecodeError:
+                continue
+            if entry.get("type") == "episode" and entry.get("episode_key", "").startswith(
+                    f"{self.run_id}:"):
+                self.finished[entry["episode_key"]] = EpisodeRecord(**entry["record"])
+
+    def key(self, seed: int) -> str:
+        """The episode key of reset seed `seed` in this run."""
+        return f"{self.run_id}:{seed}"
+
+    def write(self, entry: dict[str, Any]) -> None:
+        line = json.dumps(entry, sort_keys=True, default=str)
+        with self._lock:
+            self._sink.write(line + "\n")
+            self._sink.flush()
+
+    def write_episode(self, key: str, record: EpisodeRecord) -> None:
+        self.write({"type": "episode", "episode_key": key, "record": dataclasses.asdict(record)})
+
+    def close(self) -> None:
+        with self._lock:
+            self._sink.close()
+
+
+def _check_counts(episodes: Any, seed: Any) -> None:
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 0:
         raise ValueError(f"episodes must be an integer >= 0; got {episodes!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63 - episodes:
         raise ValueError(f"seed must be an integer in 0..2**63-1-episodes; got {seed!r}")
-    done = _completed_records(jsonl) if jsonl is not None else {}
-    records: list[EpisodeRecord] = []
-    sink = jsonl.open("a") if jsonl is not None else None
+
+
+def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
+            log: Path | None = None, resume: bool = False,
+            on_record: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
+    """Play `episodes` episodes, episode i on reset(seed=seed + i); one record each.
+
+    With `log`, every record is appended to a RunLog as soon as its episode ends (and the
+    policy may log its own lines there); resume=True skips the episodes already finished in
+    it, so an interrupted run loses and duplicates nothing.
+    """
+    return rollout_parallel(lambda: env, lambda _env: policy, episodes, seed=seed, workers=1,
+                            log=log, resume=resume, on_record=on_record)
+
+
+def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym.Env], Policy],
+                     episodes: int, seed: int = 0, workers: int = 2, log: Path | None = None,
+                     resume: bool = False,
+                     on_record: Callable[[EpisodeRecord], None] | None = None
+                     ) -> list[EpisodeRecord]:
+    """`rollout` with `workers` episodes in flight, each worker with its own env and policy
+    (for policies that wait on I/O, such as an LLM server). Records come back in episode
+    order whatever order they finished in."""
+    _check_counts(episodes, seed)
+    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
+        raise ValueError(f"workers must be an integer >= 1; got {workers!r}")
+    local = threading.local()
+
+    def worker_pair() -> tuple[gym.Env, Policy]:
+        if not hasattr(local, "pair"):
+            env = make_env()
+            local.pair = (env, make_policy(env))
+        return local.pair
+
+    first_env, first_policy = worker_pair()
+    run_log = RunLog(log, describe_run(first_env, first_policy), resume) if log else None
+    records: dict[int, EpisodeRecord] = {}
+    todo = []
+    for i in range(episodes):
+        key = run_log.key(seed + i) if run_log else None
+        if run_log is not None and key in run_log.finished:
+            records[i] = dataclasses.replace(run_log.finished[key], episode=i)
+        else:
+            todo.append(i)
+
+    def play(i: int) -> EpisodeRecord:
+        env, policy = worker_pair()
+        attach = getattr(policy, "attach_log", None)
+        if callable(attach):
+            attach(run_log)
+        record = _play(env, policy, i, seed + i)
+        if run_log is not None:
+            run_log.write_episode(run_log.key(seed + i), record)
+        if on_record is not None:
+            on_record(record)
+        return record
+
     try:
-        for i in range(episodes):
-            if i in done:
-                records.append(done[i])
-                continue
-            record = _play(env, policy, i, seed + i)
-            if sink is not None:
-                sink.write(record.to_json() + "\n")
-                sink.flush()
-            if on_record is not None:
-                on_record(record)
-            records.append(record)
+        if workers == 1:
+            for i in todo:
+                records[i] = play(i)
+        else:
+            with ThreadPoolExecutor(max_workers=workers) as pool:
+                for i, record in zip(todo, pool.map(play, todo), strict=True):
+                    records[i] = record
     finally:
-        if sink is not None:
-            sink.close()
-    return records
+        if run_log is not None:
+            run_log.close()
+    return [records[i] for i in range(episodes)]
 
 
 def _play(env: gym.Env, policy: Policy, episode: int, seed: int) -> EpisodeRecord:
@@ -191,7 +298,12 @@ def _play(env: gym.Env, policy: Policy, episode: int, seed: int) -> EpisodeRecor
     total = 0.0
     steps = 0
     while True:
-        action = policy.act(observation, info)
+        try:
+            action = policy.act(observation, info)
+        except EpisodeAborted as aborted:
+            first_failure = first_failure or aborted.category
+            info = {**info, "success": False}
+            break
         observation, reward, terminated, truncated, info = env.step(action)
         steps += 1
         total += float(reward)

@@ -24,8 +24,9 @@ def describe_rules(spec: WorkflowSpec) -> str:
         cadence = "Register values are shown again after every successful operation."
     else:
         cadence = (
-            f"Register values are shown again after every {spec.snapshot_period}th "
-            "successful operation."
+            f"Register values are shown again after every {spec.snapshot_period} successful "
+            "operations (after the successes numbered "
+            f"{spec.snapshot_period}, {2 * spec.snapshot_period}, ...)."
         )
     if spec.error_allowance == 0:
         failures = "The first failed call ends the episode."

@@ -164,18 +164,38 @@ def test_reference_policy_is_a_policy_and_rejects_unknown_names() -> None:
     )
 
 
-def test_rollout_resumes_from_its_jsonl_without_losing_or_duplicating(tmp_path: Any) -> None:
+def test_rollout_resumes_from_its_log_without_losing_or_duplicating(tmp_path: Any) -> None:
     env = gym.make("StatefulWorkflow-v0", snapshot_period=0)
     policy = ReferencePolicy.for_env("cache-2", env)
     whole = rollout(env, policy, episodes=12, seed=40)
     path = tmp_path / "run.jsonl"
-    rollout(env, policy, episodes=5, seed=40, jsonl=path)
+    rollout(env, policy, episodes=5, seed=40, log=path)
+    with pytest.raises(FileExistsError, match="pass resume=True"):
+        rollout(env, policy, episodes=12, seed=40, log=path)
     with path.open("a") as sink:  # an interrupted write
-        sink.write('{"episode": 5, "succ')
-    resumed = rollout(env, policy, episodes=12, seed=40, jsonl=path)
+        sink.write('{"type": "episode", "episode_key": "x", "rec')
+    resumed = rollout(env, policy, episodes=12, seed=40, log=path, resume=True)
     assert resumed == whole
     lines = [json.loads(x) for x in path.read_text().splitlines()]
-    assert [x["episode"] for x in lines] == list(range(12))
+    assert all(x["type"] == "episode" for x in lines)
+    assert sorted(x["record"]["episode"] for x in lines) == list(range(12))
+    # Another policy in the same log is another run: nothing of the first is reused.
+    other = rollout(env, ReferencePolicy.for_env("exact", env), episodes=3, seed=40, log=path,
+                    resume=True)
+    assert all(r.success for r in other)
+
+
+def test_parallel_rollout_equals_sequential(tmp_path: Any) -> None:
+    from controllers.policy import rollout_parallel
+
+    def make_env() -> gym.Env:
+        return gym.make("StatefulWorkflow-v0", snapshot_period=0, candidates=8)
+
+    sequential = rollout(make_env(), ReferencePolicy("scan-4", WorkflowSpec(
+        snapshot_period=0, candidates=8)), episodes=30, seed=3)
+    parallel = rollout_parallel(make_env, lambda env: ReferencePolicy.for_env("scan-4", env),
+                                episodes=30, seed=3, workers=3, log=tmp_path / "p.jsonl")
+    assert parallel == sequential
 
 
 def test_rollout_rejects_bad_arguments() -> None:

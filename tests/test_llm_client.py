@@ -1,0 +1,315 @@
+"""ChatClient / AsyncChatClient against a real loopback server with scripted faults.
+
+Why these tests: an evaluation run must survive every provider hiccup without losing an
+episode, must negotiate the structured-output dialect of whichever server it meets, and must
+never leak the API key. Backoff sleeps are injected and recorded, so only the timeout tests
+spend real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import socket
+import threading
+import time
+from typing import Any
+
+import pytest
+
+from llm_policies.client import AsyncChatClient, ChatClient, ChatResult
+from tests.llm_fake_server import FakeServer, Reply, scripted
+
+MESSAGES = [{"role": "user", "content": "pick an action"}]
+SCHEMA = {
+    "type": "object",
+    "properties": {"operation": {"type": "integer"}, "candidate": {"type": "integer"}},
+    "required": ["operation", "candidate"],
+}
+SECRET = "sk-test-SECRET-0123456789abcdef"
+OK = Reply(content='{"operation": 1, "candidate": 2}')
+
+
+@pytest.fixture(autouse=True)
+def _no_ambient_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("OPENAI_API_KEY", raising=False)
+
+
+def client_for(server: FakeServer, delays: list[float], **kwargs: Any) -> ChatClient:
+    return ChatClient(base_url=server.base_url, model="test-model", sleep=delays.append, **kwargs)
+
+
+def rf_type(request: dict[str, Any]) -> str | None:
+    rf = request.get("response_format")
+    return rf.get("type") if isinstance(rf, dict) else None
+
+
+def test_normal_call_returns_text_usage_latency() -> None:
+    delays: list[float] = []
+    with FakeServer(scripted([], then=OK)) as server, client_for(server, delays) as client:
+        result = client.complete(MESSAGES)
+    assert isinstance(result, ChatResult)
+    assert result.status == "ok" and result.error is None
+    assert result.text == '{"operation": 1, "candidate": 2}'
+    assert result.http_status == 200
+    assert result.prompt_tokens == len("pick an action") // 4
+    assert result.completion_tokens == len(result.text) // 4
+    assert result.latency_s > 0
+    assert result.retries == 0 and delays == []
+    assert result.response_format == "none"  # auto without a schema means none
+    assert "response_format" not in server.requests[0]
+
+
+def test_request_carries_model_sampling_and_seed() -> None:
+    with FakeServer(scripted([], then=OK)) as server:
+        with client_for(server, [], seed=7, temperature=0.3) as client:
+            assert client.complete(MESSAGES).status == "ok"
+        with client_for(server, []) as client:
+            assert client.complete(MESSAGES).status == "ok"
+    seeded, unseeded = server.requests
+    assert seeded["model"] == "test-model" and seeded["messages"] == MESSAGES
+    assert seeded["temperature"] == 0.3 and seeded["max_tokens"] == 64 and seeded["seed"] == 7
+    assert unseeded["temperature"] == 0.0 and unseeded["max_tokens"] == 64
+    assert "seed" not in unseeded
+
+
+def test_500_then_200_is_ok_after_one_retry() -> None:
+    delays: list[float] = []
+    with FakeServer(scripted([Reply(status=500)], then=OK)) as server:
+        with client_for(server, delays, backoff=0.5) as client:
+            result = client.complete(MESSAGES)
+    assert result.status == "ok" and result.retries == 1
+    assert len(server.requests) == 2
+    assert len(delays) == 1 and 0.5 <= delays[0] <= 0.55
+
+
+def test_backoff_is_exponential_capped_and_reproducible() -> None:
+    runs = []
+    for _ in range(2):
+        delays: list[float] = []
+        replies = [Reply(status=503)] * 4
+        with FakeServer(scripted(replies, then=OK)) as server:
+            with client_for(server, delays, backoff=0.5, max_backoff=1.5, jitter_seed=3) as c:
+                result = c.complete(MESSAGES)
+        assert result.status == "ok" and result.retries == 4
+        runs.append(delays)
+    delays = runs[0]
+    assert runs[0] == runs[1]
+    assert 0.5 <= delays[0] <= 0.55 and 1.0 <= delays[1] <= 1.1
+    assert delays[2] == delays[3] == 1.5
+
+
+def test_429_honours_retry_after() -> None:
+    delays: list[float] = []
+    limited = Reply(status=429, headers={"Retry-After": "2"})
+    with FakeServer(scripted([limited], then=OK)) as server, client_for(server, delays) as c:
+        result = c.complete(MESSAGES)
+    assert result.status == "ok" and result.retries == 1
+    assert delays == [2.0]
+
+
+def test_retry_after_is_capped() -> None:
+    delays: list[float] = []
+    limited = Reply(status=429, headers={"Retry-After": "3600"})
+    with FakeServer(scripted([limited], then=OK)) as server:
+        with client_for(server, delays, max_retry_after=30.0) as client:
+            assert client.complete(MESSAGES).status == "ok"
+    assert delays == [30.0]
+
+
+def test_timeout_is_retried_then_an_error_result() -> None:
+    delays: list[float] = []
+    with FakeServer(scripted([], then=Reply(delay=1.0, content="late"))) as server:
+        with client_for(server, delays, timeout=0.2, max_retries=2) as client:
+            started = time.perf_counter()
+            result = client.complete(MESSAGES)
+            elapsed = time.perf_counter() - started
+        assert len(server.requests) == 3
+    assert result.status == "error" and result.text == ""
+    assert result.error is not None and result.error.startswith("timeout")
+    assert result.retries == 2 and len(delays) == 2 and result.http_status is None
+    assert elapsed < 2.0
+
+
+def test_connection_refused_is_an_error_result() -> None:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    delays: list[float] = []
+    client = ChatClient(
+        base_url=f"http://127.0.0.1:{port}/v1/", model="m", max_retries=1, sleep=delays.append
+    )
+    with client:
+        result = client.complete(MESSAGES)
+    assert result.status == "error" and result.error is not None
+    assert result.error.startswith("connection error") and result.retries == 1
+
+
+@pytest.mark.parametrize("body", ['{"choices": [{"message": {"content": "tr', '{"id": "x"}', "[]"])
+def test_malformed_body_is_retried_then_reported(body: str) -> None:
+    delays: list[float] = []
+    with FakeServer(scripted([], then=Reply(body=body))) as server:
+        with client_for(server, delays, max_retries=2) as client:
+            result = client.complete(MESSAGES)
+        assert len(server.requests) == 3
+    assert result.status == "error" and result.retries == 2
+    assert result.error is not None and result.error.startswith("malformed response")
+
+
+def test_404_is_not_retried() -> None:
+    delays: list[float] = []
+    with FakeServer(scripted([], then=Reply(status=404))) as server:
+        with client_for(server, delays, json_schema=SCHEMA, response_format="json_schema") as c:
+            result = c.complete(MESSAGES)
+        assert len(server.requests) == 1
+    assert result.status == "error" and result.http_status == 404 and result.retries == 0
+    assert result.error is not None and result.error.startswith("HTTP 404")
+    assert delays == []
+
+
+def test_auto_negotiates_down_to_json_object_and_remembers() -> None:
+    def llama_cpp_python(request: dict[str, Any]) -> Reply:
+        if rf_type(request) == "json_schema":
+            return Reply(status=500, content="Internal Server Error")
+        return OK
+
+    delays: list[float] = []
+    with FakeServer(llama_cpp_python) as server:
+        with client_for(server, delays, json_schema=SCHEMA) as client:
+            first = client.complete(MESSAGES)
+            second = client.complete(MESSAGES)
+    assert first.status == second.status == "ok"
+    assert first.response_format == second.response_format == "json_object"
+    assert first.retries == second.retries == 0 and delays == []
+    types = [rf_type(r) for r in server.requests]
+    assert types == ["json_schema", "json_object", "json_object"]
+    assert server.requests[1]["response_format"]["schema"] == SCHEMA
+
+
+def test_auto_falls_through_to_none_on_format_errors() -> None:
+    def plain(request: dict[str, Any]) -> Reply:
+        if "response_format" in request:
+            return Reply(status=400, content="unsupported response_format")
+        return OK
+
+    with FakeServer(plain) as server, client_for(server, [], json_schema=SCHEMA) as client:
+        result = client.complete(MESSAGES)
+    assert result.status == "ok" and result.response_format == "none" and result.retries == 0
+    assert [rf_type(r) for r in server.requests] == ["json_schema", "json_object", None]
+
+
+def test_auto_keeps_a_working_mode_on_a_plain_500() -> None:
+    delays: list[float] = []
+    replies = [OK, Reply(status=500, content="CUDA out of memory")]
+    with FakeServer(scripted(replies, then=OK)) as server:
+        with client_for(server, delays, json_schema=SCHEMA) as client:
+            client.complete(MESSAGES)
+            result = client.complete(MESSAGES)
+    assert result.status == "ok" and result.retries == 1 and len(delays) == 1
+    assert result.response_format == "json_schema"
+    assert [rf_type(r) for r in server.requests] == ["json_schema"] * 3
+
+
+def test_explicit_json_schema_payload_is_openai_style() -> None:
+    with FakeServer(scripted([], then=OK)) as server:
+        with client_for(server, [], json_schema=SCHEMA, response_format="json_schema") as c:
+            assert c.complete(MESSAGES).response_format == "json_schema"
+    assert server.requests[0]["response_format"] == {
+        "type": "json_schema",
+        "json_schema": {"name": "action", "schema": SCHEMA, "strict": True},
+    }
+
+
+def test_api_key_is_sent_but_never_leaks(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", SECRET)
+    echo = Reply(status=401, content="bad key", echo_headers=True)
+    echo_500 = Reply(status=500, echo_headers=True)
+    with FakeServer(scripted([echo], then=echo_500)) as server:
+        with client_for(server, [], max_retries=1) as client:
+            rejected = client.complete(MESSAGES)
+            failing = client.complete(MESSAGES)
+            text = repr(client)
+        assert server.headers[0]["authorization"] == f"Bearer {SECRET}"
+        assert server.headers[0].get("Authorization") == f"Bearer {SECRET}"
+    assert "test-model" in text and server.base_url in text and SECRET not in text
+    for result in (rejected, failing):
+        assert result.status == "error" and result.error is not None
+        assert "received headers" in result.error  # the echo did reach the client...
+        assert SECRET not in str(dataclasses.asdict(result))  # ...but was scrubbed
+    assert rejected.retries == 0 and failing.retries == 1
+
+
+def test_no_authorization_header_without_a_key() -> None:
+    with FakeServer(scripted([], then=OK)) as server, client_for(server, []) as client:
+        client.complete(MESSAGES)
+        assert "authorization" not in server.headers[0]
+
+
+def test_async_client_bounds_concurrency_and_keeps_call_order() -> None:
+    lock = threading.Lock()
+    in_flight, peak = [0], [0]
+
+    def slow_echo(request: dict[str, Any]) -> Reply:
+        index = int(request["messages"][0]["content"])
+        with lock:
+            in_flight[0] += 1
+            peak[0] = max(peak[0], in_flight[0])
+        time.sleep(0.02 * (6 - index))  # later calls finish sooner
+        with lock:
+            in_flight[0] -= 1
+        return Reply(content=f"answer {index}")
+
+    async def run(base_url: str) -> list[ChatResult]:
+        async with AsyncChatClient(base_url=base_url, model="m", concurrency=2) as client:
+            calls = [client.complete([{"role": "user", "content": str(i)}]) for i in range(6)]
+            return await asyncio.gather(*calls)
+
+    with FakeServer(slow_echo) as server:
+        results = asyncio.run(run(server.base_url))
+        assert len(server.requests) == 6
+    assert [r.text for r in results] == [f"answer {i}" for i in range(6)]
+    assert all(r.status == "ok" for r in results)
+    assert peak[0] == 2
+
+
+def test_async_client_retries_with_injected_sleep_and_negotiates() -> None:
+    delays: list[float] = []
+
+    async def record(seconds: float) -> None:
+        delays.append(seconds)
+
+    def responder(request: dict[str, Any]) -> Reply:
+        if rf_type(request) == "json_schema":
+            return Reply(status=422, content="schema not supported")
+        return OK
+
+    flaky = scripted([Reply(status=502)], then=OK)
+
+    async def run(base_url: str) -> list[ChatResult]:
+        async with AsyncChatClient(
+            base_url=base_url, model="m", json_schema=SCHEMA, sleep=record, concurrency=1
+        ) as client:
+            return [await client.complete(MESSAGES) for _ in range(2)]
+
+    with FakeServer(lambda r: responder(r) if rf_type(r) == "json_schema" else flaky(r)) as srv:
+        first, second = asyncio.run(run(srv.base_url))
+    assert first.status == "ok" and first.response_format == "json_object"
+    assert first.retries == 1 and len(delays) == 1
+    assert second.retries == 0 and second.response_format == "json_object"
+    assert [rf_type(r) for r in srv.requests] == [
+        "json_schema",
+        "json_object",
+        "json_object",
+        "json_object",
+    ]
+
+
+def test_fake_server_survives_a_client_hanging_up_mid_delay() -> None:
+    before = set(threading.enumerate())
+    with FakeServer(scripted([], then=Reply(delay=0.5, content="late"))) as server:
+        with client_for(server, [], timeout=0.1, max_retries=0) as client:
+            assert client.complete(MESSAGES).status == "error"
+        started = time.perf_counter()
+    assert time.perf_counter() - started < 1.0  # closing did not wait for the delay
+    assert server.errors == []
+    assert set(threading.enumerate()) <= before  # no handler or serve thread left behind

@@ -1,0 +1,44 @@
+"""A real model end to end: llama.cpp's server with Gemma 3 270M plays a few episodes.
+
+It asserts the plumbing, never policy quality (a 270M base model sits at the floor, as seed
+003's 0.5B run did): the run completes, every answer parses to a legal action or lands in a
+failure category, and every call is logged with provider and cl100k token usage.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from analysis.cli import main
+from llm_policies.text_actions import TEXT_FAILURES
+
+ENV_FAILURES = ("dependency", "candidate", "completed")
+
+
+def test_gemma_plays_real_episodes_through_the_whole_harness(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "gemma.jsonl"
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--local",
+            "--episodes", "3", "--seed", "0", "--log", str(log), "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["episodes"] == 3
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [x for x in lines if x["type"] == "call"]
+    episodes = [x for x in lines if x["type"] == "episode"]
+    assert len(episodes) == 3 and calls
+    for call in calls:
+        assert call["status"] == "ok", call["error"]
+        assert call["response_format"] == "json_object"
+        assert call["action_status"] in ("ok", *TEXT_FAILURES)
+        assert call["provider_prompt_tokens"] > 0 and call["provider_completion_tokens"] > 0
+        assert call["cl100k_prompt_tokens"] > 0
+        assert call["prompt"][0]["role"] == "user"  # the gemma format has no system role
+    for episode in episodes:
+        record = episode["record"]
+        assert record["first_failure"] in (None, *ENV_FAILURES, *TEXT_FAILURES)
+        assert record["counters"]["decisions"] == sum(
+            c["episode_key"] == episode["episode_key"] for c in calls)

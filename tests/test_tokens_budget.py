@@ -1,0 +1,165 @@
+"""Offline cl100k_base accounting and RCWT fixed-budget assembly (seed 000, section 3.1).
+
+The budget sweep is only meaningful if every count is exact for the text actually sent, so
+the central property is: each block has its target count on its own, the joined text
+tokenizes as the concatenation of the blocks, and so tokens == u + c + r == W.
+"""
+
+from __future__ import annotations
+
+import math
+import socket
+from typing import Any
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from llm_policies import tokens
+from llm_policies.budget import assemble, fit_block
+
+SOURCE = st.text(min_size=1, max_size=200).filter(lambda s: s.strip() != "")
+ANY_TEXT = st.text(max_size=200)
+
+
+def test_hello_world_ids() -> None:
+    assert tokens.encode("hello world") == [15339, 1917]
+    assert tokens.count("hello world") == 2
+    assert tokens.decode([15339, 1917]) == "hello world"
+
+
+@given(ANY_TEXT)
+def test_encode_decode_round_trip(text: str) -> None:
+    ids = tokens.encode(text)
+    assert tokens.decode(ids) == text
+    assert tokens.count(text) == len(ids)
+
+
+def test_special_token_strings_are_plain_text() -> None:
+    assert tokens.decode(tokens.encode("<|endoftext|>")) == "<|endoftext|>"
+
+
+def test_loading_never_opens_a_socket(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network access attempted")
+
+    monkeypatch.setattr(socket, "socket", refuse)
+    monkeypatch.setattr(socket, "create_connection", refuse)
+    tokens.clear_cache()
+    try:
+        assert tokens.encode("hello world") == [15339, 1917]
+    finally:
+        tokens.clear_cache()
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    instructions=ANY_TEXT,
+    coordination=SOURCE,
+    evidence=SOURCE,
+    extra=st.integers(0, 300),
+    q=st.floats(0, 1),
+    order=st.sampled_from(["coord_first", "reason_first"]),
+)
+def test_assembly_is_exact(
+    instructions: str, coordination: str, evidence: str, extra: int, q: float, order: str
+) -> None:
+    head = instructions if not instructions or instructions.endswith("\n") else instructions + "\n"
+    W = max(tokens.count(head), 1) + extra
+    a = assemble(instructions, coordination, evidence, W=W, q=q, order=order)
+    assert a.u == tokens.count(head) and a.blocks[0] == head
+    assert a.u + a.c + a.r == W == a.W
+    assert a.c == math.floor(q * (W - a.u))
+    assert a.p == a.c / W and a.q == q and a.order == order
+    targets = (a.u, a.c, a.r) if order == "coord_first" else (a.u, a.r, a.c)
+    assert [tokens.count(b) for b in a.blocks] == list(targets)
+    # The exactness guarantee: block tokenizations concatenate, and the total is W.
+    assert a.text == "".join(a.blocks)
+    assert tokens.encode(a.text) == [t for b in a.blocks for t in tokens.encode(b)]
+    assert a.tokens == len(tokens.encode(a.text)) == W
+
+
+def test_orders_place_the_blocks() -> None:
+    kwargs: dict[str, Any] = {"W": 60, "q": 0.5}
+    first = assemble("Rules.", "Coordination note. ", "Evidence line. ", order="coord_first",
+                     **kwargs)
+    assert first.blocks[1].startswith("Coordination") and first.blocks[2].startswith("Evidence")
+    second = assemble("Rules.", "Coordination note. ", "Evidence line. ", **kwargs)
+    assert second.order == "reason_first"
+    assert second.blocks[1].startswith("Evidence") and second.blocks[2].startswith("Coordination")
+
+
+def test_fit_block_repeats_and_truncates_exactly() -> None:
+    # Ends with a newline, so copies tokenize independently and the cuts are predictable.
+    text = "The cache holds two registers.\n"
+    n = tokens.count(text)
+    assert fit_block(text, n) == text
+    assert fit_block(text, 3 * n) == text * 3
+    assert fit_block(text, 2 * n + 2) == text * 2 + "The cache"
+    assert fit_block(text, 3) == "The cache holds"
+    assert fit_block(text, 0) == ""
+    ended = fit_block(text, 4, end_with_newline=True)
+    assert ended == "The cache holds\n" and tokens.count(ended) == 4
+
+
+@settings(max_examples=200, deadline=None)
+@given(SOURCE, st.integers(0, 400), st.booleans())
+def test_fit_block_count_is_exact(text: str, n: int, newline: bool) -> None:
+    block = fit_block(text, n, end_with_newline=newline)
+    assert tokens.count(block) == n
+    if n and newline:
+        assert block.endswith("\n")
+
+
+def test_multi_token_characters_still_fit_exactly() -> None:
+    for n in range(1, 12):
+        for newline in (False, True):
+            assert tokens.count(fit_block("😀", n, end_with_newline=newline)) == n
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"W": 0}, "W must be an integer >= 1; got 0"),
+        ({"W": 2.5}, "W must be an integer >= 1; got 2.5"),
+        ({"q": 1.5}, "q must be a number in [0, 1]; got 1.5"),
+        ({"q": -0.1}, "q must be a number in [0, 1]; got -0.1"),
+        ({"q": float("nan")}, "q must be a number in [0, 1]; got nan"),
+        ({"order": "sideways"},
+         "order must be one of 'coord_first' | 'reason_first'; got 'sideways'"),
+        ({"W": 3}, "the instruction block has u=6 tokens, more than the budget W=3"),
+        ({"coordination": " \n"},
+         "the coordination text is empty (or only whitespace) but its block needs 47 tokens "
+         "(W=100, q=0.5)"),
+        ({"evidence": "", "q": 0.0},
+         "the evidence text is empty (or only whitespace) but its block needs 94 tokens "
+         "(W=100, q=0.0)"),
+    ],
+)
+def test_bad_parameters(kwargs: dict[str, object], message: str) -> None:
+    args: dict[str, object] = {
+        "instructions": "Answer in one word please.",
+        "coordination": "coord ",
+        "evidence": "evidence ",
+        "W": 100,
+        "q": 0.5,
+        "order": "reason_first",
+    }
+    args.update(kwargs)
+    with pytest.raises(ValueError) as err:
+        assemble(**args)  # type: ignore[arg-type]
+    assert str(err.value) == message
+
+
+def test_empty_sources_are_fine_with_zero_targets() -> None:
+    a = assemble("Rules.", "", "evidence", W=10, q=0.0)
+    assert a.c == 0 and a.tokens == 10
+    b = assemble("Rules.", "coordination", "", W=10, q=1.0)
+    assert b.r == 0 and b.tokens == 10
+
+
+def test_fit_block_bad_input() -> None:
+    with pytest.raises(ValueError, match=r"^n_tokens must be an integer >= 0; got -1$"):
+        fit_block("x", -1)
+    with pytest.raises(ValueError, match=r"^cannot fit an empty text to n_tokens=2 \(> 0\)$"):
+        fit_block("", 2)

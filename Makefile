@@ -40,6 +40,7 @@ lint: $(STAMP)
 bench: $(STAMP)
 	$(BIN)/python benchmarks/env_step.py
 	$(BIN)/python benchmarks/grid.py
+	$(BIN)/python benchmarks/llm_overhead.py
 
 clean-cache:
 	find envs controllers llm_policies analysis -name '*.nbi' -delete -o -name '*.nbc' -delete

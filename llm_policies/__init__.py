@@ -1,1 +1,7 @@
-"""llm_policies package."""
+"""Chat models as policies: token accounting, fixed-budget prompts, text actions, a client.
+
+tokens (offline cl100k_base), budget (RCWT fixed-budget assembly), render_workflow (the
+StatefulWorkflow prompt), text_actions (answers to env actions or failure categories), client
+(any OpenAI-compatible server over httpx), policy (LLMPolicy on the shared runner),
+local_server (llama.cpp with Gemma 3 270M, the [local-llm] extra).
+"""

@@ -42,3 +42,32 @@ def test_gemma_plays_real_episodes_through_the_whole_harness(
         assert record["first_failure"] in (None, *ENV_FAILURES, *TEXT_FAILURES)
         assert record["counters"]["decisions"] == sum(
             c["episode_key"] == episode["episode_key"] for c in calls)
+
+
+def test_serve_local_starts_answers_and_stops_cleanly() -> None:
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    import httpx
+
+    from llm_policies.local_server import free_port
+
+    port = free_port()
+    root = Path(__file__).resolve().parents[1]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "analysis.cli", "serve-local", "--port", str(port)], cwd=root,
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+        env={**os.environ, "PYTHONPATH": str(root)})
+    try:
+        banner = process.stdout.readline()
+        assert f"http://127.0.0.1:{port}/v1" in banner
+        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
+    finally:
+        process.send_signal(signal.SIGINT)
+        out, err = process.communicate(timeout=60)
+    assert process.returncode == 0, err
+    assert "server stopped" in out
+    with pytest.raises(httpx.TransportError):
+        httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)

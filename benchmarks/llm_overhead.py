@@ -34,7 +34,7 @@ import httpx
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import envs  # noqa: E402,F401
 from controllers.policy import RunLog, rollout  # noqa: E402
-from llm_policies import tokens  # noqa: E402
+from envs import tokens  # noqa: E402
 from llm_policies.client import ChatClient  # noqa: E402
 from llm_policies.policy import LLMPolicy  # noqa: E402
 from llm_policies.render_workflow import ACTION_SCHEMA, render  # noqa: E402

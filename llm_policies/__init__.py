@@ -1,7 +1,8 @@
 """Chat models as policies: token accounting, fixed-budget prompts, text actions, a client.
 
-tokens (offline cl100k_base), budget (RCWT fixed-budget assembly), render_workflow (the
+budget (RCWT fixed-budget assembly), render_workflow (the
 StatefulWorkflow prompt), text_actions (answers to env actions or failure categories), client
 (any OpenAI-compatible server over httpx), policy (LLMPolicy on the shared runner),
-local_server (llama.cpp with Gemma 3 270M, the [local-llm] extra).
+local_server (llama.cpp with Gemma 3 270M, the [local-llm] extra). Token accounting
+(offline cl100k_base) is envs.tokens, since env budgets need it too.
 """

@@ -43,7 +43,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from llm_policies.tokens import count, encode, encoding
+from envs.tokens import count, encode, encoding
 
 ORDERS = ("coord_first", "reason_first")
 _FILLER = "000"  # one cl100k_base token after a newline, and runs of it chunk by three digits

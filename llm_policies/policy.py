@@ -13,8 +13,8 @@ from __future__ import annotations
 from typing import Any
 
 from controllers.policy import EpisodeAborted, RunLog
+from envs import tokens
 from envs.workflow_spec import WorkflowSpec
-from llm_policies import tokens
 from llm_policies.client import ChatClient
 from llm_policies.render_workflow import render
 from llm_policies.text_actions import parse_action

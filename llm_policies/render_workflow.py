@@ -26,12 +26,12 @@ from typing import Any
 
 import numpy as np
 
+from envs.tokens import count
 from envs.workflow import WorkflowTask
 from envs.workflow_layout import FAILURE_NAMES
 from envs.workflow_spec import WorkflowSpec
 from envs.workflow_text import describe_rules, describe_task
 from llm_policies.budget import Assembly, assemble
-from llm_policies.tokens import count
 
 # The one action a reply may contain. Ranges (0..N-1, 0..b-1) are checked by the env, so an
 # out-of-range integer is `invalid_action`, not `invalid_schema`.

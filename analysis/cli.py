@@ -187,8 +187,7 @@ def _llm_factories(args: argparse.Namespace, endpoint: dict[str, Any], env_id: s
     import gymnasium as gym
 
     from llm_policies.client import ChatClient
-    from llm_policies.policy import LLMPolicy
-    from llm_policies.render_workflow import ACTION_SCHEMA
+    from llm_policies.policy import LLMPolicy, renderer_for
     from llm_policies.text_actions import TextActionWrapper
 
     def make_env(spec: Any = None) -> Any:
@@ -197,13 +196,13 @@ def _llm_factories(args: argparse.Namespace, endpoint: dict[str, Any], env_id: s
         return TextActionWrapper(gym.make(env_id, **env_kwargs))
 
     def make_policy(env: Any) -> Any:
+        renderer = renderer_for(env, budget=args.budget, system_role=endpoint["system_role"])
         client = ChatClient(
             base_url=endpoint["base_url"], model=endpoint["model"],
             api_key_env=args.api_key_env, timeout=args.timeout, temperature=args.temperature,
             max_tokens=args.max_tokens, seed=args.llm_seed,
-            response_format=endpoint["response_format"], json_schema=ACTION_SCHEMA)
-        return LLMPolicy.for_env(client, env, budget=args.budget,
-                                 system_role=endpoint["system_role"])
+            response_format=endpoint["response_format"], json_schema=renderer.schema)
+        return LLMPolicy(client, renderer)
 
     return make_env, make_policy
 

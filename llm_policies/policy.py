@@ -1,23 +1,23 @@
 """A chat model as a Policy: the same runner, records and tables as the reference controllers.
 
-Each decision renders the public rules, task, observation and history (render_workflow),
-asks an OpenAI-compatible server for one JSON action (client), and hands the raw answer to the
-env's TextActionWrapper, which parses it with the same `parse_action` this policy uses to count
-schema-valid answers. Every call is written to the run log as it happens, so a killed sweep
-keeps what it paid for; a provider that keeps failing ends the episode as `provider_error`
-instead of losing it.
+Each decision renders what the model sees (a Renderer: render_workflow for StatefulWorkflow,
+render_dacs for DACSSteering), asks an OpenAI-compatible server for one JSON action (client),
+and hands the raw answer to the env's TextActionWrapper, which parses it with the same
+`parse_json_action` this policy uses to count schema-valid answers. Every call is written to
+the run log as it happens, so a killed sweep keeps what it paid for; a provider that keeps
+failing ends the episode as `provider_error` instead of losing it.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Protocol
 
 from controllers.policy import EpisodeAborted, RunLog
 from envs import tokens
 from envs.workflow_spec import WorkflowSpec
 from llm_policies.client import ChatClient
-from llm_policies.render_workflow import render
-from llm_policies.text_actions import parse_action
+from llm_policies.render_workflow import WorkflowRenderer
+from llm_policies.text_actions import parse_json_action
 
 PROVIDER_ERROR = "provider_error"
 COUNTER_KEYS = (
@@ -26,41 +26,58 @@ COUNTER_KEYS = (
 )
 
 
-class LLMPolicy:
-    """Plays StatefulWorkflow (wrapped in TextActionWrapper) through a chat model.
+class Renderer(Protocol):
+    """What LLMPolicy needs from an env's prompt renderer (render_workflow.WorkflowRenderer,
+    render_dacs.DacsRenderer)."""
 
-    budget / q / coordination / order: optional RCWT fixed-budget assembly of each prompt
-    (llm_policies.budget); system_role=False puts the rules in the user turn, for chat formats
-    that drop system messages (llama.cpp's gemma format).
+    fields: tuple[tuple[str, int], ...]
+    schema: dict[str, Any]
+
+    def describe(self) -> dict[str, Any]: ...
+
+    def reset(self) -> None: ...
+
+    def record(self, action: Any, observation: Any, info: dict[str, Any]) -> None: ...
+
+    def render(self, observation: Any) -> Any: ...
+
+
+def renderer_for(env: Any, **kwargs: Any) -> Renderer:
+    """The renderer of a (possibly wrapped) StatefulWorkflow or DACSSteering env."""
+    core = env.unwrapped
+    if isinstance(getattr(core, "spec_params", None), WorkflowSpec):
+        return WorkflowRenderer(core.spec_params, **kwargs)
+    if type(core).__name__ == "DACSSteeringEnv":
+        from llm_policies.render_dacs import DacsRenderer
+
+        return DacsRenderer(core, system_role=kwargs.get("system_role", True))
+    raise ValueError(f"LLMPolicy plays StatefulWorkflow and DACSSteering envs; got {core!r}")
+
+
+class LLMPolicy:
+    """Plays a text-action env (wrapped in TextActionWrapper) through a chat model.
+
+    The renderer decides what the model sees (StatefulWorkflow: rules, task, observation,
+    history, optionally under an RCWT budget; DACSSteering: the orchestrator's window).
     """
 
-    def __init__(self, client: ChatClient, spec: WorkflowSpec, *, budget: int | None = None,
-                 q: float = 0.0, coordination: str = "", order: str = "reason_first",
-                 system_role: bool = True) -> None:
+    def __init__(self, client: ChatClient, renderer: Renderer) -> None:
         self.client = client
-        self.spec = spec
-        self.budget = budget
-        self.q = q
-        self.coordination = coordination
-        self.order = order
-        self.system_role = system_role
+        self.renderer = renderer
         self._log: RunLog | None = None
         self.reset()
 
     @classmethod
     def for_env(cls, client: ChatClient, env: Any, **kwargs: Any) -> LLMPolicy:
-        spec = getattr(env.unwrapped, "spec_params", None)
-        if not isinstance(spec, WorkflowSpec):
-            raise ValueError(f"LLMPolicy plays StatefulWorkflow envs; got {env.unwrapped!r}")
-        return cls(client, spec, **kwargs)
+        """kwargs go to the renderer (budget, q, coordination, order, system_role)."""
+        return cls(client, renderer_for(env, **kwargs))
 
     def describe(self) -> dict[str, Any]:
         """What identifies this policy in a run log (never the API key)."""
         return {
             "llm": self.client.model, "base_url": self.client.base_url,
             "temperature": self.client.temperature, "max_tokens": self.client.max_tokens,
-            "seed": self.client.seed, "budget": self.budget, "q": self.q, "order": self.order,
-            "system_role": self.system_role,
+            "seed": self.client.seed, **self.renderer.describe(),
         }
 
     def attach_log(self, log: RunLog | None) -> None:
@@ -68,21 +85,16 @@ class LLMPolicy:
 
     def reset(self, *, seed: int | None = None) -> None:
         self._seed = seed
-        self._history: list[dict[str, Any]] = []
-        self._pending: tuple[int, int] | None = None
+        self._pending: tuple[int, ...] | None = None
         self._counters: dict[str, float] = dict.fromkeys(COUNTER_KEYS, 0)
+        self.renderer.reset()
 
-    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> str:
+    def act(self, observation: Any, info: dict[str, Any]) -> str:
         if self._pending is not None:  # the outcome of the previous answer
-            failure = info.get("failure")
-            update = None if failure else [int(x) for x in observation["last_update"]]
-            self._history.append({"operation": self._pending[0], "candidate": self._pending[1],
-                                  "outcome": failure or "ok", "update": update})
-        rendered = render(self.spec, observation, self._history, budget=self.budget, q=self.q,
-                          coordination=self.coordination, order=self.order,
-                          system_role=self.system_role)
+            self.renderer.record(self._pending, observation, info)
+        rendered = self.renderer.render(observation)
         result = self.client.complete(rendered.messages)
-        status, parsed = parse_action(result.text, self.spec.n_ops, self.spec.candidates)
+        status, parsed = parse_json_action(result.text, self.renderer.fields)
         answered = result.status == "ok"  # a provider failure is not a model decision
         decision = int(self._counters["decisions"])
         counters = self._counters
@@ -105,7 +117,7 @@ class LLMPolicy:
                 "status": result.status,
                 "error": result.error,
                 "http_status": result.http_status,
-                "action_status": status if result.status == "ok" else None,
+                "action_status": status if answered else None,
                 "provider_prompt_tokens": result.prompt_tokens,
                 "provider_completion_tokens": result.completion_tokens,
                 "cl100k_prompt_tokens": rendered.text_tokens,
@@ -114,7 +126,7 @@ class LLMPolicy:
                 "retries": result.retries,
                 "response_format": result.response_format,
             })
-        if result.status != "ok":
+        if not answered:
             raise EpisodeAborted(PROVIDER_ERROR, result.error or "")
         self._pending = parsed
         return result.text

@@ -218,3 +218,37 @@ def history_entry(
         "outcome": failure or OUTCOME_OK,
         "update": update,
     }
+
+
+class WorkflowRenderer:
+    """StatefulWorkflow prompts for LLMPolicy: keeps the episode's history of calls and their
+    outcomes, and renders each decision with `render` (optionally under a budget)."""
+
+    fields = (("operation", 0), ("candidate", 0))  # bounds set per spec in __init__
+    schema = ACTION_SCHEMA
+
+    def __init__(self, spec: WorkflowSpec, *, budget: int | None = None, q: float = 0.0,
+                 coordination: str = "", order: str = "reason_first",
+                 system_role: bool = True) -> None:
+        self.spec = spec
+        self.fields = (("operation", spec.n_ops), ("candidate", spec.candidates))
+        self.budget, self.q, self.coordination, self.order = budget, q, coordination, order
+        self.system_role = system_role
+        self.history: list[dict[str, Any]] = []
+
+    def describe(self) -> dict[str, Any]:
+        return {"renderer": "workflow", "budget": self.budget, "q": self.q,
+                "order": self.order, "system_role": self.system_role}
+
+    def reset(self) -> None:
+        self.history = []
+
+    def record(self, action: Sequence[int], observation: Mapping[str, Any],
+               info: Mapping[str, Any]) -> None:
+        """The outcome of the previous answer, seen in the next observation."""
+        self.history.append(history_entry(action, info, observation))
+
+    def render(self, observation: Mapping[str, Any]) -> Rendered:
+        return render(self.spec, observation, self.history, budget=self.budget, q=self.q,
+                      coordination=self.coordination, order=self.order,
+                      system_role=self.system_role)

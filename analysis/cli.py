@@ -109,7 +109,7 @@ def _env_kwargs(text: str) -> dict[str, Any]:
 
 
 def _add_run_parser(subparsers: Any) -> None:
-    from controllers.reference import CONTROLLER_NAMES
+    from controllers.registry import POLICY_NAMES
 
     parser = subparsers.add_parser(
         "run",
@@ -123,9 +123,9 @@ def _add_run_parser(subparsers: Any) -> None:
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     parser.add_argument("--env-kwargs", type=_env_kwargs, default={}, metavar="JSON",
                         help="keyword arguments for gym.make, as a JSON object")
-    parser.add_argument("--policy", required=True, choices=(*CONTROLLER_NAMES, "llm"),
+    parser.add_argument("--policy", required=True, choices=(*POLICY_NAMES, "llm"),
                         metavar="NAME",
-                        help="a reference controller (" + ", ".join(CONTROLLER_NAMES)
+                        help="a programmed policy (" + ", ".join(POLICY_NAMES)
                         + ") or llm: a chat model behind --base-url")
     parser.add_argument("--episodes", type=_bounded_int(1), required=True, metavar="K")
     parser.add_argument("--seed", type=_bounded_int(0), default=0, metavar="S")
@@ -218,7 +218,7 @@ def summarise_records(records: list[Any]) -> dict[str, Any]:
     for r in records:
         if r.first_failure is not None:
             failures[r.first_failure] = failures.get(r.first_failure, 0) + 1
-    return {
+    summary: dict[str, Any] = {
         "episodes": episodes,
         "success": wins / episodes,
         "success_ci": [float(low), float(high)],
@@ -226,13 +226,27 @@ def summarise_records(records: list[Any]) -> dict[str, Any]:
         "mean_calls": sum(r.calls for r in records) / episodes,
         "failures": dict(sorted(failures.items())),
     }
+    metrics = [r.metrics for r in records if r.metrics]
+    if metrics and len(metrics) == episodes:  # DACSSteering: per-decision steering metrics
+        import numpy as np
+
+        tokens = np.concatenate([np.asarray(m["window_tokens"], dtype=float) for m in metrics])
+        decisions = [len(m["window_tokens"]) for m in metrics]
+        summary["accuracy"] = float(np.average([m["accuracy"] for m in metrics],
+                                               weights=decisions))
+        summary["contamination"] = float(np.average([m["contamination"] for m in metrics],
+                                                    weights=decisions))
+        summary["mean_tokens"] = float(tokens.mean())
+        summary["p95_tokens"] = float(np.percentile(tokens, 95))
+    return summary
 
 
 def _cmd_run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
-    from controllers.policy import ReferencePolicy, rollout, rollout_parallel
+    from controllers.policy import rollout, rollout_parallel
+    from controllers.registry import make_reference_policy
 
     if args.log is not None and args.log.exists() and not args.resume:
         print(f"diagym run: error: log {args.log} exists: pass --resume to continue it, or "
@@ -253,7 +267,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         on_record=lambda _record: bar.update(1))
         else:
             env = gym.make(args.env, **args.env_kwargs)
-            policy = ReferencePolicy.for_env(args.policy, env)
+            policy = make_reference_policy(args.policy, env)
             records = rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
                               resume=args.resume)
     except (gym.error.Error, ValueError, TypeError, RuntimeError) as error:
@@ -272,6 +286,10 @@ def _cmd_run(args: argparse.Namespace) -> int:
     print(f"mean calls      {summary['mean_calls']:.2f}")
     failures = ", ".join(f"{k} {v}" for k, v in summary["failures"].items()) or "none"
     print(f"first failures  {failures}")
+    if "accuracy" in summary:
+        print(f"accuracy        {summary['accuracy']:.3f}   contamination "
+              f"{summary['contamination']:.3f}   window tokens mean {summary['mean_tokens']:.0f}"
+              f", p95 {summary['p95_tokens']:.0f}")
     return 0
 
 
@@ -361,6 +379,73 @@ def _cmd_llm_study(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- dacs-study -----------------------------------------------------------------------------
+def _add_dacs_study_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "dacs-study",
+        help="seed 002's phases on DACSSteering-v0: accuracy, contamination, tokens",
+        description=(
+            "Run seed 002's phases (N in {3, 5, 10}; homogeneous, crossfire, cascade; D up to "
+            "15) on DACSSteering-v0 with the reference orchestrators (dacs-reader on dacs "
+            "windows, flat-reader and flat-recency on flat windows, registry-only, uniform) "
+            "or with --policy llm on dacs and flat windows; print a table and write plots."
+        ),
+    )
+    parser.add_argument("--policy", choices=("reference", "llm"), default="reference")
+    parser.add_argument("--episodes", type=_bounded_int(1), default=10, metavar="K",
+                        help="scenario seeds per arm (default 10, as seed 002's trials)")
+    parser.add_argument("--window", type=_bounded_int(64), default=4096, metavar="W")
+    parser.add_argument("--phases", nargs="+", choices=("agents", "diversity", "density"),
+                        default=["agents", "diversity", "density"])
+    parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                        help="where the plots go (default: results)")
+    parser.add_argument("--json", action="store_true", help="print JSON rows instead")
+    _add_llm_flags(parser)
+    parser.set_defaults(func=_cmd_dacs_study)
+
+
+def _cmd_dacs_study(args: argparse.Namespace) -> int:
+    import gymnasium as gym
+
+    import envs  # noqa: F401
+    from analysis.dacs_study import REFERENCE_ARMS, format_table, plot_study, run_study
+    from controllers.registry import make_reference_policy
+
+    try:
+        with contextlib.ExitStack() as stack:
+            if args.policy == "llm":
+                endpoint = stack.enter_context(_llm_endpoint(args))
+                make_llm_env, make_llm_policy = _llm_factories(args, endpoint,
+                                                               "DACSSteering-v0", {})
+                from llm_policies.text_actions import TextActionWrapper
+
+                def make_env(kwargs: dict[str, Any]) -> Any:
+                    return TextActionWrapper(gym.make("DACSSteering-v0", **kwargs))
+
+                def make_policy(_name: str, env: Any) -> Any:
+                    return make_llm_policy(env)
+
+                arms: tuple[tuple[str, str], ...] = (("llm", "dacs"), ("llm", "flat"))
+            else:
+                def make_env(kwargs: dict[str, Any]) -> Any:
+                    return gym.make("DACSSteering-v0", **kwargs)
+
+                make_policy = make_reference_policy
+                arms = REFERENCE_ARMS
+            results = run_study(make_env, make_policy, arms=arms, episodes=args.episodes,
+                                window=args.window, phases=tuple(args.phases), progress=True)
+    except (ValueError, RuntimeError) as error:
+        print(f"diagym dacs-study: error: {error}", file=sys.stderr)
+        return 2
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
+        return 0
+    print(format_table(results, args.window))
+    for path in plot_study(results, args.out):
+        print(f"plot: {path}")
+    return 0
+
+
 # -- serve-local ----------------------------------------------------------------------------
 def _add_serve_local_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -401,7 +486,7 @@ def _cmd_serve_local(args: argparse.Namespace) -> int:
 # -- entry point ---------------------------------------------------------------------------
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     _add_audit_parser, _add_run_parser, _add_reproduce_parser, _add_llm_study_parser,
-    _add_serve_local_parser,
+    _add_dacs_study_parser, _add_serve_local_parser,
 )
 
 

@@ -129,8 +129,9 @@ class EpisodeAborted(Exception):
 
 @dataclasses.dataclass(frozen=True)
 class EpisodeRecord:
-    """One episode, whatever the agent: outcome, work, first failure and the agent's own
-    counters (resources of a controller; tokens and latency of an LLM policy)."""
+    """One episode, whatever the agent: outcome, work, first failure, the agent's own
+    counters (resources of a controller; tokens and latency of an LLM policy) and the env's
+    own per-episode metrics (DACSSteering: accuracy, contamination, window tokens)."""
 
     episode: int
     task_seed: int | None
@@ -141,6 +142,7 @@ class EpisodeRecord:
     first_failure: str | None
     episode_return: float
     counters: dict[str, Any]
+    metrics: dict[str, Any] = dataclasses.field(default_factory=dict)  # env's episode_metrics
 
 
 def describe_run(env: gym.Env, policy: Any) -> dict[str, Any]:
@@ -323,4 +325,5 @@ def _play(env: gym.Env, policy: Policy, episode: int, seed: int) -> EpisodeRecor
         first_failure=first_failure,
         episode_return=total,
         counters=dict(counters),
+        metrics=dict(info.get("episode_metrics", {})),
     )

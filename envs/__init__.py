@@ -15,6 +15,19 @@ from envs.workflow_spec import WorkflowSpec
 
 WORKFLOW_ENTRY = "envs.workflow:StatefulWorkflowEnv"
 WORKFLOW_VECTOR_ENTRY = "envs.workflow_vector:StatefulWorkflowVectorEnv"
+DACS_ENTRY = "envs.dacs:DACSSteeringEnv"
+DACS_ID = "DACSSteering-v0"
+# docs/DACS.md's defaults; every one is also a gym.make kwarg.
+DACS_DEFAULTS: dict[str, Any] = {
+    "n_agents": 5,
+    "family": "homogeneous",
+    "decisions": 3,
+    "context_mode": "dacs",
+    "window": 4096,
+    "order": "requester_last",
+    "agent_chosen_focus": False,
+    "focus_cost": 0.0,
+}
 
 # id -> the kwargs that distinguish it from WorkflowSpec's defaults.
 WORKFLOW_PRESETS: dict[str, dict[str, Any]] = {
@@ -36,6 +49,9 @@ def _register_all() -> None:
             kwargs=WorkflowSpec(**kwargs).as_dict(),
             nondeterministic=False,
         )
+    if DACS_ID not in registry:
+        register(id=DACS_ID, entry_point=DACS_ENTRY, kwargs=dict(DACS_DEFAULTS),
+                 nondeterministic=False)
 
 
 _register_all()

@@ -1,0 +1,170 @@
+"""DACSSteering's reference orchestrators against what the token layout predicts, the study,
+and an LLM policy playing the env through the text-action wrapper."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401
+from analysis.cli import main
+from controllers.dacs import DACS_CONTROLLERS, dacs_controller, parse_window
+from controllers.policy import rollout
+from controllers.registry import make_reference_policy
+
+FAMILIES = ("homogeneous", "diverse", "crossfire", "cascade", "dense")
+
+
+def _play(env: gym.Env, policy: Any, seed: int) -> list[dict[str, Any]]:
+    """One episode; per decision: the info and whether the requester's evidence was visible
+    in the window it was answered from (from the layout, not from the controller)."""
+    observation, info = env.reset(seed=seed)
+    policy.reset(seed=seed)
+    steps = []
+    done = False
+    while not done:
+        core = env.unwrapped
+        pending, window = core.pending, core.current_window
+        if pending.depends_on >= 0:
+            wanted = (pending.depends_on, ("decision", "registry"))
+        else:
+            wanted = (pending.requester, ("fact",))
+        visible = any(
+            line.agent == wanted[0] and line.kind in wanted[1] and line.end <= window.kept
+            and any(key == pending.key_id for key, _ in line.shows)
+            for line in window.lines)
+        action = policy.act(observation, info)
+        observation, _, terminated, truncated, info = env.step(action)
+        steps.append({**info, "visible": visible})
+        done = terminated or truncated
+    return steps
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("mode", ["dacs", "flat"])
+def test_readers_are_perfect_when_everything_fits(family: str, mode: str) -> None:
+    env = gym.make("DACSSteering-v0", n_agents=10, family=family, decisions=4,
+                   context_mode=mode, window=100_000)
+    records = rollout(env, dacs_controller(f"{mode}-reader"), episodes=4, seed=0)
+    assert all(r.metrics["accuracy"] == 1.0 and r.metrics["contamination"] == 0.0
+               for r in records)
+
+
+@pytest.mark.parametrize("order", ["requester_last", "requester_first"])
+def test_flat_reader_fails_exactly_where_the_layout_cuts_the_evidence(order: str) -> None:
+    """Correct on every decision whose evidence line survived the cut; on the others a
+    uniform guess among 4 options (accuracy 1/4 within binomial noise)."""
+    visible_right, hidden = [], []
+    for n_agents in (3, 5, 8, 10):
+        env = gym.make("DACSSteering-v0", n_agents=n_agents, family="homogeneous",
+                       decisions=3, context_mode="flat", window=4096, order=order)
+        for seed in range(40):
+            for step in _play(env, dacs_controller("flat-reader"), seed):
+                (visible_right if step["visible"] else hidden).append(step["correct"])
+    assert visible_right and all(visible_right)
+    if order == "requester_first":
+        assert not hidden  # the requester's block comes first and is never cut
+        return
+    assert len(hidden) > 200
+    rate = np.mean(hidden)
+    assert abs(rate - 0.25) < 4 * np.sqrt(0.25 * 0.75 / len(hidden))
+
+
+def test_flat_reader_accuracy_falls_with_n_as_the_layout_predicts() -> None:
+    expected, observed = {}, {}
+    for n_agents in (3, 5, 10):
+        env = gym.make("DACSSteering-v0", n_agents=n_agents, context_mode="flat")
+        steps = [s for seed in range(30) for s in _play(env, dacs_controller("flat-reader"),
+                                                        seed)]
+        visible = np.array([s["visible"] for s in steps])
+        expected[n_agents] = visible.mean() + (1 - visible.mean()) / 4
+        observed[n_agents] = np.mean([s["correct"] for s in steps])
+        sd = np.sqrt(0.25 * 0.75 * (~visible).sum()) / len(steps)
+        assert abs(observed[n_agents] - expected[n_agents]) <= 4 * sd + 1e-12
+    assert expected[3] == expected[5] == 1.0 and expected[10] < 0.6
+
+
+def test_recency_contaminates_homogeneous_scenarios_but_not_diverse_ones() -> None:
+    def contamination(family: str) -> float:
+        env = gym.make("DACSSteering-v0", n_agents=5, family=family, context_mode="flat",
+                       order="requester_first")
+        records = rollout(env, dacs_controller("flat-recency"), episodes=10, seed=0)
+        return float(np.mean([r.metrics["contamination"] for r in records]))
+
+    assert contamination("homogeneous") > 0.5
+    assert contamination("diverse") == 0.0
+
+
+def test_registry_only_follows_cascade_decisions_and_guesses_facts() -> None:
+    env = gym.make("DACSSteering-v0", family="cascade", context_mode="registry",
+                   window=100_000)
+    dependent_right, facts = [], []
+    for seed in range(20):
+        for step in _play(env, dacs_controller("registry-only"), seed):
+            (dependent_right if step["visible"] else facts).append(step["correct"])
+    assert dependent_right and all(dependent_right)
+    assert abs(np.mean(facts) - 0.25) < 0.1
+
+
+def test_window_parser_reads_the_request_and_mentions() -> None:
+    env = gym.make("DACSSteering-v0", family="cascade", context_mode="flat", window=100_000)
+    observation, _ = env.reset(seed=3)
+    parsed = parse_window(observation["window"])
+    pending = env.unwrapped.pending
+    assert parsed.requester == f"agent-{pending.requester}"
+    assert parsed.key == pending.key
+    assert parsed.options == list(pending.options)
+    facts = [m for m in parsed.mentions if m.kind == "fact"]
+    assert len(facts) == sum(len(a.facts) for a in env.unwrapped.scenario.agents)
+
+
+def test_reference_policies_by_name() -> None:
+    env = gym.make("DACSSteering-v0")
+    for name in DACS_CONTROLLERS:
+        assert make_reference_policy(name, env) is not None
+    with pytest.raises(ValueError, match="dacs-reader plays DACSSteering envs"):
+        make_reference_policy("dacs-reader", gym.make("StatefulWorkflow-v0"))
+    with pytest.raises(ValueError, match="reference controllers play StatefulWorkflow envs"):
+        make_reference_policy("exact", env)
+
+
+def test_run_json_reports_steering_metrics(capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["run", "--env", "DACSSteering-v0", "--env-kwargs", '{"n_agents": 10, '
+            '"context_mode": "flat"}', "--policy", "flat-reader", "--episodes", "5", "--json"]
+    assert main(argv) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert {"accuracy", "contamination", "mean_tokens", "p95_tokens"} <= set(summary)
+    assert summary["p95_tokens"] <= 4096 and 0 <= summary["accuracy"] < 1
+
+
+def test_dacs_study_prints_every_arm(tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    argv = ["dacs-study", "--episodes", "2", "--phases", "agents", "--out", str(tmp_path)]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    rows = [line for line in out.splitlines() if line.startswith("| agents")]
+    assert len(rows) == 3 * 5
+    assert (tmp_path / "dacs_agents.png").stat().st_size > 0
+
+
+def test_an_llm_answers_through_the_text_wrapper() -> None:
+    from llm_policies.client import ChatClient
+    from llm_policies.policy import LLMPolicy
+    from llm_policies.render_dacs import ANSWER_SCHEMA
+    from llm_policies.text_actions import TextActionWrapper
+    from tests.llm_fake_server import FakeServer, Reply
+
+    answers = iter(['{"answer": 1}', '{"answer": 0}', '{"choice": 2}'])
+    with FakeServer(lambda _r: Reply(content=next(answers, '{"answer": 9}'))) as server:
+        env = TextActionWrapper(gym.make("DACSSteering-v0", n_agents=3, decisions=2))
+        client = ChatClient(base_url=server.base_url, model="fake", json_schema=ANSWER_SCHEMA,
+                            response_format="json_schema")
+        records = rollout(env, LLMPolicy.for_env(client, env), episodes=1, seed=0)
+        prompt = server.requests[0]["messages"][-1]["content"]
+    assert "## request" in prompt and '{"answer": <option index>}' in server.requests[0][
+        "messages"][0]["content"]
+    assert records[0].first_failure == "invalid_schema" or records[0].first_failure == "wrong"
+    assert records[0].counters["decisions"] <= 3

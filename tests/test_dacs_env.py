@@ -1,0 +1,494 @@
+"""DACSSteering-v0 against docs/DACS.md: spaces, determinism, exact token counts, layout
+visibility, the families' option structure, focus actions and kwarg validation."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env, data_equivalence
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import envs  # noqa: F401  (registers DACSSteering-v0)
+from envs import tokens
+from envs.dacs import DACSSteeringEnv
+from envs.dacs_scenario import FAMILIES, KEYS, VALUES, generate
+from envs.dacs_window import CONTEXT_MODES, ORDERS, registry_block
+
+ENV_ID = "DACSSteering-v0"
+FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def make(**kwargs: Any) -> DACSSteeringEnv:
+    return gym.make(ENV_ID, **kwargs).unwrapped
+
+
+def play(env: DACSSteeringEnv, seed: int, policy: Any) -> list[tuple[Any, ...]]:
+    """One episode; policy(env) -> action. Returns (obs, reward, terminated, info) per step."""
+    obs, info = env.reset(seed=seed)
+    out: list[tuple[Any, ...]] = [(obs, info)]
+    terminated = False
+    while not terminated:
+        obs, reward, terminated, truncated, info = env.step(policy(env))
+        assert not truncated
+        out.append((obs, reward, terminated, info))
+    return out
+
+
+def oracle(env: DACSSteeringEnv) -> int:
+    return env.pending.correct
+
+
+CHECK_KWARGS = [
+    {},
+    *({"family": f} for f in FAMILIES),
+    *({"context_mode": m} for m in CONTEXT_MODES),
+    {"order": "requester_first", "context_mode": "flat", "n_agents": 10},
+    {"agent_chosen_focus": True, "focus_cost": 0.1},
+    {"family": "cascade", "agent_chosen_focus": True, "n_agents": 3, "window": 300},
+    {"family": "dense", "decisions": 15, "n_agents": 10, "window": 2000},
+]
+
+
+# -- registration and Gymnasium's checker ---------------------------------------------------
+def test_registered_with_contract_defaults() -> None:
+    env = make()
+    assert (env.n_agents, env.family, env.decisions) == (5, "homogeneous", 3)
+    assert (env.context_mode, env.window, env.order) == ("dacs", 4096, "requester_last")
+    assert (env.agent_chosen_focus, env.focus_cost) == (False, 0.0)
+    assert env.action_space == gym.spaces.Discrete(4)
+    assert make(agent_chosen_focus=True, n_agents=7).action_space == gym.spaces.Discrete(11)
+    expected = {"window", "visible_facts", "visible_decisions", "requester", "key", "options",
+                "depends_on"}
+    assert set(env.observation_space.spaces) == expected
+    assert env.observation_space["visible_facts"].shape == (10, len(KEYS))
+
+
+@pytest.mark.parametrize("kwargs", CHECK_KWARGS, ids=str)
+def test_check_env(kwargs: dict[str, Any]) -> None:
+    env = gym.make(ENV_ID, render_mode="ansi", **kwargs)
+    check_env(env.unwrapped, skip_render_check=False)
+
+
+@pytest.mark.parametrize("kwargs", CHECK_KWARGS, ids=str)
+def test_same_seed_same_trajectory(kwargs: dict[str, Any]) -> None:
+    def trajectory() -> list[Any]:
+        env = make(**kwargs)
+        actions = np.random.default_rng(3).integers(0, env.action_space.n, size=400)
+        out = []
+        obs, info = env.reset(seed=21)
+        out.append((obs, info))
+        for action in actions:
+            obs, reward, terminated, _, info = env.step(int(action))
+            out.append((obs, reward, terminated, info))
+            if terminated:
+                out.append(env.reset())  # the next seed comes from np_random
+        return out
+
+    first, second = trajectory(), trajectory()
+    assert len(first) == len(second)
+    for a, b in zip(first, second, strict=True):
+        assert data_equivalence(a, b)
+
+
+def test_reset_seed_selects_scenario() -> None:
+    env = make(family="cascade")
+    env.reset(seed=5)
+    first = env.scenario
+    env.reset(seed=6)
+    assert env.scenario != first
+    env.reset(seed=5)
+    assert env.scenario == first and env.scenario.seed == 5
+    env.reset()
+    assert env.scenario.seed != 5
+
+
+def test_oracle_is_perfect_and_metrics_are_complete() -> None:
+    for family in FAMILIES:
+        env = make(family=family, n_agents=4, decisions=4)
+        steps = play(env, 2, oracle)
+        assert all(step[1] == 1.0 for step in steps[1:])
+        metrics = steps[-1][3]["episode_metrics"]
+        assert metrics["accuracy"] == 1.0 and metrics["contamination"] == 0.0
+        assert len(metrics["window_tokens"]) == 16
+        assert metrics["window_tokens"] == [s[3]["window_tokens"] for s in steps[1:]]
+        info = steps[1][3]
+        assert {"correct", "contaminated", "window_tokens", "requester", "key",
+                "failure"} <= set(info)
+        assert env.pending is None
+
+
+def test_wrong_answers_are_flagged() -> None:
+    env = make(n_agents=6)
+    env.reset(seed=1)
+    pending = env.pending
+    wrong = (pending.correct + 1) % 4
+    holders = env.scenario.holders(pending.key_id)
+    _, reward, _, _, info = env.step(wrong)
+    assert reward == 0.0 and info["failure"] == "wrong" and not info["correct"]
+    others = {v for j, v in holders.items() if j != pending.requester}
+    assert info["contaminated"] == (pending.option_ids[wrong] in others)
+    assert info["requester"] == pending.requester and info["key"] == pending.key
+
+
+def test_render_ansi_is_the_window() -> None:
+    env = make(render_mode="ansi")
+    obs, _ = env.reset(seed=0)
+    assert env.render() == obs["window"]
+    assert obs["window"].endswith("\n") and "## request\n" in obs["window"]
+
+
+# -- registry size --------------------------------------------------------------------------
+@FAST
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(3, 10),
+    family=st.sampled_from(FAMILIES),
+    d=st.integers(1, 15),
+)
+def test_registry_entries_never_exceed_200_tokens(seed: int, n: int, family: str, d: int) -> None:
+    scenario = generate(seed, n, family, d)
+    for agent in scenario.agents:
+        assert len(registry_block(agent, None).ids) <= 200
+        # Worst case: every key of the agent decided, with the longest value of each key.
+        longest = {
+            k: max(range(len(VALUES[KEYS[k]])), key=lambda v, k=k: len(VALUES[KEYS[k]][v]))
+            for k, _ in agent.facts
+        }
+        block = registry_block(agent, longest)
+        assert len(block.ids) <= 200
+        assert tokens.count(block.text) == len(block.ids)
+
+
+@FAST
+@given(seed=st.integers(0, 2**32), n=st.integers(3, 10), d=st.integers(1, 15))
+def test_registry_entries_stay_small_along_cascade_episodes(seed: int, n: int, d: int) -> None:
+    env = make(family="cascade", n_agents=n, decisions=d, context_mode="registry",
+               window=100_000)
+    rng = np.random.default_rng(seed)
+    env.reset(seed=seed)
+    terminated = False
+    while not terminated:
+        for span in env.current_window.blocks:
+            assert span.end - span.start <= 200
+        _, _, terminated, _, _ = env.step(int(rng.integers(4)))
+
+
+# -- window accounting ----------------------------------------------------------------------
+@FAST
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(3, 10),
+    family=st.sampled_from(FAMILIES),
+    mode=st.sampled_from(CONTEXT_MODES),
+    order=st.sampled_from(ORDERS),
+    w=st.one_of(st.sampled_from([128, 300, 301, 1000, 4096]), st.integers(128, 6000)),
+    focus=st.booleans(),
+)
+def test_window_tokens_are_exact_and_within_budget(
+    seed: int, n: int, family: str, mode: str, order: str, w: int, focus: bool
+) -> None:
+    env = make(n_agents=n, family=family, context_mode=mode, order=order, window=w,
+               decisions=2, agent_chosen_focus=focus)
+    rng = np.random.default_rng(seed)
+    obs, info = env.reset(seed=seed)
+    assert info["window_tokens"] == env.current_window.tokens
+    terminated = False
+    while True:
+        window = env.current_window
+        assert window.tokens == tokens.count(obs["window"]) <= w
+        assert obs["window"] == window.text
+        check_visibility(env, obs)
+        if terminated:
+            break
+        obs, _, terminated, _, info = env.step(int(rng.integers(env.action_space.n)))
+        # An answer reports the window it was given from; a focus step the new window.
+        shown = env.current_window if "focus" in info else window
+        assert info["window_tokens"] == shown.tokens
+
+
+def check_visibility(env: DACSSteeringEnv, obs: dict[str, Any]) -> None:
+    """The numeric observation agrees with the token layout and the text."""
+    window = env.current_window
+    facts = np.full((10, len(KEYS)), -1)
+    for span in window.lines:
+        if span.kind == "fact" and span.end <= window.kept:
+            (key, value), = span.shows
+            facts[span.agent, key] = value
+            assert f"fact: {KEYS[key]} = {VALUES[KEYS[key]][value]}\n" in window.text
+    assert np.array_equal(obs["visible_facts"], facts)
+    assert window.cut == (window.kept < window.agent_tokens)
+    if window.cut:
+        text = window.text
+        assert text.index("## request\n") == text.rindex("## request\n")
+
+
+# -- layout ---------------------------------------------------------------------------------
+def visible_fact_agents(window: Any) -> set[int]:
+    return {agent for agent, _, _ in window.visible_facts}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("seed", [0, 1])
+def test_layout_with_a_huge_window(family: str, seed: int) -> None:
+    for mode in CONTEXT_MODES:
+        env = make(family=family, n_agents=10, context_mode=mode, window=100_000)
+        obs, _ = env.reset(seed=seed)
+        for _ in range(6):
+            requester = env.pending.requester
+            window = env.current_window
+            assert not window.cut
+            own = {(k, v) for k, v in env.scenario.agents[requester].facts}
+            shown = {(k, v) for a, k, v in window.visible_facts if a == requester}
+            if mode == "registry":
+                assert window.visible_facts == () and "fact:" not in window.text
+                assert (obs["visible_facts"] == -1).all()
+            else:
+                assert shown == own
+            if mode == "dacs":
+                assert visible_fact_agents(window) == {requester}
+            if mode == "flat":
+                assert visible_fact_agents(window) == set(range(10))
+            obs, *_ = env.step(env.pending.correct)
+
+
+def test_requester_order_decides_which_block_is_cut() -> None:
+    for seed in range(5):
+        first = make(n_agents=10, context_mode="flat", order="requester_first")
+        last = make(n_agents=10, context_mode="flat", order="requester_last")
+        first.reset(seed=seed)
+        last.reset(seed=seed)
+        requester = first.pending.requester
+        own = {(k, v) for k, v in first.scenario.agents[requester].facts}
+        for env in (first, last):
+            assert env.current_window.cut  # ten full contexts do not fit 4096 tokens
+        assert first.current_window.blocks[0].agent == requester
+        assert last.current_window.blocks[-1].agent == requester
+        shown_first = {(k, v) for a, k, v in first.current_window.visible_facts if a == requester}
+        shown_last = {(k, v) for a, k, v in last.current_window.visible_facts if a == requester}
+        assert shown_first == own
+        assert shown_last != own  # the requester's block, last, is what gets cut
+        assert last.current_window.text.startswith("## agent-")
+
+
+def test_a_cut_fact_line_is_invisible() -> None:
+    env = make(n_agents=3, context_mode="flat", window=100_000)
+    env.reset(seed=4)
+    full = env.current_window
+    fact = next(s for s in full.lines if s.kind == "fact" and s.start > 50)
+    # Budget ending two tokens inside that fact line.
+    budget = fact.start + 2 + full.request_tokens
+    env = make(n_agents=3, context_mode="flat", window=budget)
+    obs, _ = env.reset(seed=4)
+    window = env.current_window
+    assert window.cut and window.kept == fact.start
+    (key, value), = fact.shows
+    assert obs["visible_facts"][fact.agent, key] == -1
+    assert window.tokens == tokens.count(window.text) <= budget
+
+
+def test_budgets_at_4096() -> None:
+    """Flat fits at N = 3 and 5 but not 10; dacs fits at every N."""
+    for seed in range(3):
+        for n, flat_fits in ((3, True), (5, True), (10, False)):
+            flat = make(n_agents=n, context_mode="flat")
+            flat.reset(seed=seed)
+            assert flat.current_window.cut != flat_fits
+            dacs = make(n_agents=n, context_mode="dacs")
+            dacs.reset(seed=seed)
+            assert not dacs.current_window.cut
+
+
+# -- families -------------------------------------------------------------------------------
+def all_pendings(env: DACSSteeringEnv, seed: int, policy: Any = oracle) -> list[Any]:
+    env.reset(seed=seed)
+    out, terminated = [], False
+    while not terminated:
+        out.append(env.pending)
+        _, _, terminated, _, _ = env.step(policy(env))
+    return out
+
+
+@pytest.mark.parametrize("n", [4, 7, 10])
+def test_homogeneous_wrong_options_are_other_agents_values(n: int) -> None:
+    env = make(family="homogeneous", n_agents=n, decisions=4)
+    for seed in range(4):
+        for p in all_pendings(env, seed):
+            holders = env.scenario.holders(p.key_id)
+            assert set(holders) == set(range(n))
+            assert p.option_ids[p.correct] == holders[p.requester]
+            others = {v for j, v in holders.items() if j != p.requester}
+            wrong = [v for i, v in enumerate(p.option_ids) if i != p.correct]
+            assert set(wrong) <= others and len(set(p.option_ids)) == 4
+
+
+def test_homogeneous_small_n_fills_with_distractors() -> None:
+    env = make(family="homogeneous", n_agents=3)
+    for p in all_pendings(env, 0):
+        holders = env.scenario.holders(p.key_id)
+        others = {v for j, v in holders.items() if j != p.requester}
+        assert others <= set(p.option_ids) and len(set(p.option_ids)) == 4
+
+
+def test_diverse_options_belong_to_nobody_else() -> None:
+    env = make(family="diverse", n_agents=10, decisions=5)
+    for seed in range(3):
+        for p in all_pendings(env, seed):
+            holders = env.scenario.holders(p.key_id)
+            assert set(holders) == {p.requester}
+            assert p.option_ids[p.correct] == holders[p.requester]
+        sets = [{k for k, _ in a.facts} for a in env.scenario.agents]
+        assert sum(len(s) for s in sets) == len(set().union(*sets))
+
+
+@pytest.mark.parametrize("n", [3, 4, 5, 10])
+def test_crossfire_includes_the_partners_value(n: int) -> None:
+    env = make(family="crossfire", n_agents=n, decisions=4)
+    for seed in range(3):
+        agents = None
+        for p in all_pendings(env, seed):
+            agents = env.scenario.agents
+            partner = agents[p.requester].partner
+            assert partner != p.requester and agents[partner].value(p.key_id) is not None
+            assert agents[partner].value(p.key_id) in p.option_ids
+            assert agents[partner].value(p.key_id) != p.option_ids[p.correct]
+        assert all(a.partner == a.index ^ 1 for a in agents[: n - n % 2])
+
+
+def test_cascade_dependent_decisions_follow_the_given_answer() -> None:
+    """Play a fixed wrong answer for every decision that some later decision depends on; the
+    dependent decision's correct option is that wrong value, not the source's fact."""
+    env = make(family="cascade", n_agents=5, decisions=4)
+    checked = 0
+    for seed in range(10):
+        env.reset(seed=seed)
+        requests = env.scenario.requests
+        sources = {r.source for r in requests if r.depends_on >= 0}
+        given: dict[int, int] = {}
+        terminated = False
+        while not terminated:
+            p = env.pending
+            decision = requests[p.index]
+            if decision.depends_on >= 0:
+                assert decision.source < p.index
+                assert requests[decision.source].agent == p.depends_on != p.requester
+                assert requests[decision.source].key == p.key_id
+                assert p.option_ids[p.correct] == given[decision.source]
+                assert f"It must match the {p.key} decided for agent-{p.depends_on}." in (
+                    env.current_window.text
+                )
+                # The source's value is in the dacs window through its registry entry.
+                registry = [s for s in env.current_window.lines
+                            if s.kind == "registry" and s.agent == p.depends_on]
+                assert (p.key_id, given[decision.source]) in registry[0].shows
+                checked += 1
+            action = (p.correct + 1) % 4 if p.index in sources else p.correct
+            given[p.index] = p.option_ids[action]
+            _, _, terminated, _, _ = env.step(action)
+        for agent, decided in enumerate(env.decided):
+            assert decided == _last_given(requests, given, agent)
+    assert checked >= 5
+
+
+def _last_given(requests: Any, given: dict[int, int], agent: int) -> dict[int, int]:
+    out: dict[int, int] = {}
+    for r in requests:
+        if r.agent == agent:
+            out[r.key] = given[r.index]
+    return out
+
+
+def test_cascade_decisions_appear_in_full_blocks() -> None:
+    env = make(family="cascade", n_agents=3, context_mode="flat", window=100_000)
+    env.reset(seed=0)
+    p = env.pending
+    obs, *_ = env.step(p.correct)
+    assert f"decision: {p.key} = {p.options[p.correct]}\n" in env.current_window.text
+    assert obs["visible_decisions"][p.requester, p.key_id] == p.option_ids[p.correct]
+
+
+def test_dense_has_many_decisions_per_agent() -> None:
+    env = make(family="dense", n_agents=3, decisions=15)
+    pendings = all_pendings(env, 0)
+    assert len(pendings) == 45
+    for agent in range(3):
+        assert sum(p.requester == agent for p in pendings) == 15
+
+
+# -- focus ----------------------------------------------------------------------------------
+def test_focus_loads_one_full_context_and_is_capped() -> None:
+    env = make(agent_chosen_focus=True, n_agents=4, focus_cost=0.25)
+    obs, _ = env.reset(seed=3)
+    p = env.pending
+    assert env.current_window.visible_facts == ()  # every request starts from the registry
+    obs, reward, terminated, _, info = env.step(4 + p.requester)
+    assert reward == -0.25 and not terminated and info["focus"] == p.requester
+    assert env.pending == p
+    assert visible_fact_agents(env.current_window) == {p.requester}
+    other = (p.requester + 1) % 4
+    env.step(4 + other)
+    assert visible_fact_agents(env.current_window) == {other}
+    for _ in range(2):
+        env.step(4 + other)
+    assert env.pending == p  # four focus actions: the cap
+    _, reward, _, _, info = env.step(4 + other)
+    assert reward == 0.0 and info["failure"] == "wrong" and not info["contaminated"]
+    assert env.pending != p and env.current_window.visible_facts == ()
+
+
+# -- kwarg validation -----------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"n_agents": 2}, "n_agents must be an integer in 3..10; got 2"),
+        ({"n_agents": 11}, "n_agents must be an integer in 3..10; got 11"),
+        ({"n_agents": 5.0}, "n_agents must be an integer in 3..10; got 5.0"),
+        ({"family": "mixed"}, "family must be one of 'homogeneous' | 'diverse' | 'crossfire' "
+                              "| 'cascade' | 'dense'; got 'mixed'"),
+        ({"decisions": 0}, "decisions must be an integer in 1..15; got 0"),
+        ({"decisions": 16}, "decisions must be an integer in 1..15; got 16"),
+        ({"context_mode": "full"},
+         "context_mode must be one of 'dacs' | 'flat' | 'registry'; got 'full'"),
+        ({"window": 100}, "window must be an integer in 128..1000000; got 100"),
+        ({"window": True}, "window must be an integer in 128..1000000; got True"),
+        ({"order": "first"},
+         "order must be one of 'requester_first' | 'requester_last'; got 'first'"),
+        ({"agent_chosen_focus": 1}, "agent_chosen_focus must be True | False; got 1"),
+        ({"focus_cost": -1.0}, "focus_cost must be a finite number >= 0; got -1.0"),
+        ({"focus_cost": float("nan")}, "focus_cost must be a finite number >= 0; got nan"),
+        ({"render_mode": "human"}, "render_mode must be one of None | 'ansi'; got 'human'"),
+    ],
+)
+@pytest.mark.filterwarnings("ignore:.*render_mode")
+def test_bad_kwargs(kwargs: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError) as excinfo:
+        gym.make(ENV_ID, **kwargs)
+    assert str(excinfo.value) == message
+
+
+def test_bad_actions_and_calls() -> None:
+    env = make()
+    with pytest.raises(RuntimeError):
+        env.step(0)
+    env.reset(seed=0)
+    for action in (4, -1, 1.5, True):
+        with pytest.raises(ValueError, match="action must be an integer in 0..3"):
+            env.step(action)
+    play(env, 0, oracle)
+    with pytest.raises(RuntimeError):
+        env.step(0)
+
+
+def test_step_is_fast_at_ten_agents() -> None:
+    import time
+
+    for mode in CONTEXT_MODES:
+        env = make(n_agents=10, family="cascade", decisions=15, context_mode=mode)
+        env.reset(seed=0)
+        start = time.perf_counter()
+        for _ in range(100):
+            env.step(env.pending.correct)
+        assert (time.perf_counter() - start) / 100 < 0.005

@@ -1,0 +1,233 @@
+"""Behaviour of analysis.rcwt_fit: family recovery, AIC choice, theta, bootstrap, tables.
+
+All data here are synthetic: generated from known curves so that the fitted parameters have a
+known truth. No number from the paper's output tables appears in this file.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from analysis.rcwt_fit import (
+    CURVES,
+    FAMILIES,
+    PARAM_NAMES,
+    FitResult,
+    bootstrap_theta,
+    fit_all,
+    fit_family,
+    fit_table,
+    plot_fits,
+    predict_p0,
+    read_rows,
+    stratified_indices,
+    theta,
+)
+
+NOISE = 0.01
+P_GRID = np.linspace(0.0, 0.98, 80)
+
+# family -> (true parameters, absolute tolerance per parameter). Tolerances are several
+# standard errors at 80 points with N(0, 0.01) noise; the steep parameters (k, c, slope) get
+# roughly 10-15 % relative slack, locations (p0, p_b) 0.01 of the window.
+RECOVERY = {
+    "logistic": ({"R0": 0.95, "k": 40.0, "p0": 0.8}, {"R0": 0.02, "k": 6.0, "p0": 0.01}),
+    "power_law": ({"a": 0.95, "b": 0.9, "c": 6.0}, {"a": 0.02, "b": 0.06, "c": 0.8}),
+    "exponential": ({"a": 0.95, "b": 0.9, "c": 8.0}, {"a": 0.02, "b": 0.06, "c": 1.0}),
+    "quadratic": ({"a": 0.9, "b": 0.3, "c": -1.0}, {"a": 0.02, "b": 0.1, "c": 0.1}),
+    "piecewise_linear": ({"level": 0.92, "slope": -4.0, "p_b": 0.7},
+                         {"level": 0.01, "slope": 0.4, "p_b": 0.01}),
+}
+
+
+def _synthetic(family: str, params: dict[str, float], seed: int = 1,
+               noise: float = NOISE) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    values = [params[name] for name in PARAM_NAMES[family]]
+    clean = CURVES[family](P_GRID, *values)
+    return P_GRID, clean + rng.normal(0.0, noise, size=P_GRID.size)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_each_family_recovers_its_own_parameters(family: str) -> None:
+    truth, tolerance = RECOVERY[family]
+    p, score = _synthetic(family, truth)
+    fit = fit_family(family, p, score)
+    assert fit.converged
+    assert fit.n == p.size
+    for name, value in truth.items():
+        assert fit.params[name] == pytest.approx(value, abs=tolerance[name]), name
+    # Residual scale matches the noise that generated the data.
+    assert fit.rmse == pytest.approx(NOISE, rel=0.3)
+    assert fit.r2 > 0.95
+
+
+def test_logistic_wins_aic_on_a_sharp_cliff() -> None:
+    p, score = _synthetic("logistic", {"R0": 0.95, "k": 80.0, "p0": 0.84}, seed=3, noise=0.02)
+    fits = fit_all(p, score, 4096)
+    assert set(fits) == set(FAMILIES)
+    best = min(fits.values(), key=lambda fit: fit.aic)
+    assert best.family == "logistic"
+    logistic = fits["logistic"]
+    assert logistic.aic == pytest.approx(
+        logistic.n * math.log(logistic.rmse**2) + 2 * 3, abs=1e-9)
+
+
+def test_theta_for_a_known_midpoint() -> None:
+    assert theta(0.75, 4096) == pytest.approx(1024.0)
+    assert theta(1.0, 8192) == pytest.approx(0.0)
+    assert predict_p0(1024.0, 4096) == pytest.approx(0.75)
+    assert predict_p0(1024.0, 8192) == pytest.approx(0.875)
+    np.testing.assert_allclose(theta(np.array([0.5, 0.25]), 1000), [500.0, 750.0])
+
+
+@given(p0=st.floats(0.0, 1.0), window=st.integers(256, 1 << 20),
+       budget=st.floats(0.0, 1e5, allow_nan=False))
+def test_theta_and_predict_p0_are_inverses(p0: float, window: int, budget: float) -> None:
+    assert predict_p0(theta(p0, window), window) == pytest.approx(p0, abs=1e-12)
+    assert theta(predict_p0(budget, window), window) == pytest.approx(budget, rel=1e-9,
+                                                                    abs=1e-6)
+
+
+def _calls(true: dict[str, float], per_cell: int, seed: int
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Call-level synthetic sweep: 9 shares x 2 orders x per_cell calls, noisy scores."""
+    rng = np.random.default_rng(seed)
+    shares = np.array([0.0, 0.25, 0.5, 0.7, 0.78, 0.8, 0.82, 0.84, 0.88])
+    p = np.repeat(shares, 2 * per_cell)
+    order = np.tile(np.repeat(["coord_first", "reason_first"], per_cell), shares.size)
+    score = CURVES["logistic"](p, true["R0"], true["k"], true["p0"])
+    score = np.clip(score + rng.normal(0.0, 0.1, size=p.size), 0.0, 1.0)
+    return p, score, order
+
+
+def test_bootstrap_interval_contains_true_midpoint() -> None:
+    true = {"R0": 0.95, "k": 60.0, "p0": 0.8}
+    p, score, order = _calls(true, per_cell=10, seed=5)
+    result = bootstrap_theta(p, score, order, 4096, resamples=300, seed=0)
+    p0_hat, (lo, hi), theta_hat, (t_lo, t_hi) = result
+    assert lo <= true["p0"] <= hi
+    assert lo <= p0_hat <= hi
+    assert hi - lo < 0.05
+    assert theta_hat == pytest.approx(theta(p0_hat, 4096))
+    assert (t_lo, t_hi) == pytest.approx((theta(hi, 4096), theta(lo, 4096)))
+    assert t_lo <= theta(true["p0"], 4096) <= t_hi
+    # Deterministic for a fixed seed.
+    assert bootstrap_theta(p, score, order, 4096, resamples=300, seed=0) == result
+
+
+def test_bootstrap_on_cell_level_rows_without_order() -> None:
+    true = {"R0": 0.95, "k": 60.0, "p0": 0.8}
+    p = np.linspace(0.0, 0.95, 30)
+    score = CURVES["logistic"](p, *true.values()) + np.random.default_rng(2).normal(0, 0.01, 30)
+    p0_hat, (lo, hi), theta_hat, (t_lo, t_hi) = bootstrap_theta(p, score, None, 4096,
+                                                                 resamples=200)
+    assert lo <= true["p0"] <= hi
+    assert t_lo <= theta_hat <= t_hi
+
+
+@settings(max_examples=50, deadline=None)
+@given(sizes=st.lists(st.integers(1, 12), min_size=1, max_size=4),
+       seed=st.integers(0, 2**32 - 1))
+def test_stratified_resampling_keeps_each_stratum_size(sizes: list[int], seed: int) -> None:
+    order = np.concatenate([np.full(size, f"order{i}") for i, size in enumerate(sizes)])
+    np.random.default_rng(seed).shuffle(order)
+    idx = stratified_indices(order, np.random.default_rng(seed))
+    assert idx.size == order.size
+    for i, size in enumerate(sizes):
+        label = f"order{i}"
+        drawn = order[idx]
+        assert np.count_nonzero(drawn == label) == size
+
+
+@pytest.mark.parametrize("p, score", [
+    (np.linspace(0.0, 0.9, 9), np.full(9, 0.7)),   # constant scores
+    ([0.1, 0.9], [1.0, 0.0]),                      # two points
+    ([], []),                                      # nothing
+    ([0.5, 0.5, 0.5, 0.5], [1.0, 0.0, 1.0, 0.0]),  # a single share
+    ([0.1, math.nan, 0.9, 0.5], [1.0, 0.5, math.inf, 0.2]),  # non-finite values dropped
+])
+def test_degenerate_data_does_not_raise(p: list[float], score: list[float]) -> None:
+    fits = fit_all(p, score, 4096)
+    assert set(fits) == set(FAMILIES)
+    for fit in fits.values():
+        assert isinstance(fit, FitResult)
+        if fit.n < 3:
+            assert not fit.converged
+            assert all(math.isnan(v) for v in fit.params.values())
+            assert math.isnan(fit.aic)
+    bootstrap_theta(p, score, None, 4096, resamples=20)
+
+
+def test_constant_scores_fit_exactly_with_undefined_r2() -> None:
+    fits = fit_all(np.linspace(0.0, 0.9, 9), np.full(9, 0.7), 4096)
+    for fit in fits.values():
+        assert math.isnan(fit.r2)
+        assert fit.rmse == pytest.approx(0.0, abs=1e-6)
+        assert math.isfinite(fit.aic)
+
+
+@settings(max_examples=40, deadline=None)
+@given(data=st.lists(st.tuples(st.floats(0.0, 1.0), st.floats(0.0, 1.0)), max_size=8))
+def test_fit_all_never_raises(data: list[tuple[float, float]]) -> None:
+    p = [row[0] for row in data]
+    score = [row[1] for row in data]
+    for fit in fit_all(p, score).values():
+        assert fit.n == len(data)
+        if fit.converged:
+            assert all(math.isfinite(v) for v in fit.params.values())
+
+
+def test_fit_table_csv_round_trip(tmp_path) -> None:
+    truths = {"model A": {"R0": 0.95, "k": 60.0, "p0": 0.8},
+              "model B": {"R0": 0.9, "k": 30.0, "p0": 0.7}}
+    path = tmp_path / "cells.csv"
+    rng = np.random.default_rng(4)
+    lines = ["model,p,score,order"]
+    for model, true in truths.items():
+        for share in np.linspace(0.0, 0.95, 20):
+            for order in ("coord_first", "reason_first"):
+                value = CURVES["logistic"](share, *true.values()) + rng.normal(0.0, 0.005)
+                lines.append(f"{model},{share:.4f},{value:.5f},{order}")
+    path.write_text("\n".join(lines) + "\n")
+
+    rows = read_rows(path)
+    assert len(rows) == 80
+    assert rows[0]["order"] == "coord_first" and isinstance(rows[0]["p"], float)
+    table = fit_table(rows, 4096)
+    assert list(table) == list(truths)
+    restored = json.loads(json.dumps(table, allow_nan=False))
+    assert restored == table
+    for model, true in truths.items():
+        entry = table[model]
+        assert entry["p0"] == pytest.approx(true["p0"], abs=0.01)
+        assert entry["R0"] == pytest.approx(true["R0"], abs=0.02)
+        assert entry["theta"] == pytest.approx(theta(entry["p0"], 4096))
+        assert set(entry["families"]) == set(FAMILIES)
+        for fam in entry["families"].values():
+            assert set(fam) >= {"params", "r2", "rmse", "aic"}
+        assert entry["families"]["logistic"]["r2"] == entry["r2"]
+
+    out = plot_fits(rows, 4096, tmp_path / "fits.png")
+    assert out.stat().st_size > 0
+
+
+def test_fit_table_degenerate_model_is_json_safe() -> None:
+    rows = [{"model": "flat", "p": "0.1", "score": "1.0"}, {"model": "flat", "p": "0.9",
+                                                            "score": "1.0"}]
+    table = fit_table(rows, 4096)
+    json.dumps(table, allow_nan=False)
+    assert table["flat"]["p0"] is None and table["flat"]["theta"] is None
+
+
+def test_read_rows_rejects_missing_columns(tmp_path) -> None:
+    path = tmp_path / "bad.csv"
+    path.write_text("model,share\nx,0.1\n")
+    with pytest.raises(ValueError, match="score"):
+        read_rows(path)

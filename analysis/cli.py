@@ -108,6 +108,16 @@ def _env_kwargs(text: str) -> dict[str, Any]:
     return value
 
 
+def _policy_name(text: str) -> str:
+    """argparse type for --policy: a programmed policy, llm, or sb3:PATH."""
+    from controllers.registry import POLICY_NAMES
+
+    if text in POLICY_NAMES or text == "llm" or text.startswith("sb3:"):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"must be one of {', '.join(POLICY_NAMES)}, llm or sb3:DIR/model.zip; got {text!r}")
+
+
 def _add_run_parser(subparsers: Any) -> None:
     from controllers.registry import POLICY_NAMES
 
@@ -123,10 +133,10 @@ def _add_run_parser(subparsers: Any) -> None:
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     parser.add_argument("--env-kwargs", type=_env_kwargs, default={}, metavar="JSON",
                         help="keyword arguments for gym.make, as a JSON object")
-    parser.add_argument("--policy", required=True, choices=(*POLICY_NAMES, "llm"),
-                        metavar="NAME",
+    parser.add_argument("--policy", required=True, type=_policy_name, metavar="NAME",
                         help="a programmed policy (" + ", ".join(POLICY_NAMES)
-                        + ") or llm: a chat model behind --base-url")
+                        + "), llm (a chat model behind --base-url) or sb3:DIR/model.zip "
+                        "(a model saved by diagym train)")
     parser.add_argument("--episodes", type=_bounded_int(1), required=True, metavar="K")
     parser.add_argument("--seed", type=_bounded_int(0), default=0, metavar="S")
     parser.add_argument("--log", type=Path, metavar="FILE.jsonl",
@@ -267,10 +277,15 @@ def _cmd_run(args: argparse.Namespace) -> int:
                         on_record=lambda _record: bar.update(1))
         else:
             env = gym.make(args.env, **args.env_kwargs)
-            policy = make_reference_policy(args.policy, env)
+            if args.policy.startswith("sb3:"):
+                from controllers.sb3_agents import SB3Policy
+
+                policy = SB3Policy.load(args.policy[len("sb3:"):])
+            else:
+                policy = make_reference_policy(args.policy, env)
             records = rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
                               resume=args.resume)
-    except (gym.error.Error, ValueError, TypeError, RuntimeError) as error:
+    except (gym.error.Error, ValueError, TypeError, RuntimeError, OSError) as error:
         print(f"diagym run: error: {error}", file=sys.stderr)
         return 2
     summary = summarise_records(records)
@@ -446,6 +461,55 @@ def _cmd_dacs_study(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- train ----------------------------------------------------------------------------------
+def _add_train_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "train",
+        help="train a Stable-Baselines3 agent on a registered env; save model and curve",
+        description=(
+            "Train PPO, MaskablePPO or RecurrentPPO on --env and write DIR/model.zip, "
+            "DIR/config.json, DIR/curve.csv (held-out success and return by steps) and "
+            "DIR/curve.png. StatefulWorkflow ids train on the numba VecEnv with one-hot "
+            "observations; evaluate later with `diagym run --policy sb3:DIR/model.zip`."
+        ),
+    )
+    parser.add_argument("--algo", choices=("ppo", "maskable-ppo", "recurrent-ppo"),
+                        required=True)
+    parser.add_argument("--env", required=True, metavar="ID")
+    parser.add_argument("--env-kwargs", type=_env_kwargs, default={}, metavar="JSON")
+    parser.add_argument("--steps", type=_bounded_int(1), required=True, metavar="N")
+    parser.add_argument("--n-envs", type=_bounded_int(1), default=8, metavar="K")
+    parser.add_argument("--seed", type=_bounded_int(0), default=0, metavar="S")
+    parser.add_argument("--eval-episodes", type=_bounded_int(1), default=64, metavar="E")
+    parser.add_argument("--multi-discrete", action="store_true",
+                        help="independent (operation, candidate) heads instead of the joint "
+                             "Discrete(N*b) action")
+    parser.add_argument("--raw-obs", action="store_true",
+                        help="raw integer observations instead of one-hot")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.set_defaults(func=_cmd_train)
+
+
+def _cmd_train(args: argparse.Namespace) -> int:
+    import envs  # noqa: F401
+    from analysis.train import TrainConfig, read_curve, train
+
+    config = TrainConfig(algo=args.algo, env=args.env, env_kwargs=args.env_kwargs,
+                         steps=args.steps, n_envs=args.n_envs, seed=args.seed,
+                         joint_actions=not args.multi_discrete, one_hot=not args.raw_obs,
+                         eval_episodes=args.eval_episodes)
+    try:
+        model = train(config, args.out, progress=True)
+    except (ValueError, TypeError) as error:
+        print(f"diagym train: error: {error}", file=sys.stderr)
+        return 2
+    last = read_curve(args.out / "curve.csv")[-1]
+    print(f"{args.algo} on {args.env}: {int(last['steps']):,} steps in {last['wall_s']:.0f} s; "
+          f"held-out success {100 * last['success']:.1f}%")
+    print(f"model: {model}\ncurve: {args.out / 'curve.csv'} and {args.out / 'curve.png'}")
+    return 0
+
+
 # -- serve-local ----------------------------------------------------------------------------
 def _add_serve_local_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -486,7 +550,7 @@ def _cmd_serve_local(args: argparse.Namespace) -> int:
 # -- entry point ---------------------------------------------------------------------------
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     _add_audit_parser, _add_run_parser, _add_reproduce_parser, _add_llm_study_parser,
-    _add_dacs_study_parser, _add_serve_local_parser,
+    _add_dacs_study_parser, _add_train_parser, _add_serve_local_parser,
 )
 
 

@@ -510,6 +510,42 @@ def _cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- rl-study -------------------------------------------------------------------------------
+def _add_rl_study_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "rl-study",
+        help="MaskablePPO and RecurrentPPO on snapshot/history x width 1/8, profiled",
+        description=(
+            "Train MaskablePPO (memoryless) and RecurrentPPO (LSTM) on a small StatefulWorkflow "
+            "preset under snapshot and history feedback at widths 1 and 8, evaluate them and "
+            "reference controllers on held-out seeds, and write a table and a profile plot."
+        ),
+    )
+    parser.add_argument("--steps", type=_bounded_int(1), default=100_000, metavar="N")
+    parser.add_argument("--episodes", type=_bounded_int(1), default=256, metavar="E")
+    parser.add_argument("--seed", type=_bounded_int(0), default=0, metavar="S")
+    parser.add_argument("--out", type=Path, default=Path("results/rl"), metavar="DIR")
+    parser.add_argument("--json", action="store_true", help="print JSON rows instead")
+    parser.set_defaults(func=_cmd_rl_study)
+
+
+def _cmd_rl_study(args: argparse.Namespace) -> int:
+    import envs  # noqa: F401
+    from analysis.rl_study import format_rows, plot_rows, run_study
+
+    rows = run_study(args.out, steps=args.steps, episodes=args.episodes, seed=args.seed,
+                     progress=True)
+    table = format_rows(rows)
+    (args.out / "rl_study.md").write_text(table + "\n")
+    plot = plot_rows(rows, args.out / "rl_profile.png")
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+    else:
+        print(table)
+        print(f"plot: {plot}")
+    return 0
+
+
 # -- serve-local ----------------------------------------------------------------------------
 def _add_serve_local_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -550,7 +586,7 @@ def _cmd_serve_local(args: argparse.Namespace) -> int:
 # -- entry point ---------------------------------------------------------------------------
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     _add_audit_parser, _add_run_parser, _add_reproduce_parser, _add_llm_study_parser,
-    _add_dacs_study_parser, _add_train_parser, _add_serve_local_parser,
+    _add_dacs_study_parser, _add_train_parser, _add_rl_study_parser, _add_serve_local_parser,
 )
 
 

@@ -1,0 +1,116 @@
+"""Training throughput: SB3 on the numba VecEnv against DummyVecEnv over gym.make envs.
+
+The environment should be a small share of an RL baseline's training time (goal <= 10%), so
+the same MaskablePPO run (StatefulWorkflow-v0, 8 envs, one-hot observations, joint actions,
+one torch thread) is timed with both VecEnvs, side by side and interleaved over repeats
+(medians; the machine is shared). A timing wrapper charges to the env everything SB3 asks of
+it: step_wait, reset and the action masks.
+
+    python benchmarks/train.py [--steps 16384] [--repeats 3] [--json-out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import envs  # noqa: E402,F401
+from analysis.train import default_hyperparameters  # noqa: E402
+from controllers.sb3_agents import make_vec_env  # noqa: E402
+
+ENV_ID = "StatefulWorkflow-v0"
+
+
+def timed(vec: Any) -> Any:
+    from stable_baselines3.common.vec_env import VecEnvWrapper
+
+    class Timed(VecEnvWrapper):
+        def __init__(self, venv: Any) -> None:
+            super().__init__(venv)
+            self.seconds = 0.0
+
+        def reset(self) -> Any:
+            start = time.perf_counter()
+            out = self.venv.reset()
+            self.seconds += time.perf_counter() - start
+            return out
+
+        def step_wait(self) -> Any:
+            start = time.perf_counter()
+            out = self.venv.step_wait()
+            self.seconds += time.perf_counter() - start
+            return out
+
+        def step_async(self, actions: np.ndarray) -> None:
+            start = time.perf_counter()
+            self.venv.step_async(actions)
+            self.seconds += time.perf_counter() - start
+
+        def env_method(self, name: str, *args: Any, indices: Any = None, **kwargs: Any) -> Any:
+            start = time.perf_counter()
+            out = self.venv.env_method(name, *args, indices=indices, **kwargs)
+            self.seconds += time.perf_counter() - start
+            return out
+
+    return Timed(vec)
+
+
+def run(fast: bool, steps: int) -> tuple[float, float]:
+    """(training steps/s, env share of wall time) for one MaskablePPO run."""
+    import torch
+    from sb3_contrib import MaskablePPO
+
+    torch.set_num_threads(1)
+    vec = timed(make_vec_env(ENV_ID, {}, 8, joint_actions=True, seed=0, fast=fast))
+    model = MaskablePPO("MultiInputPolicy", vec, seed=0, device="cpu", verbose=0,
+                        **default_hyperparameters("maskable-ppo"))
+    start = time.perf_counter()
+    model.learn(total_timesteps=steps)
+    wall = time.perf_counter() - start
+    return model.num_timesteps / wall, vec.seconds / wall
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--steps", type=int, default=16_384)
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--json-out", type=Path)
+    args = parser.parse_args(argv)
+    contenders = {"numba WorkflowVecEnv": True, "DummyVecEnv over gym.make": False}
+    for fast in contenders.values():
+        run(fast, 2048)  # warm-up: compile cache, torch
+    rates: dict[str, list[float]] = {name: [] for name in contenders}
+    shares: dict[str, list[float]] = {name: [] for name in contenders}
+    for _ in range(args.repeats):
+        for name, fast in contenders.items():
+            rate, share = run(fast, args.steps)
+            rates[name].append(rate)
+            shares[name].append(share)
+    result = {
+        "repeats": args.repeats, "steps": args.steps, "algo": "maskable-ppo", "env": ENV_ID,
+        "n_envs": 8,
+        "training_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
+        "env_share_of_wall_time": {k: statistics.median(v) for k, v in shares.items()},
+    }
+    print(f"MaskablePPO on {ENV_ID}, 8 envs, {args.steps} steps; median of {args.repeats}")
+    print(f"{'VecEnv':<30} {'steps/s':>10} {'env share':>10}")
+    for name in contenders:
+        print(f"{name:<30} {result['training_steps_per_s'][name]:>10,.0f} "
+              f"{100 * result['env_share_of_wall_time'][name]:>9.1f}%")
+    text = json.dumps(result, indent=2)
+    print(text)
+    if args.json_out:
+        args.json_out.write_text(text + "\n")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

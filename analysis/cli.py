@@ -583,10 +583,18 @@ def _cmd_serve_local(args: argparse.Namespace) -> int:
     return 0
 
 
+# -- rcwt -----------------------------------------------------------------------------------
+def _add_rcwt_parser(subparsers: Any) -> None:
+    from analysis.rcwt_cli import add_rcwt_parser  # its module builds on this one
+
+    add_rcwt_parser(subparsers)
+
+
 # -- entry point ---------------------------------------------------------------------------
 SUBCOMMANDS: tuple[Callable[[Any], None], ...] = (
     _add_audit_parser, _add_run_parser, _add_reproduce_parser, _add_llm_study_parser,
     _add_dacs_study_parser, _add_train_parser, _add_rl_study_parser, _add_serve_local_parser,
+    _add_rcwt_parser,
 )
 
 

@@ -56,7 +56,7 @@ def server_command(model: Path, port: int, n_ctx: int = 4096, n_threads: int = 2
 
 
 @contextlib.contextmanager
-def local_server(port: int = 0, n_ctx: int = 4096, n_threads: int = 2,
+def local_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
                  log_path: Path | None = None, startup_timeout: float = 180.0) -> Iterator[str]:
     """Start the server on 127.0.0.1, yield its base URL (".../v1"), stop it on exit.
 

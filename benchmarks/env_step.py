@@ -19,7 +19,6 @@ hold env work and the driving loop only, not an agent.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -31,6 +30,9 @@ import numpy as np
 from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _output import emit  # noqa: E402
+
 import envs  # noqa: E402,F401  (registers StatefulWorkflow-v0)
 
 ENV_ID = "StatefulWorkflow-v0"
@@ -167,10 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         "single_ratio_vs_cartpole": {k: v / cart for k, v in single.items()},
         "vector_ratio_vs_cartpole_vector": {k: v / cart_vec for k, v in vector.items()},
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
+    emit(result, args.json_out)
     return 0
 
 

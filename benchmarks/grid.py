@@ -15,7 +15,6 @@ Two measurements in one run (the machine is shared: medians of repeats are quote
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import tempfile
@@ -26,6 +25,9 @@ import gymnasium as gym
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _output import emit  # noqa: E402
+
 import envs  # noqa: E402,F401
 from analysis.grids import PRIMARY_CONTROLLERS  # noqa: E402
 from analysis.reproduce import reproduce  # noqa: E402
@@ -113,10 +115,7 @@ def main(argv: list[str] | None = None) -> int:
         "subset": f"{len(pairs)} configurations; adapter on {args.adapter_seeds} seeds, "
                   f"batched on {args.batched_seeds} seeds",
     }
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
+    emit(result, args.json_out)
     return 0
 
 

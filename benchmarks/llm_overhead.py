@@ -32,6 +32,9 @@ import gymnasium as gym
 import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _output import emit  # noqa: E402
+
 import envs  # noqa: E402,F401
 from controllers.policy import RunLog, rollout  # noqa: E402
 from envs import tokens  # noqa: E402
@@ -170,10 +173,7 @@ def main(argv: list[str] | None = None) -> int:
     print("stages alone")
     for name, value in result["stage_ms"].items():
         print(f"  {name:<44} {value:>8.3f}")
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
+    emit(result, args.json_out)
     return 0
 
 

@@ -12,7 +12,6 @@ it: step_wait, reset and the action masks.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -22,6 +21,9 @@ from typing import Any
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _output import emit  # noqa: E402
+
 import envs  # noqa: E402,F401
 from analysis.train import default_hyperparameters  # noqa: E402
 from controllers.sb3_agents import make_vec_env  # noqa: E402
@@ -105,10 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     for name in contenders:
         print(f"{name:<30} {result['training_steps_per_s'][name]:>10,.0f} "
               f"{100 * result['env_share_of_wall_time'][name]:>9.1f}%")
-    text = json.dumps(result, indent=2)
-    print(text)
-    if args.json_out:
-        args.json_out.write_text(text + "\n")
+    emit(result, args.json_out)
     return 0
 
 

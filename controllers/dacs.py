@@ -127,6 +127,18 @@ class _WindowPolicy:
         return self._choose(parsed, self.value(parsed))
 
 
+def evidence(parsed: ParsedWindow) -> list[Mention]:
+    """The mentions that answer the request, attributed by block: the requester's own fact
+    for the key, or for a cascade request the decision it must match (the source agent's
+    `decision:` line or registry `decided:` entry). Reading order."""
+    if parsed.must_match is not None:
+        source, key = parsed.must_match
+        return [m for m in parsed.mentions if m.agent == source and m.key == key
+                and m.kind in ("decision", "decided")]
+    return [m for m in parsed.mentions if m.agent == parsed.requester
+            and m.key == parsed.key and m.kind == "fact"]
+
+
 class Reader(_WindowPolicy):
     """The requester's own fact, or for a cascade request the decision it must match (in the
     source agent's full context or registry entry); a guess when the window lacks it."""
@@ -134,13 +146,7 @@ class Reader(_WindowPolicy):
     name = "reader"
 
     def value(self, parsed: ParsedWindow) -> str | None:
-        if parsed.must_match is not None:
-            source, key = parsed.must_match
-            wanted = [m for m in parsed.mentions if m.agent == source and m.key == key
-                      and m.kind in ("decision", "decided")]
-        else:
-            wanted = [m for m in parsed.mentions if m.agent == parsed.requester
-                      and m.key == parsed.key and m.kind == "fact"]
+        wanted = evidence(parsed)
         return wanted[-1].value if wanted else None
 
 

@@ -43,7 +43,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from controllers.dacs import parse_window
+from controllers.dacs import evidence, parse_window
 from controllers.policy import RunLog
 from envs import rng
 from envs.dacs_window import Block, full_block, request_text
@@ -239,13 +239,7 @@ class FlatReader:
     def value(self, prompt: str) -> tuple[str | None, list[str]]:
         """(the value read, the options); value None when the prompt does not hold it."""
         parsed = parse_window(prompt)
-        if parsed.must_match is not None:
-            source, key = parsed.must_match
-            wanted = [m for m in parsed.mentions if m.agent == source and m.key == key
-                      and m.kind in ("decision", "decided")]
-        else:
-            wanted = [m for m in parsed.mentions if m.agent == parsed.requester
-                      and m.key == parsed.key and m.kind == "fact"]
+        wanted = evidence(parsed)  # the first copy: a repeated block's last may be cut
         return (wanted[0].value if wanted else None), parsed.options
 
     def __call__(self, prompt: str) -> int | None:

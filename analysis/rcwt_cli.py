@@ -32,7 +32,7 @@ def _percent(text: str) -> float:
 def add_rcwt_parser(subparsers: Any) -> None:
     """Add `rcwt` with its sub-subcommands `sweep` and `fit` to a subparsers object."""
     from analysis.cli import _add_llm_flags, _bounded_int, _env_kwargs
-    from llm_policies.rcwt_sweep import ENV_ID, Q_GRID
+    from llm_policies.rcwt_sweep import ENV_ID, Q_GRID, WORKFLOW_ID
 
     parser = subparsers.add_parser(
         "rcwt",
@@ -56,8 +56,9 @@ def add_rcwt_parser(subparsers: Any) -> None:
             "--resume continues it), DIR/sweep.csv, DIR/fits.json and DIR/fits.png."
         ),
     )
-    sweep.add_argument("--env", default=ENV_ID, choices=(ENV_ID,), metavar="ID",
-                       help=f"the env (only {ENV_ID})")
+    sweep.add_argument("--env", default=ENV_ID, choices=(ENV_ID, WORKFLOW_ID), metavar="ID",
+                       help=f"{ENV_ID} (one steering request per call) or {WORKFLOW_ID} "
+                            "(one episode per call, --policy llm only)")
     sweep.add_argument("--env-kwargs", type=_env_kwargs, default={}, metavar="JSON",
                        help="keyword arguments for gym.make, as a JSON object")
     sweep.add_argument("--policy", choices=("flat-reader", "llm"), required=True,
@@ -131,10 +132,12 @@ def _cmd_rcwt_sweep(args: argparse.Namespace) -> int:
     import contextlib
 
     from llm_policies.rcwt_sweep import (
+        WORKFLOW_ID,
         FlatReader,
         LLMAnswer,
         cell_table,
         run_sweep,
+        run_workflow_sweep,
         write_outputs,
     )
 
@@ -161,10 +164,21 @@ def _cmd_rcwt_sweep(args: argparse.Namespace) -> int:
             from tqdm import tqdm
 
             bar = stack.enter_context(tqdm(unit="call", disable=None, file=sys.stderr))
-            records = run_sweep(policy, window=args.window, trials=args.trials, log=log,
-                                q=q, env_kwargs=args.env_kwargs, resume=args.resume,
-                                workers=args.concurrency if args.policy == "llm" else 1,
-                                on_call=lambda _record: bar.update(1))
+            if args.env == WORKFLOW_ID:
+                if args.policy != "llm":
+                    raise ValueError(f"{WORKFLOW_ID} sweeps need --policy llm (the programmed "
+                                     "controllers do not read text)")
+                records = run_workflow_sweep(
+                    dict(policy.settings), window=args.window, trials=args.trials, log=log,
+                    q=q, env_kwargs=args.env_kwargs, resume=args.resume,
+                    system_role=endpoint["system_role"],
+                    on_call=lambda _record: bar.update(1))
+            else:
+                records = run_sweep(
+                    policy, window=args.window, trials=args.trials, log=log, q=q,
+                    env_kwargs=args.env_kwargs, resume=args.resume,
+                    workers=args.concurrency if args.policy == "llm" else 1,
+                    on_call=lambda _record: bar.update(1))
     except (ValueError, RuntimeError, OSError) as error:
         print(f"diagym rcwt sweep: error: {error}", file=sys.stderr)
         return 2

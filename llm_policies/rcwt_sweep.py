@@ -547,3 +547,100 @@ def write_outputs(records: Sequence[Mapping[str, Any]], out: Path, window: int,
     rows = [{"model": r["model"], "p": r["p"], "score": r["score"]} for r in records]
     png = plot_fits(rows, window, out / "fits.png")
     return SweepOutputs(csv_path, fits_path, png, fits)
+
+
+# --------------------------------------------------------------------------- StatefulWorkflow
+
+WORKFLOW_ID = "StatefulWorkflow-v0"
+
+
+def coordination_text(seed: int) -> str:
+    """Synthetic multi-agent coordination content for a StatefulWorkflow prompt: the full
+    context blocks of a DACSSteering scenario of the same seed (agents' tasks, status lines,
+    facts), which say nothing about the workflow, like seed 000's coordination block."""
+    from envs.dacs_scenario import generate
+    from envs.dacs_window import full_block
+
+    scenario = generate(seed, 10, "homogeneous", 3)
+    return "".join(full_block(agent, {}).text for agent in scenario.agents)
+
+
+def run_workflow_sweep(
+    settings: Mapping[str, Any],
+    *,
+    window: int,
+    trials: int,
+    log: Path,
+    q: Sequence[float] = Q_GRID,
+    orders: Sequence[str] = ORDERS,
+    env_kwargs: Mapping[str, Any] | None = None,
+    resume: bool = False,
+    system_role: bool = False,
+    on_call: Callable[[dict[str, Any]], None] | None = None,
+) -> list[dict[str, Any]]:
+    """The RCWT sweep on StatefulWorkflow with a chat model: one episode per (q, order, seed),
+    every decision's prompt assembled to exactly W tokens (rules as instructions, synthetic
+    coordination, the task/observation/history as evidence); score = episode success.
+
+    One "call" line per episode (with its decisions' tokens and categories) keeps the
+    record format of the DACS sweep, so `write_outputs` fits it the same way; resume skips
+    episodes already logged.
+    """
+    import gymnasium as gym
+
+    from controllers.policy import rollout
+    from llm_policies.client import ChatClient
+    from llm_policies.policy import LLMPolicy
+    from llm_policies.render_workflow import ACTION_SCHEMA, WorkflowRenderer
+    from llm_policies.text_actions import TextActionWrapper
+
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"window must be an integer >= 1; got {window!r}")
+    grid = normalise_q(q)
+    model_name = str(settings.get("model", "llm"))
+    run = {"rcwt": WORKFLOW_ID, "env_kwargs": dict(env_kwargs or {}), "window": window,
+           "trial": "episode", "model": model_name, "system_role": system_role,
+           "policy": {k: settings.get(k) for k in ("model", "base_url", "temperature",
+                                                    "max_tokens", "seed")}}
+    run_log = RunLog(Path(log), run, resume=resume)
+    records = []
+    try:
+        done = _logged_calls(run_log.path, run_log.run_id) if resume else {}
+        if not done:
+            run_log.write({"type": "run", "run_id": run_log.run_id, "run": run})
+        env = TextActionWrapper(gym.make(WORKFLOW_ID, **dict(env_kwargs or {})))
+        spec = env.unwrapped.spec_params
+        client = ChatClient(**{**settings, "json_schema": ACTION_SCHEMA})
+        for order in orders:
+            for qv in grid:
+                for seed in range(trials):
+                    key = call_key(qv, order, seed)
+                    if key in done:
+                        records.append(done[key])
+                        continue
+                    renderer = WorkflowRenderer(spec, budget=window, q=qv,
+                                                coordination=coordination_text(seed),
+                                                order=order, system_role=system_role)
+                    first = renderer.render(env.reset(seed=seed)[0]).assembly
+                    started = time.perf_counter()
+                    record = rollout(env, LLMPolicy(client, renderer), 1, seed=seed)[0]
+                    entry = {
+                        "type": "call", "key": key, "run_id": run_log.run_id,
+                        "model": model_name, "q": qv, "order": order, "seed": seed,
+                        "W": window, "u": first.u, "c": first.c, "r": first.r, "p": first.p,
+                        "tokens": first.tokens, "score": int(record.success),
+                        "completed": record.completed,
+                        "category": record.first_failure or "ok",
+                        "decisions": record.counters.get("decisions", 0),
+                        "provider_prompt_tokens": record.counters.get(
+                            "provider_prompt_tokens", 0),
+                        "latency_s": time.perf_counter() - started,
+                    }
+                    run_log.write(entry)
+                    if on_call is not None:
+                        on_call(entry)
+                    records.append(entry)
+        client.close()
+    finally:
+        run_log.close()
+    return records

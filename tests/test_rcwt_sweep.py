@@ -212,3 +212,30 @@ def test_rcwt_sweep_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     args = _parser().parse_args([*argv, "--resume"])
     assert args.func(args) == 0
     assert len(_calls(tmp_path / "calls.jsonl")) == 3 * 2 * 3
+
+
+def test_workflow_sweep_assembles_every_decision_to_w_and_resumes(tmp_path: Path) -> None:
+    """StatefulWorkflow under RCWT budgets: one episode per (q, order, seed), every prompt
+    exactly W tokens (checked on what the server received), a rerun plays nothing again."""
+    from envs.tokens import count
+    from llm_policies.rcwt_sweep import run_workflow_sweep
+    from tests.llm_fake_server import FakeServer, Reply
+
+    log = tmp_path / "wf.jsonl"
+    with FakeServer(lambda _r: Reply(content='{"operation": 0, "candidate": 0}')) as server:
+        settings = {"base_url": server.base_url, "model": "fake",
+                    "response_format": "json_schema"}
+        records = run_workflow_sweep(settings, window=1200, trials=2, log=log,
+                                     q=(0.0, 0.5), orders=("coord_first", "reason_first"))
+        assert len(records) == 8
+        for request in server.requests:
+            assert sum(count(m["content"]) for m in request["messages"]) == 1200
+        calls = len(server.requests)
+        again = run_workflow_sweep(settings, window=1200, trials=2, log=log,
+                                   q=(0.0, 0.5), orders=("coord_first", "reason_first"),
+                                   resume=True)
+        assert len(server.requests) == calls
+    assert [r["key"] for r in again] == [r["key"] for r in records]
+    for record in records:
+        assert record["c"] == int(record["q"] * (1200 - record["u"]))
+        assert record["u"] + record["c"] + record["r"] == 1200

@@ -10,6 +10,7 @@ the same function to single observations when the trained model plays.
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 import gymnasium as gym
@@ -23,6 +24,15 @@ ONE_HOT_KEYS = ("registers", "last_update", "query_register", "update_register",
 
 def _levels(space: spaces.Box) -> tuple[int, int]:
     return int(np.min(space.low)), int(np.max(space.high))
+
+
+@functools.lru_cache(maxsize=64)
+def _bases(rows: int, flat_len: int, width: int, low: int) -> np.ndarray:
+    """(rows, flat_len) offsets of each field's block in the flattened one-hot batch."""
+    base = (np.arange(rows)[:, None] * (flat_len * width)
+            + np.arange(flat_len)[None, :] * width - low)
+    base.flags.writeable = False
+    return base
 
 
 def one_hot_space(space: spaces.Dict) -> spaces.Dict:
@@ -45,14 +55,14 @@ def encode(observation: dict[str, Any], space: spaces.Dict) -> dict[str, Any]:
         if not isinstance(sub, spaces.Box):
             continue
         low, high = _levels(sub)
-        values = np.asarray(observation[key]).astype(np.int64) - low
+        values = np.asarray(observation[key])
         width = high - low + 1
         flat_len = int(np.prod(sub.shape))
         batch = values.reshape(-1, flat_len)
         hot = np.zeros((batch.shape[0], flat_len * width), dtype=np.int8)
-        rows = np.repeat(np.arange(batch.shape[0]), flat_len)
-        cols = (np.arange(flat_len) * width)[None, :] + batch
-        hot[rows, cols.ravel()] = 1
+        # flat index of each hot bit: row * (flat_len * width) + column * width + value - low
+        index = batch + _bases(batch.shape[0], flat_len, width, low)
+        hot.ravel()[index.ravel()] = 1
         out[key] = hot if values.ndim > len(sub.shape) else hot[0]
     return out
 
@@ -69,9 +79,12 @@ class VecOneHot(VecEnvWrapper):
 
     def step_wait(self) -> Any:
         observations, rewards, dones, infos = self.venv.step_wait()
-        for info in infos:
-            if "terminal_observation" in info:
-                info["terminal_observation"] = encode(info["terminal_observation"], self._raw)
+        finished = [i for i, info in enumerate(infos) if "terminal_observation" in info]
+        if finished:  # one batched encoding for every finished env (most, early in training)
+            last = [infos[i]["terminal_observation"] for i in finished]
+            batch = encode({k: np.stack([o[k] for o in last]) for k in last[0]}, self._raw)
+            for row, i in enumerate(finished):
+                infos[i]["terminal_observation"] = {k: v[row] for k, v in batch.items()}
         return encode(observations, self._raw), rewards, dones, infos
 
     def action_masks(self) -> np.ndarray:

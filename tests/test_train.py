@@ -78,3 +78,27 @@ def test_rl_study_profiles_agents_beside_references(tmp_path: Path,
     assert all(r["success"] == 1.0 for r in exact)
     assert (tmp_path / "rl_profile.png").stat().st_size > 0
     assert (tmp_path / "maskable-ppo_history_w8" / "model.zip").exists()
+
+
+def test_one_hot_encoding_equals_the_identity_matrix_rows() -> None:
+    """The fast flat-index encoding against np.eye, single observations and batches."""
+    import numpy as np
+
+    from controllers.sb3_obs import ONE_HOT_KEYS, encode, one_hot_space
+
+    space = gym.make("StatefulWorkflow-v0", candidates=5).observation_space
+    space.seed(3)
+    samples = [space.sample() for _ in range(6)]
+    batch = {k: np.stack([s[k] for s in samples]) for k in samples[0]}
+    encoded_batch = encode(batch, space)
+    hot_space = one_hot_space(space)
+    for i, sample in enumerate(samples):
+        encoded = encode(sample, space)
+        assert hot_space.contains(encoded)
+        for key in ONE_HOT_KEYS:
+            sub = space.spaces[key]
+            low, high = int(sub.low.min()), int(sub.high.max())
+            reference = np.eye(high - low + 1, dtype=np.int8)[
+                np.asarray(sample[key], dtype=int) - low].ravel()
+            np.testing.assert_array_equal(encoded[key], reference)
+            np.testing.assert_array_equal(encoded_batch[key][i], reference)

@@ -10,7 +10,7 @@ the same function to single observations when the trained model plays.
 
 from __future__ import annotations
 
-import functools
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -26,13 +26,48 @@ def _levels(space: spaces.Box) -> tuple[int, int]:
     return int(np.min(space.low)), int(np.max(space.high))
 
 
-@functools.lru_cache(maxsize=64)
-def _bases(rows: int, flat_len: int, width: int, low: int) -> np.ndarray:
-    """(rows, flat_len) offsets of each field's block in the flattened one-hot batch."""
-    base = (np.arange(rows)[:, None] * (flat_len * width)
-            + np.arange(flat_len)[None, :] * width - low)
-    base.flags.writeable = False
-    return base
+@dataclass(frozen=True)
+class _Layout:
+    """Where each one-hot field sits in one flat row: its keys, input lengths, output widths
+    and the per-input-element offset of its bit block (value - low added at encode time)."""
+
+    keys: tuple[str, ...]
+    lengths: tuple[int, ...]
+    out_lengths: tuple[int, ...]
+    offsets: np.ndarray  # (sum(lengths),) bit offset of each input element, minus its low
+    total: int
+
+
+_LAYOUTS: dict[int, tuple[spaces.Dict, _Layout]] = {}
+
+
+def _layout(space: spaces.Dict) -> _Layout:
+    """The layout of `space`, built once per space object (spaces are not hashable)."""
+    cached = _LAYOUTS.get(id(space))
+    if cached is not None and cached[0] is space:
+        return cached[1]
+    layout = _build_layout(space)
+    _LAYOUTS[id(space)] = (space, layout)
+    return layout
+
+
+def _build_layout(space: spaces.Dict) -> _Layout:
+    keys, lengths, out_lengths, offsets = [], [], [], []
+    start = 0
+    for key in ONE_HOT_KEYS:
+        sub = space.spaces.get(key)
+        if not isinstance(sub, spaces.Box):
+            continue
+        low, high = _levels(sub)
+        width = high - low + 1
+        n = int(np.prod(sub.shape))
+        keys.append(key)
+        lengths.append(n)
+        out_lengths.append(n * width)
+        offsets.append(start + np.arange(n) * width - low)
+        start += n * width
+    return _Layout(tuple(keys), tuple(lengths), tuple(out_lengths),
+                   np.concatenate(offsets), start)
 
 
 def one_hot_space(space: spaces.Dict) -> spaces.Dict:
@@ -48,22 +83,27 @@ def one_hot_space(space: spaces.Dict) -> spaces.Dict:
 
 
 def encode(observation: dict[str, Any], space: spaces.Dict) -> dict[str, Any]:
-    """One-hot encode a single observation, or a batch (leading axis = envs)."""
+    """One-hot encode a single observation, or a batch (leading axis = envs).
+
+    All one-hot fields of a row share one int8 buffer and one scatter of flat bit indices;
+    the returned fields are views of it, so a batch costs a handful of numpy calls.
+    """
+    layout = _layout(space)
     out = dict(observation)
-    for key in ONE_HOT_KEYS:
-        sub = space.spaces.get(key)
-        if not isinstance(sub, spaces.Box):
-            continue
-        low, high = _levels(sub)
-        values = np.asarray(observation[key])
-        width = high - low + 1
-        flat_len = int(np.prod(sub.shape))
-        batch = values.reshape(-1, flat_len)
-        hot = np.zeros((batch.shape[0], flat_len * width), dtype=np.int8)
-        # flat index of each hot bit: row * (flat_len * width) + column * width + value - low
-        index = batch + _bases(batch.shape[0], flat_len, width, low)
-        hot.ravel()[index.ravel()] = 1
-        out[key] = hot if values.ndim > len(sub.shape) else hot[0]
+    first = np.asarray(observation[layout.keys[0]])
+    single = first.ndim == len(space.spaces[layout.keys[0]].shape)
+    rows = 1 if single else first.shape[0]
+    values = np.concatenate(
+        [np.asarray(observation[k]).reshape(rows, n) for k, n in
+         zip(layout.keys, layout.lengths, strict=True)], axis=1)
+    hot = np.zeros((rows, layout.total), dtype=np.int8)
+    index = values + layout.offsets + (np.arange(rows) * layout.total)[:, None]
+    hot.ravel()[index.ravel()] = 1
+    start = 0
+    for key, width in zip(layout.keys, layout.out_lengths, strict=True):
+        field = hot[:, start:start + width]
+        out[key] = field[0] if single else field
+        start += width
     return out
 
 

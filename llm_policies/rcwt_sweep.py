@@ -345,6 +345,18 @@ def _logged_calls(path: Path, run_id: str) -> dict[str, dict[str, Any]]:
     return calls
 
 
+def _check_sweep(window: Any, trials: Any, workers: Any, q: Sequence[float],
+                 orders: Sequence[str]) -> tuple[float, ...]:
+    """Validate a sweep's arguments (errors name the parameter); returns the q grid."""
+    for name, value in (("window", window), ("trials", trials), ("workers", workers)):
+        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+            raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    for order in orders:
+        if order not in ORDERS:
+            raise ValueError(f"order must be one of {ORDERS}; got {order!r}")
+    return normalise_q(q)
+
+
 def run_sweep(
     policy: AnswerPolicy,
     *,
@@ -368,16 +380,7 @@ def run_sweep(
     shared policy when it has no fork). Returns the records of the requested cells, sorted by
     (order, q, seed), old and new alike.
     """
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be an integer >= 1; got {window!r}")
-    if isinstance(trials, bool) or not isinstance(trials, int) or trials < 1:
-        raise ValueError(f"trials must be an integer >= 1; got {trials!r}")
-    if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
-        raise ValueError(f"workers must be an integer >= 1; got {workers!r}")
-    grid = normalise_q(q)
-    for order in orders:
-        if order not in ORDERS:
-            raise ValueError(f"order must be one of {ORDERS}; got {order!r}")
+    grid = _check_sweep(window, trials, workers, q, orders)
     model_name = model or policy_name(policy)
     run = {"rcwt": ENV_ID, "env_kwargs": dict(env_kwargs or {}), "window": window,
            "trial": "first request", "policy": _describe(policy), "model": model_name}
@@ -594,9 +597,7 @@ def run_workflow_sweep(
     from llm_policies.render_workflow import ACTION_SCHEMA, WorkflowRenderer
     from llm_policies.text_actions import TextActionWrapper
 
-    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
-        raise ValueError(f"window must be an integer >= 1; got {window!r}")
-    grid = normalise_q(q)
+    grid = _check_sweep(window, trials, 1, q, orders)
     model_name = str(settings.get("model", "llm"))
     run = {"rcwt": WORKFLOW_ID, "env_kwargs": dict(env_kwargs or {}), "window": window,
            "trial": "episode", "model": model_name, "system_role": system_role,

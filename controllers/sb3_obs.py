@@ -143,5 +143,4 @@ class OneHotObservation(gym.ObservationWrapper):
         return encode(observation, self._raw)
 
     def action_masks(self) -> np.ndarray:
-        return self.env.unwrapped.action_masks() if not hasattr(self.env, "action_masks") \
-            else self.env.action_masks()
+        return self.env.unwrapped.action_masks()

@@ -470,7 +470,9 @@ def _add_train_parser(subparsers: Any) -> None:
             "Train PPO, MaskablePPO or RecurrentPPO on --env and write DIR/model.zip, "
             "DIR/config.json, DIR/curve.csv (held-out success and return by steps) and "
             "DIR/curve.png. StatefulWorkflow ids train on the numba VecEnv with one-hot "
-            "observations; evaluate later with `diagym run --policy sb3:DIR/model.zip`."
+            "observations; evaluate later with `diagym run --policy sb3:DIR/model.zip`. "
+            "Each evaluation checkpoint saves model.zip before appending its curve row, so a "
+            "killed run can be continued with --resume."
         ),
     )
     parser.add_argument("--algo", choices=("ppo", "maskable-ppo", "recurrent-ppo"),
@@ -486,7 +488,16 @@ def _add_train_parser(subparsers: Any) -> None:
                              "Discrete(N*b) action")
     parser.add_argument("--raw-obs", action="store_true",
                         help="raw integer observations instead of one-hot")
+    parser.add_argument("--hyperparameters", type=_env_kwargs, default={}, metavar="JSON",
+                        help="algorithm keyword arguments over the defaults, e.g. "
+                             "'{\"n_epochs\": 4, \"batch_size\": 512}'")
+    parser.add_argument("--eval-every", type=_bounded_int(0), default=0, metavar="STEPS",
+                        help="steps between held-out evaluations (0: about 20 in all)")
     parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue the run saved in DIR up to --steps (same settings "
+                             "otherwise; curve rows are kept); without a model in DIR, start "
+                             "afresh. Without --resume a DIR holding a run is refused")
     parser.set_defaults(func=_cmd_train)
 
 
@@ -497,9 +508,10 @@ def _cmd_train(args: argparse.Namespace) -> int:
     config = TrainConfig(algo=args.algo, env=args.env, env_kwargs=args.env_kwargs,
                          steps=args.steps, n_envs=args.n_envs, seed=args.seed,
                          joint_actions=not args.multi_discrete, one_hot=not args.raw_obs,
-                         eval_episodes=args.eval_episodes)
+                         eval_episodes=args.eval_episodes, eval_every=args.eval_every,
+                         hyperparameters=args.hyperparameters)
     try:
-        model = train(config, args.out, progress=True)
+        model = train(config, args.out, progress=True, resume=args.resume)
     except (ValueError, TypeError) as error:
         print(f"diagym train: error: {error}", file=sys.stderr)
         return 2

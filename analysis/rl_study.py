@@ -63,7 +63,7 @@ def run_study(out: Path, steps: int = 100_000, episodes: int = 256, seed: int = 
             run_dir = out / f"{algo}_{feedback}_w{width}"
             config = TrainConfig(algo=algo, env="StatefulWorkflow-v0", env_kwargs=kwargs,
                                  steps=steps, seed=seed)
-            model = train(config, run_dir, progress=progress)
+            model = train(config, run_dir, progress=progress, resume=True)
             records = rollout(env, SB3Policy.load(model), episodes, seed=seeds_from)
             rows.append(_row(algo, feedback, width, records, steps))
         for name in REFERENCES:

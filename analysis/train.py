@@ -5,12 +5,27 @@ played by the shared runner on held-out evaluation seeds (never training seeds),
 success rate at each checkpoint is comparable with the controllers' and LLMs'. Everything a
 rerun needs goes to DIR: model.zip, config.json (the exact settings and versions),
 curve.csv (steps, success, return, wall seconds; appended as training goes) and curve.png.
+
+Long runs are written incrementally. An evaluation checkpoint falls at the first rollout
+boundary at or after each multiple of the evaluation interval (the weights then hold every
+counted step); it first saves model.zip (to a temporary name, then `os.replace`, so a kill
+never leaves a torn zip) and then appends its curve row at `model.num_timesteps`. A run into
+a DIR that already holds one is refused unless `resume=True` (`--resume`): the stored
+config.json must then match the request on every field but `steps`, the curve keeps its
+rows (plus the row a kill between save and append lost), and training continues up to the
+new `steps` with the same step counter, checkpoint cadence and cumulative wall clock. A
+resumed run continues the same model and optimizer state, but its environments are rebuilt
+and their seeds restart (and the rollout in progress at the kill is redone), so it is not
+bit-identical to an uninterrupted run of the same length.
 """
 
 from __future__ import annotations
 
 import csv
+import dataclasses
+import inspect
 import json
+import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
@@ -30,6 +45,9 @@ from controllers.sb3_agents import (
 )
 
 EVAL_SEED = 1_000_000_000  # held-out: training seeds are seed .. seed + n_envs - 1 and chains
+CURVE_NAME = "curve.csv"
+CURVE_FIELDS = ("steps", "success", "return", "wall_s")
+RESERVED_HYPERPARAMETERS = ("policy", "env", "seed", "device", "verbose")  # train() sets these
 
 
 @dataclass
@@ -57,6 +75,28 @@ def default_hyperparameters(algo: str) -> dict[str, Any]:
     return params
 
 
+def allowed_hyperparameters(algo: str) -> list[str]:
+    """Keyword arguments of the algorithm's __init__ that `hyperparameters` may set (sorted):
+    not the ones train() sets itself, nor private ones such as `_init_setup_model`."""
+    parameters = inspect.signature(algo_class(algo).__init__).parameters
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return sorted(name for name, p in parameters.items()
+                  if p.kind in kinds and name != "self" and not name.startswith("_")
+                  and name not in RESERVED_HYPERPARAMETERS)
+
+
+def validate_hyperparameters(algo: str, hyperparameters: dict[str, Any]) -> None:
+    """ValueError naming the first (sorted) key the algorithm's __init__ does not take."""
+    allowed = allowed_hyperparameters(algo)
+    for key in sorted(hyperparameters, key=str):
+        if key in allowed:
+            continue
+        what = "reserved key" if key in RESERVED_HYPERPARAMETERS else "unknown key"
+        note = " (train sets it)" if key in RESERVED_HYPERPARAMETERS else ""
+        raise ValueError(f"hyperparameters: {what} {key!r}{note} for {algo}; "
+                         f"allowed: {', '.join(allowed)}")
+
+
 def evaluate(policy: SB3Policy, config: TrainConfig) -> tuple[float, float]:
     """(success rate, mean return) over the held-out evaluation seeds, through `rollout`."""
     import gymnasium as gym
@@ -69,24 +109,62 @@ def evaluate(policy: SB3Policy, config: TrainConfig) -> tuple[float, float]:
     return success, float(np.mean([r.episode_return for r in records]))
 
 
-def train(config: TrainConfig, out: Path, progress: bool = False) -> Path:
-    """Train, checkpointing the learning curve; returns the model path."""
+def _stored_mismatches(stored: dict[str, Any], config: TrainConfig) -> list[str]:
+    """'field (stored X, requested Y)' for every TrainConfig field but `steps` that differs."""
+    requested = json.loads(json.dumps(asdict(config)))  # JSON-normalised like the stored one
+    differences = []
+    for item in dataclasses.fields(TrainConfig):
+        if item.name == "steps":
+            continue
+        default = None if item.default is dataclasses.MISSING else item.default
+        if item.default_factory is not dataclasses.MISSING:
+            default = item.default_factory()
+        old = stored.get(item.name, default)
+        if old != requested[item.name]:
+            differences.append(f"{item.name} (stored {json.dumps(old)}, "
+                               f"requested {json.dumps(requested[item.name])})")
+    return differences
+
+
+def _write_atomically(path: Path, write: Any) -> None:
+    """write(binary handle) to path.tmp, fsync, then os.replace: readers never see a torn file."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("wb") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool = False) -> Path:
+    """Train, checkpointing model and learning curve; returns the model path.
+
+    resume: continue the run in `out` (same settings but `steps`) up to `config.steps`;
+    without a model in `out` it starts afresh. Without it, a used `out` is refused."""
+    validate_hyperparameters(config.algo, config.hyperparameters)
+    out = Path(out)
+    model_path, config_path, curve_path = out / MODEL_NAME, out / CONFIG_NAME, out / CURVE_NAME
+    hyper = {**default_hyperparameters(config.algo), **config.hyperparameters}
+    config.hyperparameters = hyper
+    resuming = resume and model_path.exists()
+    stored: dict[str, Any] = {}
+    if resuming:
+        if not config_path.exists():
+            raise ValueError(f"out: {out} holds {MODEL_NAME} but no {CONFIG_NAME}; "
+                             "cannot resume it")
+        stored = json.loads(config_path.read_text())
+        differences = _stored_mismatches(stored, config)
+        if differences:
+            raise ValueError(f"out: {out} was trained with other settings; --resume changes "
+                             f"only --steps: {'; '.join(differences)}")
+    elif not resume and (model_path.exists() or curve_path.exists()):
+        raise ValueError(f"out: {out} already holds a training run; pass --resume to continue "
+                         "it or choose another --out")
+
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
 
     torch.set_num_threads(config.torch_threads)
-    out = Path(out)
-    out.mkdir(parents=True, exist_ok=True)
-    hyper = {**default_hyperparameters(config.algo), **config.hyperparameters}
-    config.hyperparameters = hyper
-    import sb3_contrib
-    import stable_baselines3
-
-    (out / CONFIG_NAME).write_text(json.dumps({
-        **asdict(config), "python": platform.python_version(),
-        "stable_baselines3": stable_baselines3.__version__,
-        "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__,
-    }, indent=2))
     vec = make_vec_env(config.env, config.env_kwargs, config.n_envs, config.joint_actions,
                        config.seed, one_hot=config.one_hot)
     raw_space = None
@@ -94,54 +172,92 @@ def train(config: TrainConfig, out: Path, progress: bool = False) -> Path:
         import gymnasium as gym
 
         raw_space = gym.make(config.env, **config.env_kwargs).observation_space
-    policy_name = "MultiInputLstmPolicy" if config.algo == "recurrent-ppo" \
-        else "MultiInputPolicy"
-    model = algo_class(config.algo)(policy_name, vec, seed=config.seed, device="cpu",
-                                    verbose=0, **hyper)
-    every = config.eval_every or max(config.steps // 20, config.n_envs * hyper["n_steps"])
-    curve_path = out / "curve.csv"
-    with curve_path.open("w", newline="") as handle:
-        csv.writer(handle).writerow(["steps", "success", "return", "wall_s"])
-    start = time.perf_counter()
+    if resuming:
+        model = algo_class(config.algo).load(model_path, env=vec, device="cpu")
+        rows = read_curve(curve_path) if curve_path.exists() else []
+        if rows and rows[-1]["steps"] > model.num_timesteps:
+            raise ValueError(f"out: {curve_path} ends at {int(rows[-1]['steps'])} steps but "
+                             f"{model_path} holds {model.num_timesteps}; cannot resume it")
+        every = int(stored.get("eval_every_steps") or config.eval_every
+                    or max(int(stored["steps"]) // 20, config.n_envs * hyper["n_steps"]))
+    else:
+        policy_name = "MultiInputLstmPolicy" if config.algo == "recurrent-ppo" \
+            else "MultiInputPolicy"
+        model = algo_class(config.algo)(policy_name, vec, seed=config.seed, device="cpu",
+                                        verbose=0, **hyper)
+        rows = []
+        every = config.eval_every or max(config.steps // 20, config.n_envs * hyper["n_steps"])
+    out.mkdir(parents=True, exist_ok=True)
+    import sb3_contrib
+    import stable_baselines3
 
-    def checkpoint(steps: int) -> None:
+    settings = json.dumps({
+        **asdict(config), "python": platform.python_version(),
+        "stable_baselines3": stable_baselines3.__version__,
+        "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__,
+        "eval_every_steps": every,
+    }, indent=2)
+    _write_atomically(config_path, lambda handle: handle.write(settings.encode()))
+    if not rows:
+        with curve_path.open("w", newline="") as handle:
+            csv.writer(handle).writerow(CURVE_FIELDS)
+    last_steps = int(rows[-1]["steps"]) if rows else -1
+    start = time.perf_counter() - (rows[-1]["wall_s"] if rows else 0.0)
+
+    def checkpoint(save: bool = True) -> None:
+        """Save the model, then evaluate it and append its row (a kill in between loses only
+        the row, which a resume re-evaluates)."""
+        nonlocal last_steps
+        steps = int(model.num_timesteps)
+        if save:
+            _write_atomically(model_path, model.save)
         success, ret = evaluate(SB3Policy(model, config.algo, config.env,
                                           config.joint_actions, raw_space=raw_space), config)
         with curve_path.open("a", newline="") as handle:
             csv.writer(handle).writerow([steps, f"{success:.4f}", f"{ret:.4f}",
                                          f"{time.perf_counter() - start:.2f}"])
+        last_steps = steps
 
     class Checkpoints(BaseCallback):
+        """Checkpoints at rollout starts, where the weights have trained on every counted step:
+        the first one at or after each multiple of `every`."""
+
         def __init__(self) -> None:
             super().__init__()
-            self.next = every
+            self.next = (int(model.num_timesteps) // every + 1) * every
             self.bar: Any = None
 
         def _on_training_start(self) -> None:
             if progress:
                 from tqdm import tqdm
 
-                self.bar = tqdm(total=config.steps, unit="step", desc=f"{config.algo}",
-                                disable=None)
+                self.bar = tqdm(total=config.steps, initial=int(model.num_timesteps),
+                                unit="step", desc=f"{config.algo}", disable=None)
+
+        def _on_rollout_start(self) -> None:
+            steps = int(self.model.num_timesteps)
+            if steps >= self.next:
+                checkpoint()
+                self.next = (steps // every + 1) * every
 
         def _on_step(self) -> bool:
             if self.bar is not None:
                 self.bar.update(self.training_env.num_envs)
-            if self.num_timesteps >= self.next:
-                checkpoint(self.num_timesteps)
-                self.next += every
             return True
 
         def _on_training_end(self) -> None:
             if self.bar is not None:
                 self.bar.close()
 
-    checkpoint(0)
-    model.learn(total_timesteps=config.steps, callback=Checkpoints())
-    checkpoint(int(model.num_timesteps))
-    model.save(out / MODEL_NAME)
+    if last_steps < model.num_timesteps:  # a fresh run's step 0, or a row a kill lost
+        checkpoint(save=not resuming)
+    if model.num_timesteps < config.steps:
+        model.learn(total_timesteps=config.steps - int(model.num_timesteps),
+                    callback=Checkpoints(), reset_num_timesteps=not resuming)
+        if last_steps < model.num_timesteps:
+            checkpoint()
     plot_curve(curve_path, out / "curve.png", f"{config.algo} on {config.env}")
-    return out / MODEL_NAME
+    return model_path
 
 
 def read_curve(path: Path) -> list[dict[str, float]]:

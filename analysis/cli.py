@@ -414,6 +414,10 @@ def _add_dacs_study_parser(subparsers: Any) -> None:
                         default=["agents", "diversity", "density"])
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                         help="where the plots go (default: results)")
+    parser.add_argument("--log", type=Path, metavar="FILE.jsonl",
+                        help="append-only run log (episodes, and model calls with --policy llm)")
+    parser.add_argument("--resume", action="store_true",
+                        help="continue --log: skip finished episodes, rerun unfinished ones")
     parser.add_argument("--json", action="store_true", help="print JSON rows instead")
     _add_llm_flags(parser)
     parser.set_defaults(func=_cmd_dacs_study)
@@ -426,6 +430,10 @@ def _cmd_dacs_study(args: argparse.Namespace) -> int:
     from analysis.dacs_study import REFERENCE_ARMS, format_table, plot_study, run_study
     from controllers.registry import make_reference_policy
 
+    if args.log is not None and args.log.exists() and not args.resume:
+        print(f"diagym dacs-study: error: log {args.log} exists: pass --resume to continue it, "
+              f"or choose another file", file=sys.stderr)
+        return 2
     try:
         with contextlib.ExitStack() as stack:
             if args.policy == "llm":
@@ -448,7 +456,8 @@ def _cmd_dacs_study(args: argparse.Namespace) -> int:
                 make_policy = make_reference_policy
                 arms = REFERENCE_ARMS
             results = run_study(make_env, make_policy, arms=arms, episodes=args.episodes,
-                                window=args.window, phases=tuple(args.phases), progress=True)
+                                window=args.window, phases=tuple(args.phases), progress=True,
+                                log=args.log, workers=args.concurrency)
     except (ValueError, RuntimeError) as error:
         print(f"diagym dacs-study: error: {error}", file=sys.stderr)
         return 2

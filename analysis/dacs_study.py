@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from controllers.policy import EpisodeRecord, rollout
+from controllers.policy import EpisodeRecord, rollout_parallel
 
 PHASES: dict[str, list[dict[str, Any]]] = {
     "agents": [{"n_agents": n, "family": "homogeneous", "decisions": 3} for n in (3, 5, 10)],
@@ -62,8 +62,14 @@ def run_study(make_env: Callable[[dict[str, Any]], Any],
               make_policy: Callable[[str, Any], Any],
               arms: tuple[tuple[str, str], ...] = REFERENCE_ARMS, episodes: int = 10,
               window: int = 4096, phases: tuple[str, ...] = tuple(PHASES),
-              progress: bool = False) -> list[ArmResult]:
-    """Every phase x cell x arm on scenario seeds 0 .. episodes - 1."""
+              progress: bool = False, log: Path | None = None,
+              workers: int = 1) -> list[ArmResult]:
+    """Every phase x cell x arm on scenario seeds 0 .. episodes - 1.
+
+    With `log`, each arm is its own run in one append-only RunLog and episodes already
+    finished there are not played again, so rerunning the same command resumes a study that
+    was interrupted (an LLM study makes one model call per decision). `workers` episodes of
+    an arm are in flight at once (for policies that wait on a server)."""
     jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms]
     bar = None
     if progress:
@@ -72,8 +78,11 @@ def run_study(make_env: Callable[[dict[str, Any]], Any],
         bar = tqdm(total=len(jobs), desc="dacs-study arms", unit="arm", disable=None)
     results = []
     for phase, cell, (policy_name, mode) in jobs:
-        env = make_env({**cell, "context_mode": mode, "window": window})
-        records = rollout(env, make_policy(policy_name, env), episodes, seed=0)
+        kwargs = {**cell, "context_mode": mode, "window": window}
+        records = rollout_parallel(
+            lambda kwargs=kwargs: make_env(kwargs),
+            lambda env, name=policy_name: make_policy(name, env),
+            episodes, seed=0, workers=workers, log=log, resume=log is not None)
         results.append(_summarise(phase, cell, policy_name, mode, records))
         if bar is not None:
             bar.update(1)

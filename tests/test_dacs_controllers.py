@@ -150,6 +150,31 @@ def test_dacs_study_prints_every_arm(tmp_path: Any, capsys: pytest.CaptureFixtur
     assert (tmp_path / "dacs_agents.png").stat().st_size > 0
 
 
+def test_dacs_study_log_resumes_without_losing_or_duplicating(
+        tmp_path: Any, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "dacs.jsonl"
+    argv = ["dacs-study", "--episodes", "2", "--phases", "agents", "--out", str(tmp_path),
+            "--log", str(log), "--json"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+
+    def episode_keys() -> list[str]:
+        return [json.loads(line)["episode_key"] for line in log.read_text().splitlines()
+                if json.loads(line)["type"] == "episode"]
+
+    assert len(episode_keys()) == 3 * 5 * 2  # N levels x arms x episodes
+    # A kill mid-study: the last five episodes and half of a line are lost.
+    lines = log.read_text().splitlines(keepends=True)
+    log.write_text("".join(lines[:-5]) + lines[-5][:20])
+    assert main(argv) == 2
+    assert f"diagym dacs-study: error: log {log} exists: pass --resume" in \
+        capsys.readouterr().err
+    assert main([*argv, "--resume"]) == 0
+    assert json.loads(capsys.readouterr().out) == first
+    keys = episode_keys()
+    assert len(keys) == len(set(keys)) == 30
+
+
 def test_an_llm_answers_through_the_text_wrapper() -> None:
     from llm_policies.client import ChatClient
     from llm_policies.policy import LLMPolicy

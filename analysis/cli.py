@@ -623,7 +623,9 @@ def build_parser() -> argparse.ArgumentParser:
     """The top-level parser with every subcommand attached."""
     parser = argparse.ArgumentParser(
         prog="diagym",
-        description="diagym: environments and analyses for seed 003's workflow study.",
+        description=("diagym: Gymnasium environments, policies and analyses for diagnosing "
+                     "agents that act through tools and text (StatefulWorkflow, seed 003; "
+                     "DACSSteering, seed 002; RCWT budgets, seed 000)."),
     )
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in SUBCOMMANDS:

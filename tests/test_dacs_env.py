@@ -480,15 +480,3 @@ def test_bad_actions_and_calls() -> None:
     play(env, 0, oracle)
     with pytest.raises(RuntimeError):
         env.step(0)
-
-
-def test_step_is_fast_at_ten_agents() -> None:
-    import time
-
-    for mode in CONTEXT_MODES:
-        env = make(n_agents=10, family="cascade", decisions=15, context_mode=mode)
-        env.reset(seed=0)
-        start = time.perf_counter()
-        for _ in range(100):
-            env.step(env.pending.correct)
-        assert (time.perf_counter() - start) / 100 < 0.005

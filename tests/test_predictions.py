@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import itertools
 import math
-import time
 
 import gymnasium as gym
 import numpy as np
@@ -321,9 +320,14 @@ def test_unknown_controller_raises() -> None:
     assert len(P.CONTROLLERS) == 19
 
 
-def test_all_grids_are_fast() -> None:
+def test_every_grid_configuration_is_predicted_or_says_why_not() -> None:
+    """(Its speed is measured in benchmarks/grid.py, not here.)"""
     configs = grid_configurations("all")
-    P.predict(configs[:10])  # compile or load the cached kernel
-    start = time.perf_counter()
-    P.predict(configs)
-    assert time.perf_counter() - start < 2.0
+    predicted = P.predict(configs)
+    assert predicted.shape == (len(configs),)
+    for config, value in zip(configs, predicted, strict=True):
+        reason = P.not_derived_reason(config.spec, config.controller)
+        if reason is None:
+            assert 0.0 <= value <= 1.0, config
+        else:
+            assert np.isnan(value) and reason, config

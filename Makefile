@@ -41,6 +41,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/env_step.py
 	$(BIN)/python benchmarks/grid.py
 	$(BIN)/python benchmarks/llm_overhead.py
+	$(BIN)/python benchmarks/dacs_step.py
+	$(BIN)/python benchmarks/train.py
 
 clean-cache:
 	find envs controllers llm_policies analysis -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -18,6 +18,8 @@ token at a time until the total fits W). A cut line's fact or decision is not vi
 
 from __future__ import annotations
 
+import functools
+import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
@@ -98,13 +100,16 @@ class Window:
     visible_decisions: tuple[tuple[int, int, int], ...]
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def _line(text: str, kind: str, shows: tuple[tuple[int, int], ...] = ()) -> Line:
+    """Memoised: a cascade decision rebuilds its agent's block, whose other lines are
+    unchanged, so only the new decision line is encoded (Line is immutable)."""
     return Line(text, tuple(tokens.encode(text)), kind, shows)
 
 
 def _block(agent: int, kind: str, lines: list[Line]) -> Block:
     text = "".join(line.text for line in lines)
-    ids = tuple(i for line in lines for i in line.ids)
+    ids = tuple(itertools.chain.from_iterable(line.ids for line in lines))
     if tuple(tokens.encode(text)) != ids:  # the additivity the module docstring argues
         raise AssertionError(f"block of agent-{agent} does not encode line by line")
     return Block(agent, kind, text, ids, tuple(lines))

@@ -108,6 +108,16 @@ def _env_kwargs(text: str) -> dict[str, Any]:
     return value
 
 
+def _log_needs_resume(command: str, args: argparse.Namespace) -> bool:
+    """True (after saying so) when --log names an existing log and --resume was not given:
+    appending a second run to it would mix two runs' episodes."""
+    if args.log is not None and args.log.exists() and not args.resume:
+        print(f"diagym {command}: error: log {args.log} exists: pass --resume to continue it, "
+              f"or choose another file", file=sys.stderr)
+        return True
+    return False
+
+
 def _policy_name(text: str) -> str:
     """argparse type for --policy: a programmed policy, llm, or sb3:PATH."""
     from controllers.registry import POLICY_NAMES
@@ -258,9 +268,7 @@ def _cmd_run(args: argparse.Namespace) -> int:
     from controllers.policy import rollout, rollout_parallel
     from controllers.registry import make_reference_policy
 
-    if args.log is not None and args.log.exists() and not args.resume:
-        print(f"diagym run: error: log {args.log} exists: pass --resume to continue it, or "
-              f"choose another file", file=sys.stderr)
+    if _log_needs_resume("run", args):
         return 2
     try:
         if args.policy == "llm":
@@ -373,9 +381,7 @@ def _cmd_llm_study(args: argparse.Namespace) -> int:
     import envs  # noqa: F401
     from analysis.llm_study import format_summary, run_design, summarise
 
-    if args.log is not None and args.log.exists() and not args.resume:
-        print(f"diagym llm-study: error: log {args.log} exists: pass --resume to continue it, "
-              f"or choose another file", file=sys.stderr)
+    if _log_needs_resume("llm-study", args):
         return 2
     n_seeds = args.seeds or (8 if args.design == "local" else 2)
     try:
@@ -430,9 +436,7 @@ def _cmd_dacs_study(args: argparse.Namespace) -> int:
     from analysis.dacs_study import REFERENCE_ARMS, format_table, plot_study, run_study
     from controllers.registry import make_reference_policy
 
-    if args.log is not None and args.log.exists() and not args.resume:
-        print(f"diagym dacs-study: error: log {args.log} exists: pass --resume to continue it, "
-              f"or choose another file", file=sys.stderr)
+    if _log_needs_resume("dacs-study", args):
         return 2
     try:
         with contextlib.ExitStack() as stack:

@@ -15,7 +15,6 @@ run, medians of interleaved repeats (the machine is shared):
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -25,6 +24,7 @@ import gymnasium as gym
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401  (registers DACSSteering-v0)
@@ -82,13 +82,7 @@ def main(argv: list[str] | None = None) -> int:
             window_tokens[name] = int(info["window_tokens"])
             contenders[f"{name} step"] = step_loop(env, args.steps)
             contenders[f"{name} count"] = count_loop(env.unwrapped.current_window.text, 50)
-    for run in contenders.values():
-        run()  # warm-up
-    samples: dict[str, list[float]] = {name: [] for name in contenders}
-    for _ in range(args.repeats):
-        for name, run in contenders.items():
-            samples[name].append(run())
-    median = {name: statistics.median(values) for name, values in samples.items()}
+    median = measure(contenders, args.repeats)
 
     print(f"DACSSteering-v0, cascade, D = 15, W = {args.window}; medians of {args.repeats}")
     print(f"{'cell':<16} {'window tokens':>13} {'step (ms)':>10} {'count (ms)':>11} "

@@ -19,7 +19,6 @@ hold env work and the driving loop only, not an agent.
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -31,6 +30,7 @@ from gymnasium.envs.classic_control.cartpole import CartPoleVectorEnv
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401  (registers StatefulWorkflow-v0)
@@ -105,17 +105,6 @@ def record_vector_solving(num_envs: int, steps: int, seed: int) -> np.ndarray:
         recorded[t, :, 0], recorded[t, :, 1] = v, slot
         observations, _, _, _, info = vec.step(recorded[t])
     return recorded
-
-
-def measure(contenders: dict[str, Callable[[], float]], repeats: int) -> dict[str, float]:
-    """Median rate of each contender, run interleaved so load changes hit them all alike."""
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
-    for run in contenders.values():
-        run()  # warm-up: caches, allocator, branch predictors
-    for _ in range(repeats):
-        for name, run in contenders.items():
-            rates[name].append(run())
-    return {name: statistics.median(values) for name, values in rates.items()}
 
 
 def main(argv: list[str] | None = None) -> int:

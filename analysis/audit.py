@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401  (registers StatefulWorkflow-v0 with Gymnasium)
-from envs.workflow_spec import WorkflowSpec
+from envs.workflow.params import WorkflowSpec
 
 ENV_ID = "StatefulWorkflow-v0"
 TABLE_FAMILIES = ("chains", "barriers")  # Table 1's row order

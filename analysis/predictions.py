@@ -57,13 +57,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from analysis.grids import Configuration, grid_seeds
-from envs._numba import jit
-from envs.bits import smallest_ready
-from envs.workflow_generator import reset_batch
-from envs.workflow_kernel import allocate_rows
-from envs.workflow_layout import task_offsets, work_offsets
-from envs.workflow_spec import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, WorkflowSpec
+from analysis.studies.reproduce.design import Configuration, grid_seeds
+from envs._core.bits import smallest_ready
+from envs._core.numba_setup import jit
+from envs.workflow.generator import reset_batch
+from envs.workflow.kernel import allocate_rows
+from envs.workflow.layout import task_offsets, work_offsets
+from envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, WorkflowSpec
 
 CONTROLLERS = (
     "exact", "cache-2", "cache-4", "scan-1", "scan-2", "scan-4", "cache-2+scan-4",

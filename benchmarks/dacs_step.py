@@ -7,7 +7,7 @@ run, medians of interleaved repeats (the machine is shared):
   cascade family with D = 15 decisions per agent, resetting when one ends;
 - `count`: one `tokens.count` of the whole window of that cell from scratch: what a step
   would cost that recounted its window (the env encodes each block once and sums its lines'
-  counts, envs/dacs_window.py, so step / count falls as windows grow).
+  counts, envs/dacs/window.py, so step / count falls as windows grow).
 
     python benchmarks/dacs_step.py [--steps 200] [--repeats 5] [--json-out FILE]
 """
@@ -28,8 +28,8 @@ from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401  (registers DACSSteering-v0)
-from envs import tokens  # noqa: E402
-from envs.dacs_window import CONTEXT_MODES  # noqa: E402
+from envs._core import tokens  # noqa: E402
+from envs.dacs.window import CONTEXT_MODES  # noqa: E402
 
 AGENTS = (3, 5, 10)
 

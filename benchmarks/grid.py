@@ -3,7 +3,7 @@
 Two measurements in one run (the machine is shared: medians of repeats are quoted):
 - the whole study (`reproduce --grid all`: 689,152 episodes, predictions, statistics,
   tables, plots) with a warm compile cache, per stage;
-- episodes/s of the batched runner (controllers/batched.py) against the same controllers
+- episodes/s of the batched runner (controllers/workflow/batched.py) against the same controllers
   played step by step through `gym.make` and the Policy adapter (controllers/policy.py), on
   the same episodes: a subset of the primary grid (every controller, both families, b=4,
   w=4, both observation conditions, depth 4) on the first --adapter-seeds seeds. The two paths
@@ -29,11 +29,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401
-from analysis.grids import PRIMARY_CONTROLLERS  # noqa: E402
-from analysis.reproduce import reproduce  # noqa: E402
-from controllers.batched import run_controller  # noqa: E402
-from controllers.policy import ReferencePolicy, rollout  # noqa: E402
-from envs.workflow_spec import WorkflowSpec  # noqa: E402
+from analysis.studies.reproduce.design import PRIMARY_CONTROLLERS  # noqa: E402
+from analysis.studies.reproduce.run import reproduce  # noqa: E402
+from controllers.rollout import rollout
+from controllers.workflow.adapter import ReferencePolicy  # noqa: E402
+from controllers.workflow.batched import run_controller  # noqa: E402
+from envs.workflow.params import WorkflowSpec  # noqa: E402
 
 
 def subset() -> list[tuple[WorkflowSpec, str]]:

@@ -36,11 +36,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401
-from controllers.policy import RunLog, rollout  # noqa: E402
-from envs import tokens  # noqa: E402
-from llm_policies.client import ChatClient  # noqa: E402
+from controllers.rollout import rollout
+from controllers.runlog import RunLog  # noqa: E402
+from envs._core import tokens  # noqa: E402
+from llm_policies.client.transport import ChatClient  # noqa: E402
 from llm_policies.policy import LLMPolicy  # noqa: E402
-from llm_policies.render_workflow import ACTION_SCHEMA, render  # noqa: E402
+from llm_policies.prompts.workflow import ACTION_SCHEMA, render  # noqa: E402
 from llm_policies.text_actions import TextActionWrapper, parse_action  # noqa: E402
 
 N_OPS = 8

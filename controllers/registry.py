@@ -9,9 +9,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.dacs import DACS_CONTROLLERS, dacs_controller
-from controllers.policy import Policy, ReferencePolicy
-from controllers.reference import CONTROLLER_NAMES
+from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
+from controllers.policy import Policy
+from controllers.workflow.adapter import ReferencePolicy
+from controllers.workflow.mechanisms import CONTROLLER_NAMES
 
 POLICY_NAMES = (*CONTROLLER_NAMES, *DACS_CONTROLLERS)
 

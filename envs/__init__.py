@@ -11,11 +11,11 @@ from typing import Any
 
 from gymnasium.envs.registration import register, registry
 
-from envs.workflow_spec import WorkflowSpec
+from envs.workflow.params import WorkflowSpec
 
-WORKFLOW_ENTRY = "envs.workflow:StatefulWorkflowEnv"
-WORKFLOW_VECTOR_ENTRY = "envs.workflow_vector:StatefulWorkflowVectorEnv"
-DACS_ENTRY = "envs.dacs:DACSSteeringEnv"
+WORKFLOW_ENTRY = "envs.workflow.env:StatefulWorkflowEnv"
+WORKFLOW_VECTOR_ENTRY = "envs.workflow.vector:StatefulWorkflowVectorEnv"
+DACS_ENTRY = "envs.dacs.env:DACSSteeringEnv"
 DACS_ID = "DACSSteering-v0"
 # docs/DACS.md's defaults; every one is also a gym.make kwarg.
 DACS_DEFAULTS: dict[str, Any] = {

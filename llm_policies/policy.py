@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
-from controllers.policy import EpisodeAborted, RunLog
-from envs import tokens
-from envs.workflow_spec import WorkflowSpec
-from llm_policies.client import ChatClient
-from llm_policies.render_workflow import WorkflowRenderer
+from controllers.policy import EpisodeAborted
+from controllers.runlog import RunLog
+from envs._core import tokens
+from envs.workflow.params import WorkflowSpec
+from llm_policies.client.transport import ChatClient
+from llm_policies.prompts.workflow import WorkflowRenderer
 from llm_policies.text_actions import parse_json_action
 
 PROVIDER_ERROR = "provider_error"
@@ -48,7 +49,7 @@ def renderer_for(env: Any, **kwargs: Any) -> Renderer:
     if isinstance(getattr(core, "spec_params", None), WorkflowSpec):
         return WorkflowRenderer(core.spec_params, **kwargs)
     if type(core).__name__ == "DACSSteeringEnv":
-        from llm_policies.render_dacs import DacsRenderer
+        from llm_policies.prompts.dacs import DacsRenderer
 
         return DacsRenderer(core, system_role=kwargs.get("system_role", True))
     raise ValueError(f"LLMPolicy plays StatefulWorkflow and DACSSteering envs; got {core!r}")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from controllers.policy import ReferencePolicy
+from controllers.workflow.adapter import ReferencePolicy
 
 
 def play_oracle(env: Any, seed: int) -> tuple[dict[str, Any], float, list[tuple[int, int]]]:

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401
-from envs.workflow_spec import WorkflowSpec
+from envs.workflow.params import WorkflowSpec
 
 BAD_PARAMETERS = [
     ({"family": "tree"}, "family must be one of 'chains' | 'barriers'; got 'tree'"),
@@ -99,7 +99,7 @@ def test_vector_env_rejects_bad_actions() -> None:
 
 def test_bad_render_mode() -> None:
     with pytest.raises(ValueError, match=r"^render_mode must be one of None \| 'ansi'; got 'x'$"):
-        envs.workflow.StatefulWorkflowEnv(render_mode="x")
+        envs.workflow.env.StatefulWorkflowEnv(render_mode="x")
 
 
 def test_seeds_outside_int63_are_rejected() -> None:

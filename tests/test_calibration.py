@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.grids import grid_configurations, grid_seeds
 from analysis.predictions import predict_instances
-from controllers.batched import run_controller
-from envs.workflow_spec import WorkflowSpec
+from analysis.studies.reproduce.design import grid_configurations, grid_seeds
+from controllers.workflow.batched import run_controller
+from envs.workflow.params import WorkflowSpec
 
 TOLERANCE_SD = 4.5
 

@@ -13,10 +13,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs  # noqa: F401
-from controllers.batched import run_controller
-from controllers.policy import Policy, ReferencePolicy, rollout
-from controllers.reference import CONTROLLER_NAMES, controller_params
-from envs.workflow_spec import WorkflowSpec
+from controllers.policy import Policy
+from controllers.rollout import rollout
+from controllers.workflow.adapter import ReferencePolicy
+from controllers.workflow.batched import run_controller
+from controllers.workflow.mechanisms import CONTROLLER_NAMES, controller_params
+from envs.workflow.params import WorkflowSpec
 
 SPECS = [
     WorkflowSpec(),
@@ -186,7 +188,7 @@ def test_rollout_resumes_from_its_log_without_losing_or_duplicating(tmp_path: An
 
 
 def test_parallel_rollout_equals_sequential(tmp_path: Any) -> None:
-    from controllers.policy import rollout_parallel
+    from controllers.rollout import rollout_parallel
 
     def make_env() -> gym.Env:
         return gym.make("StatefulWorkflow-v0", snapshot_period=0, candidates=8)

@@ -11,10 +11,10 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401
-from analysis.cli import main
-from controllers.dacs import DACS_CONTROLLERS, dacs_controller, parse_window
-from controllers.policy import rollout
+from analysis.cli.main import main
+from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller, parse_window
 from controllers.registry import make_reference_policy
+from controllers.rollout import rollout
 
 FAMILIES = ("homogeneous", "diverse", "crossfire", "cascade", "dense")
 
@@ -176,9 +176,9 @@ def test_dacs_study_log_resumes_without_losing_or_duplicating(
 
 
 def test_an_llm_answers_through_the_text_wrapper() -> None:
-    from llm_policies.client import ChatClient
+    from llm_policies.client.transport import ChatClient
     from llm_policies.policy import LLMPolicy
-    from llm_policies.render_dacs import ANSWER_SCHEMA
+    from llm_policies.prompts.dacs import ANSWER_SCHEMA
     from llm_policies.text_actions import TextActionWrapper
     from tests.llm_fake_server import FakeServer, Reply
 

@@ -13,10 +13,10 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import envs  # noqa: F401  (registers DACSSteering-v0)
-from envs import tokens
-from envs.dacs import DACSSteeringEnv
-from envs.dacs_scenario import FAMILIES, KEYS, VALUES, generate
-from envs.dacs_window import CONTEXT_MODES, ORDERS, registry_block
+from envs._core import tokens
+from envs.dacs.env import DACSSteeringEnv
+from envs.dacs.scenario import FAMILIES, KEYS, VALUES, generate
+from envs.dacs.window import CONTEXT_MODES, ORDERS, registry_block
 
 ENV_ID = "DACSSteering-v0"
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from analysis.grids import GRID_NAMES, grid_configurations, grid_seeds
-from analysis.report import SUMMARY_KEYS
+from analysis.cli.main import main
+from analysis.studies.reproduce.design import GRID_NAMES, grid_configurations, grid_seeds
+from analysis.studies.reproduce.report import SUMMARY_KEYS
 
 
 def test_primary_factorial_size() -> None:
@@ -61,8 +61,8 @@ def test_reproduce_writes_results_tables_and_plots(tmp_path: Path,
 def test_a_failing_positive_control_aborts_the_run() -> None:
     import numpy as np
 
-    from analysis.reproduce import check_positive_controls
-    from controllers.batched import ControllerAbort
+    from analysis.studies.reproduce.run import check_positive_controls
+    from controllers.workflow.batched import ControllerAbort
 
     configs = grid_configurations("selection")
     success = np.ones((len(configs), 4), dtype=bool)

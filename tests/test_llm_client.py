@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from llm_policies.client import AsyncChatClient, ChatClient, ChatResult
+from llm_policies.client.transport import AsyncChatClient, ChatClient, ChatResult
 from tests.llm_fake_server import FakeServer, Reply, scripted
 
 MESSAGES = [{"role": "user", "content": "pick an action"}]

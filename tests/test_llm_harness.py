@@ -19,10 +19,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs  # noqa: F401
-from controllers.policy import rollout, rollout_parallel
-from llm_policies.client import ChatClient
+from controllers.rollout import rollout, rollout_parallel
+from llm_policies.client.transport import ChatClient
 from llm_policies.policy import LLMPolicy
-from llm_policies.render_workflow import ACTION_SCHEMA
+from llm_policies.prompts.workflow import ACTION_SCHEMA
 from llm_policies.text_actions import TEXT_FAILURES, TextActionWrapper, parse_action
 from tests.llm_fake_server import FakeServer, Reply
 
@@ -168,7 +168,7 @@ def test_the_api_key_never_reaches_the_log(tmp_path: Path, monkeypatch: Any) -> 
 
 # -- kill -9 and resume ----------------------------------------------------------------------
 def _run_cli(base_url: str, log: Path, resume: bool) -> subprocess.Popen:
-    command = [sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
+    command = [sys.executable, "-m", "analysis.cli.main", "run", "--env", "StatefulWorkflow-v0",
                "--policy", "llm", "--base-url", base_url, "--model", "fake", "--episodes", "20",
                "--concurrency", "2", "--log", str(log), "--json"]
     if resume:

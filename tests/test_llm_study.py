@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from analysis.llm_study import design_cells
+from analysis.cli.main import main
+from analysis.studies.llm_study.run import design_cells
 from tests.llm_fake_server import FakeServer, Reply, scripted
 
 

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envs import _numba
+from envs._core import numba_setup as _numba
 
 
 def test_read_only_package_moves_cache_to_user_dir(monkeypatch: pytest.MonkeyPatch,

@@ -20,8 +20,8 @@ from scipy import stats
 import envs  # noqa: F401  (registers StatefulWorkflow-v0)
 from analysis import predictions as P
 from analysis.audit import audit, divisors
-from analysis.grids import Configuration, grid_configurations
-from envs.workflow_spec import WorkflowSpec
+from analysis.studies.reproduce.design import Configuration, grid_configurations
+from envs.workflow.params import WorkflowSpec
 
 ENV_ID = "envs:StatefulWorkflow-v0"
 SEEDS = np.arange(0, 64, dtype=np.int64)

@@ -1,4 +1,4 @@
-"""Behaviour of analysis.rcwt_fit: family recovery, AIC choice, theta, bootstrap, tables.
+"""Behaviour of analysis.fits: family recovery, AIC choice, theta, bootstrap, tables.
 
 All data here are synthetic: generated from known curves so that the fitted parameters have a
 known truth. No number from the paper's output tables appears in this file.
@@ -14,7 +14,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.rcwt_fit import (
+from analysis.fits import (
     CURVES,
     FAMILIES,
     PARAM_NAMES,

@@ -1,4 +1,4 @@
-"""RCWT sweeps on DACSSteering-v0 (llm_policies.rcwt_sweep) and the `rcwt` CLI.
+"""RCWT sweeps on DACSSteering-v0 (analysis.studies.rcwt.run) and the `rcwt` CLI.
 
 The positive control is the programmed flat-reader, whose cliff is known from the token
 layout (layout_cliff); everything runs without a model (the LLM path uses the fake server).
@@ -14,10 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.rcwt_cli import add_rcwt_parser
-from analysis.rcwt_fit import fit_family, fit_table, read_rows, theta
-from llm_policies.budget import ORDERS
-from llm_policies.rcwt_sweep import (
+from analysis.cli.rcwt import add_rcwt_parser
+from analysis.fits import fit_family, fit_table, read_rows, theta
+from analysis.studies.rcwt.run import (
     FlatReader,
     LLMAnswer,
     assemble_trial,
@@ -27,6 +26,7 @@ from llm_policies.rcwt_sweep import (
     write_csv,
     write_outputs,
 )
+from llm_policies.prompts.budget import ORDERS
 from tests.llm_fake_server import FakeServer, Reply
 
 W = 768
@@ -217,8 +217,8 @@ def test_rcwt_sweep_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_workflow_sweep_assembles_every_decision_to_w_and_resumes(tmp_path: Path) -> None:
     """StatefulWorkflow under RCWT budgets: one episode per (q, order, seed), every prompt
     exactly W tokens (checked on what the server received), a rerun plays nothing again."""
-    from envs.tokens import count
-    from llm_policies.rcwt_sweep import run_workflow_sweep
+    from analysis.studies.rcwt.run import run_workflow_sweep
+    from envs._core.tokens import count
     from tests.llm_fake_server import FakeServer, Reply
 
     log = tmp_path / "wf.jsonl"

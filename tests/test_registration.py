@@ -11,7 +11,7 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.workflow_spec import WorkflowSpec
+from envs.workflow.params import WorkflowSpec
 
 ENV_IDS = sorted(envs.WORKFLOW_PRESETS)
 

@@ -15,8 +15,8 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the ids)
-from envs import tokens
-from llm_policies.render_workflow import (
+from envs._core import tokens
+from llm_policies.prompts.workflow import (
     ACTION_SCHEMA,
     decision_prompt,
     history_entry,

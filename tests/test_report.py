@@ -1,4 +1,5 @@
-"""Behaviour of analysis.report on synthetic episode arrays in the batched runner's format."""
+"""Behaviour of the reproduction study's report on synthetic episode arrays in the batched
+runner's format."""
 
 from __future__ import annotations
 
@@ -9,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.grids import GRID_NAMES, grid_configurations
-from analysis.report import (
+from analysis.stats import bootstrap_weights, paired_bootstrap, wilson_interval
+from analysis.studies.reproduce.design import GRID_NAMES, grid_configurations
+from analysis.studies.reproduce.report import (
     APPENDIX_TABLES,
     SUMMARY_KEYS,
     controller_name,
@@ -19,7 +21,6 @@ from analysis.report import (
     tables_markdown,
     write_results_csv,
 )
-from analysis.stats import bootstrap_weights, paired_bootstrap, wilson_interval
 
 N_SEEDS = 16
 INT_FIELDS = ("completed", "calls", "errors", "checks", "lookups", "prep_entries",
@@ -303,7 +304,7 @@ def test_plot_profiles_for_one_grid(tmp_path: Path) -> None:
 
 def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
                                                             weights: np.ndarray) -> None:
-    from analysis.report import FOLLOW_ON_CONTRASTS
+    from analysis.studies.reproduce.report import FOLLOW_ON_CONTRASTS
 
     text = tables_markdown(ALL, all_episodes, None, weights)
     section = text[text.index("### F.1. Follow-on paired contrasts"):]

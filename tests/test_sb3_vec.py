@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401  (registers the ids)
-from controllers.joint_actions import (
+from controllers.sb3.actions import (
     JointActionWrapper,
     decode_joint,
     encode_joint,
     joint_masks,
 )
-from controllers.sb3_vec import WorkflowVecEnv
+from controllers.sb3.vec_env import WorkflowVecEnv
 
 torch = pytest.importorskip("torch")
 from sb3_contrib import MaskablePPO  # noqa: E402

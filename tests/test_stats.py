@@ -10,7 +10,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from analysis.grids import Configuration, grid_configurations
 from analysis.stats import (
     EFFECT_FACTORS,
     bootstrap_weights,
@@ -20,7 +19,8 @@ from analysis.stats import (
     paired_bootstrap,
     wilson_interval,
 )
-from envs.workflow_spec import WorkflowSpec
+from analysis.studies.reproduce.design import Configuration, grid_configurations
+from envs.workflow.params import WorkflowSpec
 
 PRIMARY = grid_configurations("primary")
 

@@ -15,8 +15,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs import tokens
-from llm_policies.budget import assemble, fit_block
+from envs._core import tokens
+from llm_policies.prompts.budget import assemble, fit_block
 
 SOURCE = st.text(min_size=1, max_size=200).filter(lambda s: s.strip() != "")
 ANY_TEXT = st.text(max_size=200)

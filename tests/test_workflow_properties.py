@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs  # noqa: F401  (registers the ids)
-from envs.workflow_layout import HIDDEN_COUNTER
+from envs.workflow.layout import HIDDEN_COUNTER
 from tests.conftest import play_oracle
 
 

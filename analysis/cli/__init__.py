@@ -1,0 +1,5 @@
+"""The `diagym` command line: one module per command over library code (analysis/cli/)."""
+
+from analysis.cli.main import main
+
+__all__ = ["main"]

@@ -1,0 +1,156 @@
+"""Stable-Baselines3 agents: training environments, and trained models behind the Policy API.
+
+An RL baseline is only comparable to the reference controllers and the LLMs if it is played
+by the same runner on the same seeds, so a trained model is wrapped as a Policy (`SB3Policy`):
+deterministic prediction, action masks for MaskablePPO (the joint Discrete(N*b) encoding when
+it was trained with it), recurrent state reset at every episode start for RecurrentPPO. The
+training side builds the fast numba VecEnv for StatefulWorkflow ids and DummyVecEnv over
+`gym.make` for others (DACSSteering, with the text field dropped: SB3 policies take numbers).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
+from controllers.sb3.observation import OneHotObservation, VecOneHot, encode
+
+ALGOS = ("ppo", "maskable-ppo", "recurrent-ppo")
+CONFIG_NAME = "config.json"
+MODEL_NAME = "model.zip"
+
+
+def algo_class(algo: str) -> Any:
+    if algo == "ppo":
+        from stable_baselines3 import PPO
+
+        return PPO
+    if algo == "maskable-ppo":
+        from sb3_contrib import MaskablePPO
+
+        return MaskablePPO
+    if algo == "recurrent-ppo":
+        from sb3_contrib import RecurrentPPO
+
+        return RecurrentPPO
+    raise ValueError(f"algo must be one of {' | '.join(ALGOS)}; got {algo!r}")
+
+
+def is_workflow(env_id: str) -> bool:
+    return env_id.startswith("StatefulWorkflow")
+
+
+class NumericObservation(gym.ObservationWrapper):
+    """Drops Text fields (DACSSteering's window) so SB3's MultiInputPolicy can read the rest."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        spaces = env.observation_space.spaces
+        self.keys = [k for k, s in spaces.items() if not isinstance(s, gym.spaces.Text)]
+        self.observation_space = gym.spaces.Dict({k: spaces[k] for k in self.keys})
+
+    def observation(self, observation: dict[str, Any]) -> dict[str, Any]:
+        return {k: observation[k] for k in self.keys}
+
+    def action_masks(self) -> np.ndarray:
+        return np.ones(self.env.action_space.n, dtype=bool)
+
+
+def make_single_env(env_id: str, env_kwargs: dict[str, Any], joint_actions: bool,
+                    one_hot: bool = False) -> gym.Env:
+    """One env as the agent sees it in training (DummyVecEnv path)."""
+    env = gym.make(env_id, **env_kwargs)
+    if not is_workflow(env_id):
+        return NumericObservation(env)
+    if one_hot:
+        env = OneHotObservation(env)
+    return JointActionWrapper(env) if joint_actions else env
+
+
+def make_vec_env(env_id: str, env_kwargs: dict[str, Any], n_envs: int, joint_actions: bool,
+                 seed: int, fast: bool = True, one_hot: bool = True) -> Any:
+    """The training VecEnv: the numba WorkflowVecEnv when possible, else DummyVecEnv."""
+    one_hot = one_hot and is_workflow(env_id)
+    if fast and is_workflow(env_id):
+        from controllers.sb3.vec_env import WorkflowVecEnv
+
+        vec: Any = WorkflowVecEnv(n_envs, env_id=env_id, joint_actions=joint_actions,
+                                  **env_kwargs)
+        vec.seed(seed)
+        return VecOneHot(vec) if one_hot else vec
+    from stable_baselines3.common.monitor import Monitor
+    from stable_baselines3.common.vec_env import DummyVecEnv
+
+    vec = DummyVecEnv([lambda: Monitor(make_single_env(env_id, env_kwargs, joint_actions,
+                                                       one_hot)) for _ in range(n_envs)])
+    vec.seed(seed)
+    return vec
+
+
+class SB3Policy:
+    """A trained SB3 model as a Policy (reset / act), deterministic by default."""
+
+    def __init__(self, model: Any, algo: str, env_id: str, joint_actions: bool,
+                 deterministic: bool = True, source: str = "",
+                 raw_space: gym.spaces.Dict | None = None) -> None:
+        """raw_space: the env's own observation space when the model was trained on one-hot
+        observations (controllers.sb3.observation); None for raw observations."""
+        self.model = model
+        self.raw_space = raw_space
+        self.algo = algo
+        self.env_id = env_id
+        self.joint_actions = joint_actions
+        self.deterministic = deterministic
+        self.source = source
+        self._keys = list(model.observation_space.spaces)
+        self.reset()
+
+    @classmethod
+    def load(cls, path: str | Path, deterministic: bool = True) -> SB3Policy:
+        """A model saved by `diagym train` (its config.json sits next to model.zip)."""
+        path = Path(path)
+        directory = path.parent if path.suffix == ".zip" else path
+        config = json.loads((directory / CONFIG_NAME).read_text())
+        model = algo_class(config["algo"]).load(directory / MODEL_NAME, device="cpu")
+        raw = None
+        if config.get("one_hot") and is_workflow(config["env"]):
+            raw = gym.make(config["env"], **config["env_kwargs"]).observation_space
+        return cls(model, config["algo"], config["env"], config["joint_actions"],
+                   deterministic, source=str(directory / MODEL_NAME), raw_space=raw)
+
+    def describe(self) -> dict[str, Any]:
+        return {"sb3": self.algo, "model": self.source, "deterministic": self.deterministic}
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self._state = None
+        self._start = True
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> Any:
+        workflow = is_workflow(self.env_id)
+        if workflow:  # sizes from the raw observation, before any encoding
+            n = int(np.asarray(observation["completed"]).shape[0])
+            b = int(np.asarray(observation["codes"]).shape[0]) // n
+        if self.raw_space is not None:
+            observation = encode(observation, self.raw_space)
+        batch = {k: np.asarray(observation[k])[None] for k in self._keys}
+        kwargs: dict[str, Any] = {"deterministic": self.deterministic}
+        if self.algo == "maskable-ppo":
+            mask = np.asarray(info.get("action_mask", []), dtype=bool)
+            if workflow and self.joint_actions:
+                mask = joint_masks(mask[None], n, b)[0]
+            kwargs["action_masks"] = mask
+        if self.algo == "recurrent-ppo":
+            kwargs.update(state=self._state, episode_start=np.array([self._start]))
+        action, state = self.model.predict(batch, **kwargs)
+        self._state, self._start = state, False
+        action = np.asarray(action)[0]
+        if not workflow:
+            return int(action)
+        if self.joint_actions:
+            return np.asarray(decode_joint(int(action), b), dtype=np.int64)
+        return np.asarray(action, dtype=np.int64)

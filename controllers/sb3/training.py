@@ -1,0 +1,283 @@
+"""`diagym train`: one command from an env id to a trained SB3 agent and its learning curve.
+
+The curve is measured the way every other policy is: the model is wrapped as an SB3Policy and
+played by the shared runner on held-out evaluation seeds (never training seeds), so its
+success rate at each checkpoint is comparable with the controllers' and LLMs'. Everything a
+rerun needs goes to DIR: model.zip, config.json (the exact settings and versions),
+curve.csv (steps, success, return, wall seconds; appended as training goes) and curve.png.
+
+Long runs are written incrementally. An evaluation checkpoint falls at the first rollout
+boundary at or after each multiple of the evaluation interval (the weights then hold every
+counted step); it first saves model.zip (to a temporary name, then `os.replace`, so a kill
+never leaves a torn zip) and then appends its curve row at `model.num_timesteps`. A run into
+a DIR that already holds one is refused unless `resume=True` (`--resume`): the stored
+config.json must then match the request on every field but `steps`, the curve keeps its
+rows (plus the row a kill between save and append lost), and training continues up to the
+new `steps` with the same step counter, checkpoint cadence and cumulative wall clock. A
+resumed run continues the same model and optimizer state, but its environments are rebuilt
+and their seeds restart (and the rollout in progress at the kill is redone), so it is not
+bit-identical to an uninterrupted run of the same length.
+"""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+import inspect
+import json
+import os
+import platform
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from controllers.rollout import rollout
+from controllers.sb3.policy import (
+    CONFIG_NAME,
+    MODEL_NAME,
+    SB3Policy,
+    algo_class,
+    is_workflow,
+    make_vec_env,
+)
+
+EVAL_SEED = 1_000_000_000  # held-out: training seeds are seed .. seed + n_envs - 1 and chains
+CURVE_NAME = "curve.csv"
+CURVE_FIELDS = ("steps", "success", "return", "wall_s")
+RESERVED_HYPERPARAMETERS = ("policy", "env", "seed", "device", "verbose")  # train() sets these
+
+
+@dataclass
+class TrainConfig:
+    algo: str
+    env: str
+    env_kwargs: dict[str, Any]
+    steps: int
+    n_envs: int = 8
+    seed: int = 0
+    joint_actions: bool = True
+    one_hot: bool = True
+    eval_episodes: int = 64
+    eval_every: int = 0  # 0: about 20 checkpoints
+    torch_threads: int = 1
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
+
+
+def default_hyperparameters(algo: str) -> dict[str, Any]:
+    """Short rollouts and small batches: workflow episodes last at most N (+ R) steps."""
+    params: dict[str, Any] = {"n_steps": 128, "batch_size": 256, "learning_rate": 3e-4,
+                              "gamma": 0.99, "ent_coef": 0.01, "n_epochs": 10}
+    if algo == "recurrent-ppo":
+        params.update(n_steps=128, batch_size=128)
+    return params
+
+
+def allowed_hyperparameters(algo: str) -> list[str]:
+    """Keyword arguments of the algorithm's __init__ that `hyperparameters` may set (sorted):
+    not the ones train() sets itself, nor private ones such as `_init_setup_model`."""
+    parameters = inspect.signature(algo_class(algo).__init__).parameters
+    kinds = (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+    return sorted(name for name, p in parameters.items()
+                  if p.kind in kinds and name != "self" and not name.startswith("_")
+                  and name not in RESERVED_HYPERPARAMETERS)
+
+
+def validate_hyperparameters(algo: str, hyperparameters: dict[str, Any]) -> None:
+    """ValueError naming the first (sorted) key the algorithm's __init__ does not take."""
+    allowed = allowed_hyperparameters(algo)
+    for key in sorted(hyperparameters, key=str):
+        if key in allowed:
+            continue
+        what = "reserved key" if key in RESERVED_HYPERPARAMETERS else "unknown key"
+        note = " (train sets it)" if key in RESERVED_HYPERPARAMETERS else ""
+        raise ValueError(f"hyperparameters: {what} {key!r}{note} for {algo}; "
+                         f"allowed: {', '.join(allowed)}")
+
+
+def evaluate(policy: SB3Policy, config: TrainConfig) -> tuple[float, float]:
+    """(success rate, mean return) over the held-out evaluation seeds, through `rollout`."""
+    import gymnasium as gym
+
+    env = gym.make(config.env, **config.env_kwargs)
+    records = rollout(env, policy, config.eval_episodes, seed=EVAL_SEED)
+    success = float(np.mean([r.success for r in records]))
+    if records and records[0].metrics.get("accuracy") is not None:
+        success = float(np.mean([r.metrics["accuracy"] for r in records]))
+    return success, float(np.mean([r.episode_return for r in records]))
+
+
+def _stored_mismatches(stored: dict[str, Any], config: TrainConfig) -> list[str]:
+    """'field (stored X, requested Y)' for every TrainConfig field but `steps` that differs."""
+    requested = json.loads(json.dumps(asdict(config)))  # JSON-normalised like the stored one
+    differences = []
+    for item in dataclasses.fields(TrainConfig):
+        if item.name == "steps":
+            continue
+        default = None if item.default is dataclasses.MISSING else item.default
+        if item.default_factory is not dataclasses.MISSING:
+            default = item.default_factory()
+        old = stored.get(item.name, default)
+        if old != requested[item.name]:
+            differences.append(f"{item.name} (stored {json.dumps(old)}, "
+                               f"requested {json.dumps(requested[item.name])})")
+    return differences
+
+
+def _write_atomically(path: Path, write: Any) -> None:
+    """write(binary handle) to path.tmp, fsync, then os.replace: readers never see a torn file."""
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("wb") as handle:
+        write(handle)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+
+
+def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool = False) -> Path:
+    """Train, checkpointing model and learning curve; returns the model path.
+
+    resume: continue the run in `out` (same settings but `steps`) up to `config.steps`;
+    without a model in `out` it starts afresh. Without it, a used `out` is refused."""
+    validate_hyperparameters(config.algo, config.hyperparameters)
+    out = Path(out)
+    model_path, config_path, curve_path = out / MODEL_NAME, out / CONFIG_NAME, out / CURVE_NAME
+    hyper = {**default_hyperparameters(config.algo), **config.hyperparameters}
+    config.hyperparameters = hyper
+    resuming = resume and model_path.exists()
+    stored: dict[str, Any] = {}
+    if resuming:
+        if not config_path.exists():
+            raise ValueError(f"out: {out} holds {MODEL_NAME} but no {CONFIG_NAME}; "
+                             "cannot resume it")
+        stored = json.loads(config_path.read_text())
+        differences = _stored_mismatches(stored, config)
+        if differences:
+            raise ValueError(f"out: {out} was trained with other settings; --resume changes "
+                             f"only --steps: {'; '.join(differences)}")
+    elif not resume and (model_path.exists() or curve_path.exists()):
+        raise ValueError(f"out: {out} already holds a training run; pass --resume to continue "
+                         "it or choose another --out")
+
+    import torch
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    torch.set_num_threads(config.torch_threads)
+    vec = make_vec_env(config.env, config.env_kwargs, config.n_envs, config.joint_actions,
+                       config.seed, one_hot=config.one_hot)
+    raw_space = None
+    if config.one_hot and is_workflow(config.env):
+        import gymnasium as gym
+
+        raw_space = gym.make(config.env, **config.env_kwargs).observation_space
+    if resuming:
+        model = algo_class(config.algo).load(model_path, env=vec, device="cpu")
+        rows = read_curve(curve_path) if curve_path.exists() else []
+        if rows and rows[-1]["steps"] > model.num_timesteps:
+            raise ValueError(f"out: {curve_path} ends at {int(rows[-1]['steps'])} steps but "
+                             f"{model_path} holds {model.num_timesteps}; cannot resume it")
+        every = int(stored.get("eval_every_steps") or config.eval_every
+                    or max(int(stored["steps"]) // 20, config.n_envs * hyper["n_steps"]))
+    else:
+        policy_name = "MultiInputLstmPolicy" if config.algo == "recurrent-ppo" \
+            else "MultiInputPolicy"
+        model = algo_class(config.algo)(policy_name, vec, seed=config.seed, device="cpu",
+                                        verbose=0, **hyper)
+        rows = []
+        every = config.eval_every or max(config.steps // 20, config.n_envs * hyper["n_steps"])
+    out.mkdir(parents=True, exist_ok=True)
+    import sb3_contrib
+    import stable_baselines3
+
+    settings = json.dumps({
+        **asdict(config), "python": platform.python_version(),
+        "stable_baselines3": stable_baselines3.__version__,
+        "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__,
+        "eval_every_steps": every,
+    }, indent=2)
+    _write_atomically(config_path, lambda handle: handle.write(settings.encode()))
+    if not rows:
+        with curve_path.open("w", newline="") as handle:
+            csv.writer(handle).writerow(CURVE_FIELDS)
+    last_steps = int(rows[-1]["steps"]) if rows else -1
+    start = time.perf_counter() - (rows[-1]["wall_s"] if rows else 0.0)
+
+    def checkpoint(save: bool = True) -> None:
+        """Save the model, then evaluate it and append its row (a kill in between loses only
+        the row, which a resume re-evaluates)."""
+        nonlocal last_steps
+        steps = int(model.num_timesteps)
+        if save:
+            _write_atomically(model_path, model.save)
+        success, ret = evaluate(SB3Policy(model, config.algo, config.env,
+                                          config.joint_actions, raw_space=raw_space), config)
+        with curve_path.open("a", newline="") as handle:
+            csv.writer(handle).writerow([steps, f"{success:.4f}", f"{ret:.4f}",
+                                         f"{time.perf_counter() - start:.2f}"])
+        last_steps = steps
+
+    class Checkpoints(BaseCallback):
+        """Checkpoints at rollout starts, where the weights have trained on every counted step:
+        the first one at or after each multiple of `every`."""
+
+        def __init__(self) -> None:
+            super().__init__()
+            self.next = (int(model.num_timesteps) // every + 1) * every
+            self.bar: Any = None
+
+        def _on_training_start(self) -> None:
+            if progress:
+                from tqdm import tqdm
+
+                self.bar = tqdm(total=config.steps, initial=int(model.num_timesteps),
+                                unit="step", desc=f"{config.algo}", disable=None)
+
+        def _on_rollout_start(self) -> None:
+            steps = int(self.model.num_timesteps)
+            if steps >= self.next:
+                checkpoint()
+                self.next = (steps // every + 1) * every
+
+        def _on_step(self) -> bool:
+            if self.bar is not None:
+                self.bar.update(self.training_env.num_envs)
+            return True
+
+        def _on_training_end(self) -> None:
+            if self.bar is not None:
+                self.bar.close()
+
+    if last_steps < model.num_timesteps:  # a fresh run's step 0, or a row a kill lost
+        checkpoint(save=not resuming)
+    if model.num_timesteps < config.steps:
+        model.learn(total_timesteps=config.steps - int(model.num_timesteps),
+                    callback=Checkpoints(), reset_num_timesteps=not resuming)
+        if last_steps < model.num_timesteps:
+            checkpoint()
+    plot_curve(curve_path, out / "curve.png", f"{config.algo} on {config.env}")
+    return model_path
+
+
+def read_curve(path: Path) -> list[dict[str, float]]:
+    with Path(path).open() as handle:
+        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+
+
+def plot_curve(curve_csv: Path, out_png: Path, title: str) -> Path:
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    rows = read_curve(curve_csv)
+    figure = Figure(figsize=(6, 3.6), dpi=100)
+    FigureCanvasAgg(figure)
+    axis = figure.add_subplot(1, 1, 1)
+    axis.plot([r["steps"] for r in rows], [100 * r["success"] for r in rows], marker="o")
+    axis.set_xlabel("training steps")
+    axis.set_ylabel("held-out success (%)")
+    axis.set_ylim(-2, 102)
+    axis.set_title(title, fontsize=9)
+    figure.tight_layout()
+    figure.savefig(out_png)
+    return Path(out_png)

@@ -1,0 +1,99 @@
+"""A seed 003 reference controller as a per-step Policy.
+
+`ReferencePolicy` adapts the numba controllers of controllers/workflow/mechanisms.py to the
+Policy interface by rebuilding the env's flat rows from the observation: the very functions
+the batched grid runner calls, step by step.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+from controllers.workflow.mechanisms import (
+    C_CHECKS,
+    C_ENTRIES,
+    C_LOOKUPS,
+    C_PREP,
+    CONTROLLER_FIELDS,
+    CONTROLLERS,
+    K_RETAIN,
+    RETAIN_PLAN,
+    controller_act,
+    controller_begin,
+    controller_params,
+    value_bits,
+)
+from envs.workflow.layout import OBS_LAST_UPDATE, OBS_REGISTERS, obs_offsets, task_offsets
+from envs.workflow.params import WorkflowSpec
+
+
+class ReferencePolicy:
+    """A seed 003 reference controller (docs/CONTROLLERS.md) as a per-step Policy.
+
+    It knows the public rules (the WorkflowSpec), reads the public task and the registers
+    from the observation, and draws its random choices from the controller stream of the
+    episode's task seed (info["task_seed"]), so it plays exactly as the batched runner does.
+    """
+
+    def __init__(self, name: str, spec: WorkflowSpec) -> None:
+        self.name = name
+        self.spec = spec
+        self._cparams = controller_params(name)
+        self._params = spec.to_params()
+        n, b = spec.n_ops, spec.candidates
+        self._task = np.zeros((1, task_offsets(n, b)[-1]), dtype=np.int8)
+        self._obs = np.zeros((1, obs_offsets(n, b)[-1]), dtype=np.int8)
+        self._completed = obs_offsets(n, b)[0]
+        self._cstate = np.zeros((1, CONTROLLER_FIELDS), dtype=np.int64)
+        self._fresh = True
+
+    @classmethod
+    def for_env(cls, name: str, env: gym.Env) -> ReferencePolicy:
+        """The controller for a StatefulWorkflow env (wrapped or not)."""
+        spec = getattr(env.unwrapped, "spec_params", None)
+        if not isinstance(spec, WorkflowSpec):
+            raise ValueError(
+                f"reference controllers play StatefulWorkflow envs; got {env.unwrapped!r}"
+            )
+        return cls(name, spec)
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self._fresh = True
+
+    def describe(self) -> dict[str, Any]:
+        return {"controller": self.name}
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        n = self.spec.n_ops
+        obs = self._obs[0]
+        obs[OBS_REGISTERS:OBS_REGISTERS + 8] = observation["registers"]
+        obs[OBS_LAST_UPDATE:OBS_LAST_UPDATE + 2] = observation["last_update"]
+        obs[self._completed:self._completed + n] = observation["completed"]
+        if self._fresh or info["calls"] == 0:
+            self._task[0] = np.concatenate([
+                observation["query_register"], observation["update_register"],
+                observation["delta"], observation["codes"], observation["prereq"],
+            ])
+            controller_begin(self._params, self._cparams, self._cstate, 0, self._task, 0,
+                             self._obs, 0, int(info["task_seed"]))
+            self._fresh = False
+        op, slot = controller_act(self._params, self._cparams, self._cstate, 0, self._task, 0,
+                                  self._obs, 0, int(observation["failure"]))
+        return np.array([op, slot], dtype=np.int64)
+
+    def episode_counters(self) -> dict[str, int]:
+        """The controller's resource counters for the episode so far (paper section 4, 7.6)."""
+        state = self._cstate[0]
+        entries = int(state[C_ENTRIES])
+        plan = CONTROLLERS[self.name][K_RETAIN] == RETAIN_PLAN
+        return {
+            "checks": int(state[C_CHECKS]),
+            "lookups": int(state[C_LOOKUPS]),
+            "prep_entries": int(state[C_PREP]),
+            "cache_entries": entries,
+            "value_bits": value_bits(self.name, entries, self.spec.candidates),
+            "plan_slots": self.spec.n_ops if plan else 0,
+        }

@@ -1,0 +1,375 @@
+"""DACSSteering-v0: seed 002's orchestrator steering N agents, one request per step.
+
+The question the env lets a study ask is how much of an orchestrator's error comes from what
+its window holds: the same seeded scenario can be answered from a flat window (every agent's
+full context, cut by the budget), a DACS window (the requester's full context plus registry
+entries) or registry entries only, and the info reports both accuracy and *contamination*
+(answering with another agent's value). With `agent_chosen_focus` the policy itself decides
+which agent's full context to load, which is the paper's agent-triggered focus as an action.
+
+The contract (kwargs, text formats, observation and info keys) is docs/DACS.md. Generation
+lives in envs/dacs/scenario.py and window assembly in envs/dacs/window.py; this class keeps
+per-episode block caches so a step only re-renders the blocks a cascade decision changed.
+"""
+
+from __future__ import annotations
+
+import string
+from dataclasses import dataclass
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from envs.dacs.scenario import (
+    FAMILIES,
+    KEYS,
+    MAX_AGENTS,
+    MAX_DECISIONS,
+    MAX_VALUES,
+    MIN_AGENTS,
+    MIN_DECISIONS,
+    N_KEYS,
+    N_OPTIONS,
+    VALUES,
+    Scenario,
+    generate,
+    options_for,
+)
+from envs.dacs.window import (
+    CONTEXT_MODES,
+    ORDERS,
+    Block,
+    Window,
+    assemble,
+    block_order,
+    full_block,
+    registry_block,
+    request_text,
+)
+
+CHARSET = string.printable
+MAX_WINDOW_CHARS = 100_000
+MIN_BUDGET, MAX_BUDGET = 128, 1_000_000
+
+
+def _check_int(name: str, value: Any, low: int, high: int) -> int:
+    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not (
+        low <= value <= high
+    ):
+        raise ValueError(f"{name} must be an integer in {low}..{high}; got {value!r}")
+    return int(value)
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if not isinstance(value, str) or value not in choices:
+        allowed = " | ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class PendingRequest:
+    """The request waiting for an answer (simulator truth, for tests and oracles).
+
+    key is the key's name, key_id its index in KEYS; options are value strings, option_ids
+    their ids in VALUES[key]; correct is the right option index; depends_on the agent whose
+    recorded decision the answer must match (-1 if none) and source that decision's index.
+    """
+
+    index: int
+    requester: int
+    key: str
+    key_id: int
+    options: tuple[str, ...]
+    option_ids: tuple[int, ...]
+    correct: int
+    depends_on: int
+    source: int
+
+
+class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
+    """N agents ask the orchestrator N x D seeded questions; one step answers one.
+
+    kwargs (docs/DACS.md): n_agents (3..10), family, decisions (D, 1..15), context_mode
+    ("dacs" | "flat" | "registry"), window (W, 128..1_000_000 tokens), order
+    ("requester_first" | "requester_last"), agent_chosen_focus (bool), focus_cost (>= 0).
+
+    Action: the option index 0..3; with agent_chosen_focus also 4 + j, which rebuilds the
+    window as registry mode with agent j's full block (context_mode is then ignored: every
+    request starts from the registry window), costs focus_cost and leaves the request
+    pending. At most N focus actions per request: a further one answers the request as wrong
+    (failure "wrong", not contaminated) and gives the agent no value, so a cascade decision
+    that depends on it becomes an ordinary one (depends_on -1, the requester's own value).
+
+    Observation: window (Text), visible_facts / visible_decisions (10 x len(KEYS) value ids,
+    -1 where not fully visible), requester, key, options (4 value ids), depends_on (shape (1,),
+    -1 for none). info: correct, contaminated, window_tokens, requester (int), key (name),
+    failure (None | "wrong"); focus steps add "focus" (the agent loaded); the final step adds
+    episode_metrics {"accuracy", "contamination", "window_tokens" (one per decision)}.
+
+    reset(seed=s) plays scenario s; reset() without a seed draws the next scenario seed from
+    np_random, so a seeded sequence of episodes is reproducible.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+
+    def __init__(
+        self,
+        n_agents: int = 5,
+        family: str = "homogeneous",
+        decisions: int = 3,
+        context_mode: str = "dacs",
+        window: int = 4096,
+        order: str = "requester_last",
+        agent_chosen_focus: bool = False,
+        focus_cost: float = 0.0,
+        render_mode: str | None = None,
+    ) -> None:
+        self.n_agents = _check_int("n_agents", n_agents, MIN_AGENTS, MAX_AGENTS)
+        self.family = _check_choice("family", family, FAMILIES)
+        self.decisions = _check_int("decisions", decisions, MIN_DECISIONS, MAX_DECISIONS)
+        self.context_mode = _check_choice("context_mode", context_mode, CONTEXT_MODES)
+        self.window = _check_int("window", window, MIN_BUDGET, MAX_BUDGET)
+        self.order = _check_choice("order", order, ORDERS)
+        if not isinstance(agent_chosen_focus, bool | np.bool_):
+            raise ValueError(f"agent_chosen_focus must be True | False; got {agent_chosen_focus!r}")
+        self.agent_chosen_focus = bool(agent_chosen_focus)
+        if (
+            isinstance(focus_cost, bool)
+            or not isinstance(focus_cost, int | float | np.integer | np.floating)
+            or not np.isfinite(focus_cost)
+            or focus_cost < 0
+        ):
+            raise ValueError(f"focus_cost must be a finite number >= 0; got {focus_cost!r}")
+        self.focus_cost = float(focus_cost)
+        if render_mode not in (None, "ansi"):
+            raise ValueError(f"render_mode must be one of None | 'ansi'; got {render_mode!r}")
+        self.render_mode = render_mode
+
+        n_actions = N_OPTIONS + (self.n_agents if self.agent_chosen_focus else 0)
+        self.action_space = spaces.Discrete(n_actions)
+        i16 = np.int16
+        grid = (MAX_AGENTS, N_KEYS)
+        self.observation_space = spaces.Dict(
+            {
+                "window": spaces.Text(MAX_WINDOW_CHARS, min_length=1, charset=CHARSET),
+                "visible_facts": spaces.Box(-1, MAX_VALUES - 1, shape=grid, dtype=i16),
+                "visible_decisions": spaces.Box(-1, MAX_VALUES - 1, shape=grid, dtype=i16),
+                "requester": spaces.Discrete(MAX_AGENTS),
+                "key": spaces.Discrete(N_KEYS),
+                "options": spaces.Box(0, MAX_VALUES - 1, shape=(N_OPTIONS,), dtype=i16),
+                "depends_on": spaces.Box(-1, MAX_AGENTS - 1, shape=(1,), dtype=i16),
+            }
+        )
+        self._scenario: Scenario | None = None
+        self._pending: PendingRequest | None = None
+        self._current: Window | None = None
+        self._last_obs: dict[str, Any] | None = None
+
+    # -- episode ---------------------------------------------------------------------------
+    def reset(
+        self, *, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[dict[str, Any], dict[str, Any]]:
+        if seed is not None and not 0 <= seed < 2**63:
+            raise ValueError(f"seed must be an integer in 0..2**63-1; got {seed!r}")
+        super().reset(seed=seed)
+        scenario_seed = int(seed) if seed is not None else int(
+            self.np_random.integers(0, 2**63 - 1)
+        )
+        self._scenario = generate(scenario_seed, self.n_agents, self.family, self.decisions)
+        agents = self._scenario.agents
+        cascade = self.family == "cascade"
+        self._decided: list[dict[int, int]] = [{} for _ in agents]
+        self._given: list[int] = []  # value id given at each answered request
+        self._full: list[Block] = [full_block(a, {} if cascade else None) for a in agents]
+        self._registry: list[Block] = [registry_block(a, {} if cascade else None) for a in agents]
+        self._step = 0
+        self._correct = 0
+        self._contaminated = 0
+        self._tokens_per_decision: list[int] = []
+        self._start_request()
+        info = {
+            "correct": False,
+            "contaminated": False,
+            "window_tokens": self._current.tokens,
+            "requester": self._pending.requester,
+            "key": self._pending.key,
+            "failure": None,
+        }
+        return self._observation(), info
+
+    def step(self, action: Any) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        if self._scenario is None:
+            raise RuntimeError("call reset() before step()")
+        if self._pending is None:
+            raise RuntimeError("the episode has ended; call reset() before step()")
+        if isinstance(action, bool | np.bool_) or not self.action_space.contains(action):
+            raise ValueError(f"action must be an integer in 0..{self.action_space.n - 1}; "
+                             f"got {action!r}")
+        action = int(action)
+        pending, window = self._pending, self._current
+        if action >= N_OPTIONS and self._focus_count < self.n_agents:
+            focus = action - N_OPTIONS
+            self._focus_count += 1
+            self._focused = focus
+            self._rebuild_window()
+            info = {
+                "correct": False,
+                "contaminated": False,
+                "window_tokens": self._current.tokens,
+                "requester": pending.requester,
+                "key": pending.key,
+                "failure": None,
+                "focus": focus,
+            }
+            return self._observation(), -self.focus_cost, False, False, info
+
+        if action < N_OPTIONS:
+            given = pending.option_ids[action]
+            correct = action == pending.correct
+            holders = self._scenario.holders(pending.key_id)
+            others = {v for j, v in holders.items() if j != pending.requester}
+            contaminated = not correct and given in others
+        else:  # focus beyond the cap: the request is answered as wrong
+            given, correct, contaminated = -1, False, False
+        self._record(pending, given)
+        self._correct += correct
+        self._contaminated += contaminated
+        self._tokens_per_decision.append(window.tokens)
+        info = {
+            "correct": correct,
+            "contaminated": contaminated,
+            "window_tokens": window.tokens,
+            "requester": pending.requester,
+            "key": pending.key,
+            "failure": None if correct else "wrong",
+        }
+        self._step += 1
+        terminated = self._step == len(self._scenario.requests)
+        if terminated:
+            total = len(self._scenario.requests)
+            info["episode_metrics"] = {
+                "accuracy": self._correct / total,
+                "contamination": self._contaminated / total,
+                "window_tokens": list(self._tokens_per_decision),
+            }
+            self._pending = None
+            observation = self._copy_obs(self._last_obs)
+        else:
+            self._start_request()
+            observation = self._observation()
+        return observation, 1.0 if correct else 0.0, terminated, False, info
+
+    # -- views -----------------------------------------------------------------------------
+    @property
+    def scenario(self) -> Scenario:
+        if self._scenario is None:
+            raise RuntimeError("call reset() before reading the scenario")
+        return self._scenario
+
+    @property
+    def pending(self) -> PendingRequest | None:
+        """The request waiting for an answer; None once the episode has ended."""
+        return self._pending
+
+    @property
+    def current_window(self) -> Window:
+        """The window the pending (or last answered) request is shown with."""
+        if self._current is None:
+            raise RuntimeError("call reset() before reading the window")
+        return self._current
+
+    @property
+    def decided(self) -> list[dict[int, int]]:
+        """Per agent, key id -> the value id last given (recorded in cascade blocks)."""
+        return [dict(d) for d in self._decided]
+
+    def render(self) -> str | None:
+        if self.render_mode != "ansi" or self._current is None:
+            return None
+        return self._current.text
+
+    # -- internals -------------------------------------------------------------------------
+    def _record(self, pending: PendingRequest, given: int) -> None:
+        self._given.append(given)
+        if self.family != "cascade" or given < 0:
+            return
+        agent = pending.requester
+        self._decided[agent][pending.key_id] = given
+        ctx = self._scenario.agents[agent]
+        self._full[agent] = full_block(ctx, self._decided[agent])
+        self._registry[agent] = registry_block(ctx, self._decided[agent])
+
+    def _start_request(self) -> None:
+        decision = self._scenario.requests[self._step]
+        depends_on, source = decision.depends_on, decision.source
+        if depends_on >= 0 and decision.key in self._decided[depends_on]:
+            target = self._decided[depends_on][decision.key]
+        else:
+            # No dependency, or its source was lost to the focus cap (nothing was decided):
+            # the request falls back to an ordinary one about the requester's own value.
+            depends_on, source = -1, -1
+            target = self._scenario.agents[decision.agent].value(decision.key)
+        option_ids, correct = options_for(decision, target)
+        key = KEYS[decision.key]
+        self._pending = PendingRequest(
+            index=decision.index,
+            requester=decision.agent,
+            key=key,
+            key_id=decision.key,
+            options=tuple(VALUES[key][v] for v in option_ids),
+            option_ids=option_ids,
+            correct=correct,
+            depends_on=depends_on,
+            source=source,
+        )
+        self._focus_count = 0
+        self._focused = -1
+        self._request = request_text(
+            f"agent-{decision.agent}",
+            key,
+            self._pending.options,
+            f"agent-{depends_on}" if depends_on >= 0 else None,
+        )
+        self._rebuild_window()
+
+    def _rebuild_window(self) -> None:
+        requester = self._pending.requester
+        if self.agent_chosen_focus:
+            full = {self._focused}
+        elif self.context_mode == "dacs":
+            full = {requester}
+        elif self.context_mode == "flat":
+            full = set(range(self.n_agents))
+        else:
+            full = set()
+        blocks = [
+            self._full[i] if i in full else self._registry[i]
+            for i in block_order(self.n_agents, requester, self.order)
+        ]
+        self._current = assemble(blocks, self._request, self.window)
+
+    def _observation(self) -> dict[str, Any]:
+        window, pending = self._current, self._pending
+        facts = np.full((MAX_AGENTS, N_KEYS), -1, dtype=np.int16)
+        for agent, key, value in window.visible_facts:
+            facts[agent, key] = value
+        decisions = np.full((MAX_AGENTS, N_KEYS), -1, dtype=np.int16)
+        for agent, key, value in window.visible_decisions:
+            decisions[agent, key] = value
+        self._last_obs = {
+            "window": window.text,
+            "visible_facts": facts,
+            "visible_decisions": decisions,
+            "requester": np.int64(pending.requester),
+            "key": np.int64(pending.key_id),
+            "options": np.array(pending.option_ids, dtype=np.int16),
+            "depends_on": np.array([pending.depends_on], dtype=np.int16),
+        }
+        return self._copy_obs(self._last_obs)
+
+    @staticmethod
+    def _copy_obs(obs: dict[str, Any]) -> dict[str, Any]:
+        return {k: v.copy() if isinstance(v, np.ndarray) else v for k, v in obs.items()}

@@ -1,0 +1,254 @@
+"""Chat prompts for StatefulWorkflow-v0 and its presets: the text-action harness of seed 003.
+
+Seed 003 (sections 9 and 10) gives the model, at every decision, the complete public task,
+the current observation and the interaction history, and takes back one JSON action. This
+module renders exactly that, from the env's own observation dict, so any StatefulWorkflow id
+or kwargs work. The rules and the task lines come from `envs.workflow.text` (what
+`render_mode="ansi"` prints), so a person reading a rendered episode sees what the model saw.
+
+Message layout (documented because budgets are counted on it):
+- no budget, system_role=True: [system: system_prompt(spec), user: decision_prompt(...)];
+- no budget, system_role=False: [user: system_prompt + "\\n\\n" + decision_prompt], since some
+  local chat templates (llama.cpp's gemma format) drop system messages;
+- budget W: `budget.assemble(instructions=system_prompt, coordination, evidence=decision
+  prompt, W, q, order)`; with system_role=True the system message is blocks[0] (the
+  instructions) and the user message is blocks[1] + blocks[2]; with system_role=False the one
+  user message is assembly.text. Either way the contents add up to exactly W cl100k_base
+  tokens: `text_tokens` (the sum of the contents' own counts) == assembly.tokens == W.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from envs._core.tokens import count
+from envs.workflow.env import WorkflowTask
+from envs.workflow.layout import FAILURE_NAMES
+from envs.workflow.params import WorkflowSpec
+from envs.workflow.text import describe_rules, describe_task
+from llm_policies.prompts.budget import Assembly, assemble
+
+# The one action a reply may contain. Ranges (0..N-1, 0..b-1) are checked by the env, so an
+# out-of-range integer is `invalid_action`, not `invalid_schema`.
+ACTION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {
+        "operation": {"type": "integer", "minimum": 0},
+        "candidate": {"type": "integer", "minimum": 0},
+    },
+    "required": ["operation", "candidate"],
+    "additionalProperties": False,
+}
+
+OUTCOME_OK = "ok"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    """One decision's chat messages and their token accounting.
+
+    messages: OpenAI chat messages ({"role", "content"} dicts), in order: a list, as chat
+        clients take it (the dataclass is frozen; treat the list as read-only too).
+    text_tokens: sum of the cl100k_base counts of the message contents (role markup and the
+        provider's chat template are not counted).
+    assembly: the fixed-budget Assembly when a budget W was given, else None.
+    """
+
+    messages: list[dict[str, str]]
+    text_tokens: int
+    assembly: Assembly | None = None
+
+
+@functools.cache
+def _system(spec: WorkflowSpec) -> tuple[str, int]:
+    n, b = spec.n_ops, spec.candidates
+    if spec.error_allowance == 0:
+        text_failure = "Such a reply ends the episode like any failed call."
+    else:
+        text_failure = "Such a reply ends the episode, whatever the error allowance."
+    lines = [
+        "You control a stateful workflow through one tool call per turn: execute(v, a), with v "
+        f"an operation identifier in 0..{n - 1} and a a candidate slot in 0..{b - 1}.",
+        describe_rules(spec),
+        "Registers that are not shown in an observation are written as hidden.",
+        "A reply that cannot be executed also fails: invalid_json (not one JSON object), "
+        "invalid_schema (not exactly the two integer fields below), invalid_action (an "
+        f"operation outside 0..{n - 1} or a candidate outside 0..{b - 1}). {text_failure}",
+        "Each turn you get the public task, the current observation and the history of your "
+        "calls with their outcomes.",
+        'Answer with exactly one JSON object {"operation": <int>, "candidate": <int>} and '
+        "nothing else.",
+    ]
+    text = "\n".join(lines)
+    return text, count(text)
+
+
+def system_prompt(spec: WorkflowSpec) -> str:
+    """The public rules of `spec` and the answer format (cached per spec)."""
+    return _system(spec)[0]
+
+
+@functools.lru_cache(maxsize=256)
+def _task_text(spec: WorkflowSpec, key: bytes) -> str:
+    n, b = spec.n_ops, spec.candidates
+    raw = np.frombuffer(key, dtype=np.int8)
+    prereq, query, update, delta, codes = np.split(raw, np.cumsum([n * n, n, n, n]))
+    task = WorkflowTask(
+        seed=-1,
+        spec=spec,
+        initial_registers=np.full(8, -1, dtype=np.int8),
+        prereq=prereq.reshape(n, n).astype(bool),
+        query=query,
+        update=update,
+        delta=delta,
+        codes=codes.reshape(n, b),
+    )
+    return describe_task(task)
+
+
+def _task_key(observation: Mapping[str, Any]) -> bytes:
+    fields = ("prereq", "query_register", "update_register", "delta", "codes")
+    return b"".join(np.asarray(observation[f], dtype=np.int8).tobytes() for f in fields)
+
+
+def _history_line(i: int, entry: Mapping[str, Any]) -> str:
+    line = f"{i}. execute({int(entry['operation'])}, {int(entry['candidate'])}) -> "
+    line += str(entry["outcome"])
+    update = entry.get("update")
+    if update is not None:
+        reg, delta = update
+        line += f"; x[{int(reg)}] += {int(delta)}"
+    return line
+
+
+def decision_prompt(
+    spec: WorkflowSpec, observation: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
+) -> str:
+    """The public task, the current observation and the history for one decision.
+
+    history: one dict per earlier call of this episode, in order: {"operation", "candidate",
+    "outcome" ("ok" or a failure name), "update": [register, increment] or None}.
+    """
+    regs = observation["registers"].tolist()
+    if all(v < 0 for v in regs):
+        shown = "hidden"
+    else:
+        shown = " ".join(f"x[{r}]={v if v >= 0 else 'hidden'}" for r, v in enumerate(regs))
+    done = [v for v, flag in enumerate(observation["completed"].tolist()) if flag]
+    reg, delta = observation["last_update"].tolist()
+    last = f"x[{reg}] += {delta}" if reg >= 0 else "none yet"
+    failure = FAILURE_NAMES[int(observation["failure"])]
+    lines = [
+        "Task (op v: after <prerequisites>; query x[query[v]]; update x[update[v]] += "
+        "delta[v]; codes [codes[v][0] .. codes[v][b-1]]):",
+        _task_text(spec, _task_key(observation)),
+        "Observation:",
+        f"registers: {shown}",
+        f"completed: {done}",
+        f"last update: {last}",
+        f"last call: {(failure or OUTCOME_OK) if history else 'none yet'}",
+        f"errors so far: {int(observation['errors'])} (allowed: {spec.error_allowance})",
+        "History:",
+    ]
+    if history:
+        lines.extend(_history_line(i, entry) for i, entry in enumerate(history, 1))
+    else:
+        lines.append("none yet")
+    lines.append("Your action (one JSON object):")
+    return "\n".join(lines)
+
+
+def render(
+    spec: WorkflowSpec,
+    observation: Mapping[str, Any],
+    history: Sequence[Mapping[str, Any]],
+    *,
+    budget: int | None = None,
+    q: float = 0.0,
+    coordination: str = "",
+    order: str = "reason_first",
+    system_role: bool = True,
+) -> Rendered:
+    """The chat messages for one decision; see the module docstring for the layout.
+
+    budget: the window W of a fixed-budget (RCWT) assembly, or None for the plain prompt;
+    q, coordination and order are then passed to `budget.assemble`.
+    """
+    system, system_tokens = _system(spec)
+    decision = decision_prompt(spec, observation, history)
+    if budget is None:
+        if system_role:
+            messages = [
+                {"role": "system", "content": system},
+                {"role": "user", "content": decision},
+            ]
+            return Rendered(messages, system_tokens + count(decision))
+        content = system + "\n\n" + decision
+        return Rendered([{"role": "user", "content": content}], count(content))
+    assembly = assemble(system, coordination, decision, W=budget, q=q, order=order)
+    if system_role:
+        head, middle, last = assembly.blocks
+        messages = [
+            {"role": "system", "content": head},
+            {"role": "user", "content": middle + last},
+        ]
+    else:
+        messages = [{"role": "user", "content": assembly.text}]
+    return Rendered(messages, sum(count(m["content"]) for m in messages), assembly)
+
+
+def history_entry(
+    action: Sequence[int], info: Mapping[str, Any], observation: Mapping[str, Any]
+) -> dict[str, Any]:
+    """The history dict for one env step: outcome from info["failure"], the update from the
+    observation after a success."""
+    failure = info.get("failure")
+    update = None
+    if failure is None:
+        reg, delta = (int(x) for x in observation["last_update"])
+        update = [reg, delta]
+    return {
+        "operation": int(action[0]),
+        "candidate": int(action[1]),
+        "outcome": failure or OUTCOME_OK,
+        "update": update,
+    }
+
+
+class WorkflowRenderer:
+    """StatefulWorkflow prompts for LLMPolicy: keeps the episode's history of calls and their
+    outcomes, and renders each decision with `render` (optionally under a budget)."""
+
+    fields = (("operation", 0), ("candidate", 0))  # bounds set per spec in __init__
+    schema = ACTION_SCHEMA
+
+    def __init__(self, spec: WorkflowSpec, *, budget: int | None = None, q: float = 0.0,
+                 coordination: str = "", order: str = "reason_first",
+                 system_role: bool = True) -> None:
+        self.spec = spec
+        self.fields = (("operation", spec.n_ops), ("candidate", spec.candidates))
+        self.budget, self.q, self.coordination, self.order = budget, q, coordination, order
+        self.system_role = system_role
+        self.history: list[dict[str, Any]] = []
+
+    def describe(self) -> dict[str, Any]:
+        return {"renderer": "workflow", "budget": self.budget, "q": self.q,
+                "order": self.order, "system_role": self.system_role}
+
+    def reset(self) -> None:
+        self.history = []
+
+    def record(self, action: Sequence[int], observation: Mapping[str, Any],
+               info: Mapping[str, Any]) -> None:
+        """The outcome of the previous answer, seen in the next observation."""
+        self.history.append(history_entry(action, info, observation))
+
+    def render(self, observation: Mapping[str, Any]) -> Rendered:
+        return render(self.spec, observation, self.history, budget=self.budget, q=self.q,
+                      coordination=self.coordination, order=self.order,
+                      system_role=self.system_role)

@@ -15,7 +15,7 @@ from pathlib import Path
 import gymnasium as gym
 
 import envs  # noqa: F401  (registers the ids)
-from analysis.cli.main import main as diagym
+from analysis.cli import main as diagym
 from controllers.workflow.adapter import ReferencePolicy
 
 OUT = Path("results")

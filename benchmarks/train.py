@@ -25,8 +25,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401
+from analysis.training import default_hyperparameters  # noqa: E402
 from controllers.sb3.policy import make_vec_env  # noqa: E402
-from controllers.sb3.training import default_hyperparameters  # noqa: E402
 
 ENV_ID = "StatefulWorkflow-v0"
 

@@ -1,59 +1,92 @@
 """diagym environments, registered with Gymnasium on import.
 
 `import envs` (or `gym.make("envs:StatefulWorkflow-v0")`, which imports it) registers every
-id below. Each StatefulWorkflow id accepts every WorkflowSpec field as a `gym.make` kwarg and
-has a numba-batched vector entry point for `gym.make_vec`.
+id of every env family: registration is one loop over each family's presets, which are data.
+Each StatefulWorkflow id accepts every WorkflowSpec field as a `gym.make` kwarg and has a
+numba-batched vector entry point for `gym.make_vec`.
+
+The kind of an env is looked up here, once: `family_of(env_or_id)` names its family, and the
+layers above keep their own tables keyed by that name (controllers, renderers, encodings),
+so nothing above guesses a kind from a class name, an attribute or an id prefix.
 """
 
 from __future__ import annotations
 
+import importlib
+from dataclasses import dataclass
 from typing import Any
 
+import gymnasium as gym
 from gymnasium.envs.registration import register, registry
 
+from envs.dacs import presets as dacs_presets
+from envs.workflow import presets as workflow_presets
 from envs.workflow.params import WorkflowSpec
 
-WORKFLOW_ENTRY = "envs.workflow.env:StatefulWorkflowEnv"
-WORKFLOW_VECTOR_ENTRY = "envs.workflow.vector:StatefulWorkflowVectorEnv"
-DACS_ENTRY = "envs.dacs.env:DACSSteeringEnv"
-DACS_ID = "DACSSteering-v0"
-# docs/DACS.md's defaults; every one is also a gym.make kwarg.
-DACS_DEFAULTS: dict[str, Any] = {
-    "n_agents": 5,
-    "family": "homogeneous",
-    "decisions": 3,
-    "context_mode": "dacs",
-    "window": 4096,
-    "order": "requester_last",
-    "agent_chosen_focus": False,
-    "focus_cost": 0.0,
-}
 
-# id -> the kwargs that distinguish it from WorkflowSpec's defaults.
-WORKFLOW_PRESETS: dict[str, dict[str, Any]] = {
-    "StatefulWorkflow-v0": {},
-    "StatefulWorkflowHistory-v0": {"snapshot_period": 0},
-    "StatefulWorkflowHidden-v0": {"snapshot_period": 0, "hidden_resampling": True},
-    "StatefulWorkflowRetry-v0": {"snapshot_period": 0, "error_allowance": 8},
+@dataclass(frozen=True)
+class EnvFamily:
+    """One kind of diagym env: its entry points and its registered ids with their kwargs."""
+
+    name: str
+    entry_point: str
+    vector_entry_point: str | None
+    presets: dict[str, dict[str, Any]]
+
+    def env_class(self) -> type:
+        """The env class (imported on first use, so `import envs` stays light)."""
+        module, _, attribute = self.entry_point.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+    def vector_class(self) -> type | None:
+        if self.vector_entry_point is None:
+            return None
+        module, _, attribute = self.vector_entry_point.partition(":")
+        return getattr(importlib.import_module(module), attribute)
+
+
+WORKFLOW = "workflow"
+DACS = "dacs"
+FAMILIES: dict[str, EnvFamily] = {
+    WORKFLOW: EnvFamily(WORKFLOW, "envs.workflow.env:StatefulWorkflowEnv",
+                        "envs.workflow.vector:StatefulWorkflowVectorEnv",
+                        {env_id: WorkflowSpec(**kwargs).as_dict()
+                         for env_id, kwargs in workflow_presets.PRESETS.items()}),
+    DACS: EnvFamily(DACS, "envs.dacs.env:DACSSteeringEnv", None, dacs_presets.PRESETS),
 }
+WORKFLOW_PRESETS = workflow_presets.PRESETS
+
+
+def family_of(env: Any) -> str:
+    """The family name of a registered id, or of an env / vector env (wrapped or not).
+
+    Raises ValueError naming the known families when `env` belongs to none of them.
+    """
+    if isinstance(env, str):
+        for family in FAMILIES.values():
+            if env in family.presets:
+                return family.name
+        known = sorted(i for f in FAMILIES.values() for i in f.presets)
+        raise ValueError(f"env must be a registered diagym id ({', '.join(known)}); got {env!r}")
+    core = env.unwrapped if isinstance(env, gym.Env | gym.vector.VectorEnv) else env
+    for family in FAMILIES.values():
+        classes = (family.env_class(), family.vector_class())
+        if any(cls is not None and isinstance(core, cls) for cls in classes):
+            return family.name
+    raise ValueError(f"env must be a diagym env ({' | '.join(FAMILIES)}); got {core!r}")
 
 
 def _register_all() -> None:
-    for env_id, kwargs in WORKFLOW_PRESETS.items():
-        if env_id in registry:
-            continue
-        register(
-            id=env_id,
-            entry_point=WORKFLOW_ENTRY,
-            vector_entry_point=WORKFLOW_VECTOR_ENTRY,
-            kwargs=WorkflowSpec(**kwargs).as_dict(),
-            nondeterministic=False,
-        )
-    if DACS_ID not in registry:
-        register(id=DACS_ID, entry_point=DACS_ENTRY, kwargs=dict(DACS_DEFAULTS),
-                 nondeterministic=False)
+    for family in FAMILIES.values():
+        for env_id, kwargs in family.presets.items():
+            if env_id in registry:
+                continue
+            register(id=env_id, entry_point=family.entry_point,
+                     vector_entry_point=family.vector_entry_point, kwargs=dict(kwargs),
+                     nondeterministic=False)
 
 
 _register_all()
 
-__all__ = ["WORKFLOW_PRESETS", "WorkflowSpec"]
+__all__ = ["DACS", "FAMILIES", "WORKFLOW", "WORKFLOW_PRESETS", "EnvFamily", "WorkflowSpec",
+           "family_of"]

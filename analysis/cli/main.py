@@ -516,7 +516,7 @@ def _add_train_parser(subparsers: Any) -> None:
 
 def _cmd_train(args: argparse.Namespace) -> int:
     import envs  # noqa: F401
-    from controllers.sb3.training import TrainConfig, read_curve, train
+    from analysis.training import TrainConfig, read_curve, train
 
     config = TrainConfig(algo=args.algo, env=args.env, env_kwargs=args.env_kwargs,
                          steps=args.steps, n_envs=args.n_envs, seed=args.seed,

@@ -20,9 +20,9 @@ import numpy as np
 
 from analysis.stats import wilson_interval
 from analysis.studies.reproduce.design import FOLLOW_ON_SEEDS
+from analysis.training import TrainConfig, train
 from controllers.rollout import rollout
 from controllers.sb3.policy import SB3Policy
-from controllers.sb3.training import TrainConfig, train
 from controllers.workflow.adapter import ReferencePolicy
 
 PRESET = {"n_ops": 4, "depth": 2, "candidates": 2}

@@ -26,7 +26,7 @@ from llm_policies.prompts.workflow import ACTION_SCHEMA
 from llm_policies.text_actions import TEXT_FAILURES, TextActionWrapper, parse_action
 from tests.llm_fake_server import FakeServer, Reply
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 
 
 # -- parsing ---------------------------------------------------------------------------------
@@ -168,7 +168,7 @@ def test_the_api_key_never_reaches_the_log(tmp_path: Path, monkeypatch: Any) -> 
 
 # -- kill -9 and resume ----------------------------------------------------------------------
 def _run_cli(base_url: str, log: Path, resume: bool) -> subprocess.Popen:
-    command = [sys.executable, "-m", "analysis.cli.main", "run", "--env", "StatefulWorkflow-v0",
+    command = [sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
                "--policy", "llm", "--base-url", base_url, "--model", "fake", "--episodes", "20",
                "--concurrency", "2", "--log", str(log), "--json"]
     if resume:

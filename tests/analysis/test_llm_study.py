@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli.main import main
+from analysis.cli import main
 from analysis.studies.llm_study.run import design_cells
 from tests.llm_fake_server import FakeServer, Reply, scripted
 

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli.main import main
+from analysis.cli import main
 from llm_policies.text_actions import TEXT_FAILURES
 
 ENV_FAILURES = ("dependency", "candidate", "completed")
@@ -55,9 +55,9 @@ def test_serve_local_starts_answers_and_stops_cleanly() -> None:
     from llm_policies.client.local_server import free_port
 
     port = free_port()
-    root = Path(__file__).resolve().parents[1]
+    root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
-        [sys.executable, "-m", "analysis.cli.main", "serve-local", "--port", str(port)], cwd=root,
+        [sys.executable, "-m", "analysis.cli", "serve-local", "--port", str(port)], cwd=root,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(root)})
     try:

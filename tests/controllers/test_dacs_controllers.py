@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401
-from analysis.cli.main import main
+from analysis.cli import main
 from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller, parse_window
 from controllers.registry import make_reference_policy
 from controllers.rollout import rollout

@@ -9,10 +9,10 @@ import gymnasium as gym
 import pytest
 
 import envs  # noqa: F401
-from analysis.cli.main import main
+from analysis.cli import main
+from analysis.training import TrainConfig, read_curve, train
 from controllers.rollout import rollout
 from controllers.sb3.policy import SB3Policy
-from controllers.sb3.training import TrainConfig, read_curve, train
 
 SMALL = {"n_ops": 4, "depth": 2, "width": 1, "candidates": 2, "snapshot_period": 1}
 
@@ -133,7 +133,7 @@ def _num_timesteps(out: Path, algo: str = "maskable-ppo") -> int:
 
 def test_unknown_or_reserved_hyperparameters_are_refused_before_anything_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from controllers.sb3.training import allowed_hyperparameters
+    from analysis.training import allowed_hyperparameters
 
     allowed = allowed_hyperparameters("recurrent-ppo")
     assert allowed == sorted(allowed) and {"n_epochs", "batch_size", "policy_kwargs"} <= set(
@@ -181,7 +181,7 @@ def test_a_resumed_run_continues_the_curve_like_an_uninterrupted_one(algo: str,
 
 def test_a_kill_between_saving_the_model_and_appending_its_row_is_repaired_on_resume(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import controllers.sb3.training as train_module
+    import analysis.training as train_module
 
     evaluate, calls = train_module.evaluate, []
 

@@ -9,7 +9,7 @@ import sys
 import pytest
 
 from analysis.audit import audit_table
-from analysis.cli.main import main
+from analysis.cli import main
 
 KEYS = {"family", "depth", "edges", "masks", "orders", "ready_nodes"}
 
@@ -37,7 +37,7 @@ def test_audit_table_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_module_entry_point() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "analysis.cli.main", "audit", "--n-ops", "4", "--json"],
+        [sys.executable, "-m", "analysis.cli", "audit", "--n-ops", "4", "--json"],
         capture_output=True,
         text=True,
         check=True,

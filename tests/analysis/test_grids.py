@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli.main import main
+from analysis.cli import main
 from analysis.studies.reproduce.design import GRID_NAMES, grid_configurations, grid_seeds
 from analysis.studies.reproduce.report import SUMMARY_KEYS
 

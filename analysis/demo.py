@@ -53,7 +53,7 @@ def main() -> int:
     print(f"One row per configuration:     {OUT / 'results.csv'}")
     print(f"Structural profiles (PNG):     {OUT}/profile_*.png")
     print("Your own policy: `diagym run --env StatefulWorkflow-v0 --policy cache-2 "
-          "--episodes 100`, or controllers.policy.rollout(env, policy, episodes).")
+          "--episodes 100`, or controllers.rollout.rollout(env, policy, episodes).")
     return 0
 
 

@@ -32,17 +32,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
+import envs
+from analysis.summary import summarise
 from controllers.rollout import rollout
-from controllers.sb3.policy import (
-    CONFIG_NAME,
-    MODEL_NAME,
-    SB3Policy,
-    algo_class,
-    is_workflow,
-    make_vec_env,
-)
+from controllers.runlog import ResumeNeeded
+from controllers.sb3.policy import CONFIG_NAME, MODEL_NAME, SB3Policy, algo_class, make_vec_env
 
 EVAL_SEED = 1_000_000_000  # held-out: training seeds are seed .. seed + n_envs - 1 and chains
 CURVE_NAME = "curve.csv"
@@ -98,15 +92,16 @@ def validate_hyperparameters(algo: str, hyperparameters: dict[str, Any]) -> None
 
 
 def evaluate(policy: SB3Policy, config: TrainConfig) -> tuple[float, float]:
-    """(success rate, mean return) over the held-out evaluation seeds, through `rollout`."""
+    """(success, mean return) over the held-out evaluation seeds, through `rollout`.
+
+    Success is the success rate, or for envs that report steering metrics (DACSSteering) the
+    steering accuracy over all decisions, the metric seed 002 reports for an orchestrator."""
     import gymnasium as gym
 
     env = gym.make(config.env, **config.env_kwargs)
-    records = rollout(env, policy, config.eval_episodes, seed=EVAL_SEED)
-    success = float(np.mean([r.success for r in records]))
-    if records and records[0].metrics.get("accuracy") is not None:
-        success = float(np.mean([r.metrics["accuracy"] for r in records]))
-    return success, float(np.mean([r.episode_return for r in records]))
+    summary = summarise(rollout(env, policy, config.eval_episodes, seed=EVAL_SEED))
+    success = summary.steering.accuracy if summary.steering is not None else summary.success
+    return success, summary.mean_return
 
 
 def _stored_mismatches(stored: dict[str, Any], config: TrainConfig) -> list[str]:
@@ -158,8 +153,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
             raise ValueError(f"out: {out} was trained with other settings; --resume changes "
                              f"only --steps: {'; '.join(differences)}")
     elif not resume and (model_path.exists() or curve_path.exists()):
-        raise ValueError(f"out: {out} already holds a training run; pass --resume to continue "
-                         "it or choose another --out")
+        raise ResumeNeeded(f"out {out} holds a training run", "--out")
 
     import torch
     from stable_baselines3.common.callbacks import BaseCallback
@@ -168,7 +162,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     vec = make_vec_env(config.env, config.env_kwargs, config.n_envs, config.joint_actions,
                        config.seed, one_hot=config.one_hot)
     raw_space = None
-    if config.one_hot and is_workflow(config.env):
+    if config.one_hot and envs.family_of(config.env) == envs.WORKFLOW:
         import gymnasium as gym
 
         raw_space = gym.make(config.env, **config.env_kwargs).observation_space

@@ -1,21 +1,25 @@
-"""`diagym rcwt sweep` and `diagym rcwt fit`: seed 000's RCWT from the command line.
-
-Why a separate module: analysis/cli/main.py is edited in parallel, so this one only exports
-`add_rcwt_parser(subparsers)` in the style of cli.py's `_add_<name>_parser` functions, and
-cli.py registers it with one line in SUBCOMMANDS. The shared argparse helpers (`_bounded_int`,
-`_env_kwargs`, `_add_llm_flags`, `_llm_endpoint`) are imported from analysis.cli.main inside the
-functions, so importing this module never imports cli.py at module level (no import cycle
-once cli.py imports this one).
-"""
+"""`diagym rcwt sweep` and `diagym rcwt fit`: seed 000's RCWT from the command line."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import math
 import sys
 from pathlib import Path
 from typing import Any
+
+from analysis.cli.common import (
+    add_env_kwargs,
+    add_llm_flags,
+    bounded_int,
+    fail,
+    llm_endpoint,
+)
+from analysis.studies.rcwt.design import ENV_ID, Q_GRID, WORKFLOW_ID
+
+LOG_NAME = "calls.jsonl"
 
 
 def _percent(text: str) -> float:
@@ -29,11 +33,8 @@ def _percent(text: str) -> float:
     return value
 
 
-def add_rcwt_parser(subparsers: Any) -> None:
-    """Add `rcwt` with its sub-subcommands `sweep` and `fit` to a subparsers object."""
-    from analysis.cli.main import _add_llm_flags, _bounded_int, _env_kwargs
-    from analysis.studies.rcwt.run import ENV_ID, Q_GRID, WORKFLOW_ID
-
+def add_parser(subparsers: Any) -> None:
+    """`rcwt` with its own commands `sweep` and `fit`."""
     parser = subparsers.add_parser(
         "rcwt",
         help="seed 000's RCWT: fixed-budget sweeps over the coordination share, and fits",
@@ -52,32 +53,31 @@ def add_rcwt_parser(subparsers: Any) -> None:
             "For each target ratio q and both orders (coord_first, reason_first), assemble the "
             "first request of scenario seeds 0..N-1 into exactly W tokens (instructions and "
             "request; other agents' full blocks as coordination; the requester's full block as "
-            "evidence), score the policy 0/1, and write DIR/calls.jsonl (one line per call; "
+            f"evidence), score the policy 0/1, and write DIR/{LOG_NAME} (one line per call; "
             "--resume continues it), DIR/sweep.csv, DIR/fits.json and DIR/fits.png."
         ),
     )
     sweep.add_argument("--env", default=ENV_ID, choices=(ENV_ID, WORKFLOW_ID), metavar="ID",
                        help=f"{ENV_ID} (one steering request per call) or {WORKFLOW_ID} "
                             "(one episode per call, --policy llm only)")
-    sweep.add_argument("--env-kwargs", type=_env_kwargs, default={}, metavar="JSON",
-                       help="keyword arguments for gym.make, as a JSON object")
+    add_env_kwargs(sweep)
     sweep.add_argument("--policy", choices=("flat-reader", "llm"), required=True,
                        help="flat-reader (the programmed reader; no model) or llm")
-    sweep.add_argument("--window", type=_bounded_int(1), required=True, metavar="W",
+    sweep.add_argument("--window", type=bounded_int(1), required=True, metavar="W",
                        help="the fixed budget W in cl100k_base tokens")
-    sweep.add_argument("--trials", type=_bounded_int(1), required=True, metavar="N",
+    sweep.add_argument("--trials", type=bounded_int(1), required=True, metavar="N",
                        help="scenario seeds 0..N-1 per (q, order) cell, paired across cells")
     sweep.add_argument("--q", type=_percent, nargs="+", metavar="PCT",
                        default=[round(100 * q, 6) for q in Q_GRID],
                        help="target ratios in percent (default: 0 25 50 75 90 92 94 96 98)")
     sweep.add_argument("--out", type=Path, required=True, metavar="DIR")
     sweep.add_argument("--resume", action="store_true",
-                       help="continue DIR/calls.jsonl: skip the calls it already holds")
-    sweep.add_argument("--resamples", type=_bounded_int(1), default=1000, metavar="B",
+                       help=f"continue DIR/{LOG_NAME}: skip the calls it already holds")
+    sweep.add_argument("--resamples", type=bounded_int(1), default=1000, metavar="B",
                        help="bootstrap resamples for theta's interval (default 1000)")
     sweep.add_argument("--json", action="store_true", help="print the fits JSON instead")
-    _add_llm_flags(sweep)
-    sweep.set_defaults(func=_cmd_rcwt_sweep)
+    add_llm_flags(sweep)
+    sweep.set_defaults(func=run_sweep)
 
     fit = commands.add_parser(
         "fit",
@@ -88,100 +88,47 @@ def add_rcwt_parser(subparsers: Any) -> None:
         ),
     )
     fit.add_argument("csv", type=Path, metavar="FILE.csv")
-    fit.add_argument("--window", type=_bounded_int(1), required=True, metavar="W")
+    fit.add_argument("--window", type=bounded_int(1), required=True, metavar="W")
     fit.add_argument("--json", action="store_true", help="print fit_table's JSON instead")
-    fit.set_defaults(func=_cmd_rcwt_fit)
+    fit.set_defaults(func=run_fit)
 
 
-def _num(value: Any, spec: str) -> str:
-    return "nan" if value is None else format(value, spec)
+def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
+    """The sweep's call records (old and new), with a progress bar on stderr."""
+    from tqdm import tqdm
 
+    from analysis.studies.rcwt import run
 
-def format_fit_table(table: dict[str, Any]) -> str:
-    """Per model: p0, k, theta, r2 of the logistic, then each family's R^2 and AIC."""
-    lines = [f"{'model':<20} {'p0':>7} {'k':>8} {'theta':>8} {'r2':>7}"]
-    for model, entry in table.items():
-        lines.append(f"{model:<20} {_num(entry['p0'], '.4f'):>7} {_num(entry['k'], '.2f'):>8} "
-                     f"{_num(entry['theta'], '.1f'):>8} {_num(entry['r2'], '.4f'):>7}")
-    for model, entry in table.items():
-        lines.append(f"\n{model}: family            R^2        AIC")
-        for name, fam in entry["families"].items():
-            lines.append(f"  {name:<22} {_num(fam['r2'], '.4f'):>8} {_num(fam['aic'], '.2f'):>10}")
-    return "\n".join(lines)
-
-
-def format_sweep(cells: list[dict[str, Any]], fits: dict[str, Any]) -> str:
-    """Per order: q, mean p, mean r and mean score per cell; then theta and its interval."""
-    lines = []
-    for order in dict.fromkeys(c["order"] for c in cells):
-        lines.append(f"{order}\n{'q':>7} {'p':>7} {'r':>8} {'score':>7} {'n':>5}")
-        for c in (c for c in cells if c["order"] == order):
-            lines.append(f"{100 * c['q']:>6.1f}% {c['p']:>7.4f} {c['r']:>8.1f} "
-                         f"{c['score']:>7.3f} {c['n']:>5}")
-    for model, entry in fits.items():
-        lo, hi = entry["bootstrap"]["theta_interval"]
-        cats = ", ".join(f"{k} {v}" for k, v in entry["categories"].items())
-        lines.append(f"{model}: theta {_num(entry['theta'], '.1f')} tokens (95% bootstrap, "
-                     f"order strata: [{_num(lo, '.1f')}, {_num(hi, '.1f')}]); p0 "
-                     f"{_num(entry['p0'], '.4f')}, k {_num(entry['k'], '.2f')}, R^2 "
-                     f"{_num(entry['r2'], '.4f')}; answers: {cats}")
-    return "\n".join(lines)
-
-
-def _cmd_rcwt_sweep(args: argparse.Namespace) -> int:
-    import contextlib
-
-    from analysis.studies.rcwt.run import (
-        WORKFLOW_ID,
-        FlatReader,
-        LLMAnswer,
-        cell_table,
-        run_sweep,
-        run_workflow_sweep,
-        write_outputs,
-    )
-
-    log = args.out / "calls.jsonl"
-    if log.exists() and log.stat().st_size > 0 and not args.resume:
-        print(f"diagym rcwt sweep: error: {log} exists: pass --resume to continue it, or "
-              f"choose another --out", file=sys.stderr)
-        return 2
     q = [value / 100.0 for value in args.q]
+    if args.env == WORKFLOW_ID and args.policy != "llm":
+        raise ValueError(f"{WORKFLOW_ID} sweeps need --policy llm (the programmed "
+                         "controllers do not read text)")
+    with contextlib.ExitStack() as stack:
+        bar = stack.enter_context(tqdm(unit="call", disable=None, file=sys.stderr))
+        shared = {"window": args.window, "trials": args.trials, "log": log, "q": q,
+                  "env_kwargs": args.env_kwargs, "resume": args.resume,
+                  "on_call": lambda _record: bar.update(1)}
+        if args.policy != "llm":
+            return run.run_sweep(run.FlatReader(), **shared)
+        settings = stack.enter_context(llm_endpoint(args))
+        if args.env == WORKFLOW_ID:
+            return run.run_workflow_sweep(settings.client_kwargs(),
+                                          system_role=settings.system_role, **shared)
+        policy = run.LLMAnswer(**settings.client_kwargs())
+        stack.callback(policy.close)
+        return run.run_sweep(policy, workers=args.concurrency, **shared)
+
+
+def run_sweep(args: argparse.Namespace) -> int:
+    from analysis.studies.rcwt.report import cell_table, format_sweep, write_outputs
+    from controllers.runlog import RunLog
+
+    log = args.out / LOG_NAME
     try:
-        with contextlib.ExitStack() as stack:
-            if args.policy == "llm":
-                from analysis.cli.main import _llm_endpoint
-
-                endpoint = stack.enter_context(_llm_endpoint(args))
-                policy: Any = LLMAnswer(
-                    base_url=endpoint["base_url"], model=endpoint["model"],
-                    api_key_env=args.api_key_env, timeout=args.timeout,
-                    temperature=args.temperature, max_tokens=args.max_tokens,
-                    seed=args.llm_seed, response_format=endpoint["response_format"])
-                stack.callback(policy.close)
-            else:
-                policy = FlatReader()
-            from tqdm import tqdm
-
-            bar = stack.enter_context(tqdm(unit="call", disable=None, file=sys.stderr))
-            if args.env == WORKFLOW_ID:
-                if args.policy != "llm":
-                    raise ValueError(f"{WORKFLOW_ID} sweeps need --policy llm (the programmed "
-                                     "controllers do not read text)")
-                records = run_workflow_sweep(
-                    dict(policy.settings), window=args.window, trials=args.trials, log=log,
-                    q=q, env_kwargs=args.env_kwargs, resume=args.resume,
-                    system_role=endpoint["system_role"],
-                    on_call=lambda _record: bar.update(1))
-            else:
-                records = run_sweep(
-                    policy, window=args.window, trials=args.trials, log=log, q=q,
-                    env_kwargs=args.env_kwargs, resume=args.resume,
-                    workers=args.concurrency if args.policy == "llm" else 1,
-                    on_call=lambda _record: bar.update(1))
+        RunLog.check_target(log, args.resume)
+        records = _sweep(args, log)
     except (ValueError, RuntimeError, OSError) as error:
-        print(f"diagym rcwt sweep: error: {error}", file=sys.stderr)
-        return 2
+        return fail("rcwt sweep", error)
     outputs = write_outputs(records, args.out, args.window, resamples=args.resamples)
     if args.json:
         print(json.dumps(outputs.fits, indent=2))
@@ -193,17 +140,14 @@ def _cmd_rcwt_sweep(args: argparse.Namespace) -> int:
     return 0
 
 
-def _cmd_rcwt_fit(args: argparse.Namespace) -> int:
+def run_fit(args: argparse.Namespace) -> int:
     from analysis.fits import fit_table, read_rows
+    from analysis.studies.rcwt.report import format_fit_table
 
     try:
         rows = read_rows(args.csv)
     except (OSError, ValueError) as error:
-        print(f"diagym rcwt fit: error: {error}", file=sys.stderr)
-        return 2
+        return fail("rcwt fit", error)
     table = fit_table(rows, args.window)
-    if args.json:
-        print(json.dumps(table, indent=2))
-    else:
-        print(format_fit_table(table))
+    print(json.dumps(table, indent=2) if args.json else format_fit_table(table))
     return 0

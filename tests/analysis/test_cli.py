@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -112,3 +113,39 @@ def test_run_reports_bad_env_kwargs_by_name(capsys: pytest.CaptureFixture[str]) 
     assert main(argv) == 2
     assert capsys.readouterr().err.strip() == (
         "diagym run: error: candidates must be in 2..8; got 9")
+
+
+def test_run_refuses_an_existing_log_in_one_line(tmp_path: Path,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "run.jsonl"
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "exact", "--episodes", "3",
+            "--log", str(log), "--json"]
+    assert main(argv) == 0
+    first = json.loads(capsys.readouterr().out)
+    before = log.read_text()
+    assert main(argv) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        f"diagym run: error: log {log} exists: pass --resume to continue it (in Python: pass "
+        "resume=True), or choose another file"]
+    assert log.read_text() == before
+    assert main([*argv, "--resume"]) == 0
+    assert json.loads(capsys.readouterr().out) == first
+    assert log.read_text() == before  # every episode was already there
+
+
+@pytest.mark.parametrize("command", [
+    "audit", "run", "reproduce", "llm-study", "dacs-study", "train", "rl-study", "serve-local",
+    "rcwt"])
+def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main([command, "--help"])
+    assert exit_info.value.code == 0
+    assert capsys.readouterr().out.startswith(f"usage: diagym {command}")
+
+
+def test_a_chat_model_run_without_an_endpoint_is_one_error_line(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--episodes",
+                 "1"]) == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "diagym run: error: --policy llm needs --base-url URL and --model NAME (or --local)"]

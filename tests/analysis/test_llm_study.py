@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from analysis.cli import main
-from analysis.studies.llm_study.run import design_cells
+from analysis.studies.llm_study.design import design_cells
 from tests.llm_fake_server import FakeServer, Reply, scripted
 
 

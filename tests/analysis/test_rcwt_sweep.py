@@ -1,4 +1,4 @@
-"""RCWT sweeps on DACSSteering-v0 (analysis.studies.rcwt.run) and the `rcwt` CLI.
+"""RCWT sweeps on DACSSteering-v0 (analysis.studies.rcwt) and the `rcwt` CLI.
 
 The positive control is the programmed flat-reader, whose cliff is known from the token
 layout (layout_cliff); everything runs without a model (the LLM path uses the fake server).
@@ -14,18 +14,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.cli.rcwt import add_rcwt_parser
+from analysis.cli.rcwt import add_parser
 from analysis.fits import fit_family, fit_table, read_rows, theta
-from analysis.studies.rcwt.run import (
-    FlatReader,
-    LLMAnswer,
-    assemble_trial,
-    build_trials,
-    layout_cliff,
-    run_sweep,
-    write_csv,
-    write_outputs,
-)
+from analysis.studies.rcwt.design import assemble_trial, build_trials, layout_cliff
+from analysis.studies.rcwt.report import write_csv, write_outputs
+from analysis.studies.rcwt.run import FlatReader, LLMAnswer, run_sweep
+from controllers.runlog import ResumeNeeded
 from llm_policies.prompts.budget import ORDERS
 from tests.llm_fake_server import FakeServer, Reply
 
@@ -139,7 +133,7 @@ def test_resume_after_kill_logs_each_call_once(tmp_path: Path) -> None:
         run_sweep(FlatReader(), window=W, trials=5, log=log, q=q, on_call=kill_after(17))
     with log.open("a") as handle:  # a torn line, as a kill mid-write leaves it
         handle.write('{"type": "call", "key": "0.9:coord_first:')
-    with pytest.raises(FileExistsError):
+    with pytest.raises(ResumeNeeded, match="pass --resume"):
         run_sweep(FlatReader(), window=W, trials=5, log=log, q=q)
     resumed = run_sweep(FlatReader(), window=W, trials=5, log=log, q=q, resume=True)
     keys = [c["key"] for c in _calls(log)]
@@ -178,7 +172,7 @@ def test_llm_sweep_against_fake_server(tmp_path: Path) -> None:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="diagym")
-    add_rcwt_parser(parser.add_subparsers(dest="command", required=True))
+    add_parser(parser.add_subparsers(dest="command", required=True))
     return parser
 
 
@@ -208,7 +202,11 @@ def test_rcwt_sweep_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     assert "coord_first" in text and "reason_first" in text and "theta" in text
     for name in ("calls.jsonl", "sweep.csv", "fits.json", "fits.png"):
         assert (tmp_path / name).exists()
+    capsys.readouterr()
     assert args.func(args) == 2  # the log exists and --resume was not given
+    assert capsys.readouterr().err.splitlines() == [
+        f"diagym rcwt sweep: error: log {tmp_path / 'calls.jsonl'} exists: pass --resume to "
+        "continue it (in Python: pass resume=True), or choose another file"]
     args = _parser().parse_args([*argv, "--resume"])
     assert args.func(args) == 0
     assert len(_calls(tmp_path / "calls.jsonl")) == 3 * 2 * 3

@@ -320,3 +320,10 @@ def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
         expected = 100 * (success[plus].mean() - success[minus].mean())
         shown = float(line.split("|")[4])
         assert shown == pytest.approx(expected, abs=0.006)
+
+
+def test_the_report_reads_only_columns_the_batched_runner_writes() -> None:
+    from analysis.studies.reproduce.report import RESULT_COLUMNS
+    from controllers.workflow.batched import EPISODE_KEYS
+
+    assert set(RESULT_COLUMNS) <= set(EPISODE_KEYS)

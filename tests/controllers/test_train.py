@@ -12,6 +12,7 @@ import envs  # noqa: F401
 from analysis.cli import main
 from analysis.training import TrainConfig, read_curve, train
 from controllers.rollout import rollout
+from controllers.runlog import ResumeNeeded
 from controllers.sb3.policy import SB3Policy
 
 SMALL = {"n_ops": 4, "depth": 2, "width": 1, "candidates": 2, "snapshot_period": 1}
@@ -218,10 +219,11 @@ def test_resume_refuses_other_settings_and_a_used_dir_needs_resume(tmp_path: Pat
     with pytest.raises(ValueError, match=r"hyperparameters \(stored .*\"n_epochs\": 2.*"
                                          r"requested .*\"n_epochs\": 3"):
         train(_tiny(256, hyperparameters={**TINY, "n_epochs": 3}), tmp_path, resume=True)
-    with pytest.raises(ValueError) as error:
+    with pytest.raises(ResumeNeeded) as error:
         train(_tiny(256), tmp_path)
-    assert str(error.value) == (f"out: {tmp_path} already holds a training run; pass --resume "
-                                "to continue it or choose another --out")
+    assert str(error.value) == (f"out {tmp_path} holds a training run: pass --resume to "
+                                "continue it (in Python: pass resume=True), or choose another "
+                                "--out")
     assert {p.name: p.read_bytes() for p in tmp_path.iterdir()} == before
 
 
@@ -234,7 +236,8 @@ def test_cli_resume(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     assert _steps(out) == [0, 128]
     capsys.readouterr()
     assert main([*argv, "--steps", "256"]) == 2
-    assert "already holds a training run; pass --resume" in capsys.readouterr().err
+    assert capsys.readouterr().err.startswith(
+        f"diagym train: error: out {out} holds a training run: pass --resume")
     assert main([*argv, "--steps", "256", "--resume"]) == 0
     assert "256 steps" in capsys.readouterr().out
     assert _steps(out) == [0, 128, 256]

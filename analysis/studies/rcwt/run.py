@@ -1,27 +1,13 @@
-"""RCWT sweeps on DACSSteering-v0: one fixed-budget prompt per trial, scored 0/1 (seed 000).
-
-Why this exists: seed 000 (section 3.1) measures task-budget displacement by holding the
-window W fixed and moving tokens from the task evidence to coordination content. DACS
-scenarios already have exactly that split: the requester's own full-context block is the task
-evidence (it holds the fact the request asks about) and the other agents' full blocks are
-coordination content (same format, same keys, other values). A trial is one scenario seed and
-its first request; its prompt is `budget.assemble(instructions + request + answer format,
-coordination = other agents' blocks, evidence = requester's block, W, q, order)`, so the
-counts u, c, r and p = c / W hold for the exact text sent.
-
-Why a programmed reader is part of it: for `flat-reader` the cliff is known in advance from
-the token layout (`layout_cliff`): a trial is answerable iff the requester's fact line for the
-asked key is complete within the first r tokens of the evidence block. A sweep with it is the
-positive control for the whole pipeline (assembly, scoring, log, fit): the fitted theta must
-land on the layout's median threshold.
+"""Play RCWT sweeps (design.py): one fixed-budget prompt per trial, scored 0/1.
 
 Attribution under repetition: the evidence block may be repeated whole copies plus a cut
 last copy, and the coordination text holds other agents' facts for the same key. The reader
-attributes every line to the block header above it (controllers.dacs.readers.parse_window) and takes
-the requester's *first* fact mention: every copy but the last is complete, and a cut last copy
-can end inside the value ("us-ea", or "750" cut from "7500", which is a real value).
+attributes every line to the block header above it (controllers.dacs.readers.parse_window)
+and takes the requester's *first* fact mention: every copy but the last is complete, and a
+cut last copy can end inside the value ("us-ea", or "750" cut from "7500", which is a real
+value).
 
-Resume: every call is one "call" line of a RunLog (key f"{q}:{order}:{seed}" plus the run id
+Resume: every call is one result line of a RunLog (key f"{q}:{order}:{seed}" plus the run id
 of W, env kwargs, trial definition and policy), written as soon as it is scored; a rerun with
 resume skips logged keys, so after a kill each call is in the log exactly once and the scores
 equal those of an uninterrupted run (the reader's guesses come from a stream seeded by the
@@ -30,170 +16,35 @@ trial seed, not from call order).
 
 from __future__ import annotations
 
-import csv
-import json
-import math
 import threading
 import time
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
 import numpy as np
 
+from analysis.studies.rcwt.design import (
+    ENV_ID,
+    N_OPTIONS,
+    Q_GRID,
+    WORKFLOW_ID,
+    Trial,
+    assemble_trial,
+    build_trials,
+    call_key,
+    coordination_text,
+    normalise_q,
+)
 from controllers.dacs.readers import evidence, parse_window
 from controllers.runlog import RunLog
 from envs._core import rng
-from envs._core.tokens import count, encode
-from envs.dacs.window import Block, full_block, request_text
-from llm_policies.prompts.budget import ORDERS, Assembly, assemble
+from llm_policies.prompts.budget import ORDERS, Assembly
 from llm_policies.prompts.dacs import ANSWER_SCHEMA
 from llm_policies.text_actions import ANSWER_KEY, parse_json_action
 
-ENV_ID = "DACSSteering-v0"
-Q_GRID = (0.0, 0.25, 0.50, 0.75, 0.90, 0.92, 0.94, 0.96, 0.98)  # seed 000's target grid
-N_OPTIONS = 4
 PROVIDER_ERROR = "provider_error"
-CSV_FIELDS = ("model", "p", "score", "order", "q", "r", "u", "c", "seed", "category")
-
-INSTRUCTIONS = (
-    "You are the orchestrator of several software agents working in parallel. An agent has "
-    "sent the steering request below. After it come agent context blocks, each headed "
-    "\"## agent-<i> (full context)\" and holding that agent's task, status lines and facts; "
-    "a block may be repeated, and the last copy of a block may be cut off. Answer for the "
-    "requesting agent, using that agent's own facts, not another agent's."
-)
-ANSWER_FORMAT = 'Reply with exactly one JSON object {"answer": <option index>} and nothing else.'
-
-
-# --------------------------------------------------------------------------- trials
-
-
-@dataclass(frozen=True)
-class Trial:
-    """One scenario seed's first request and the three prompt sources.
-
-    instructions: INSTRUCTIONS, the request block and ANSWER_FORMAT (never cut: u tokens).
-    coordination: the other agents' full blocks in index order; evidence: the requester's
-    full block (`evidence_block` keeps its token layout for `layout_cliff`).
-    """
-
-    seed: int
-    requester: int
-    key: str
-    key_id: int
-    options: tuple[str, ...]
-    correct: int
-    instructions: str
-    coordination: str
-    evidence: str
-    evidence_block: Block
-
-
-def _make_env(env_kwargs: Mapping[str, Any] | None) -> Any:
-    import gymnasium as gym
-
-    import envs  # noqa: F401  (registers the ids)
-
-    return gym.make(ENV_ID, **dict(env_kwargs or {}))
-
-
-def build_trial(seed: int, env_kwargs: Mapping[str, Any] | None = None,
-                env: Any | None = None) -> Trial:
-    """The trial of scenario `seed`: its first request (never a cascade dependent one)."""
-    env = env if env is not None else _make_env(env_kwargs)
-    env.reset(seed=int(seed))
-    core = env.unwrapped
-    scenario, pending = core.scenario, core.pending
-    decided: dict[int, int] | None = {} if core.family == "cascade" else None
-    blocks = [full_block(agent, decided) for agent in scenario.agents]
-    depends = f"agent-{pending.depends_on}" if pending.depends_on >= 0 else None
-    request = request_text(f"agent-{pending.requester}", pending.key, pending.options, depends)
-    instructions = f"{INSTRUCTIONS}\n\n{request}{ANSWER_FORMAT}\n"
-    coordination = "".join(b.text for i, b in enumerate(blocks) if i != pending.requester)
-    return Trial(
-        seed=int(seed), requester=pending.requester, key=pending.key, key_id=pending.key_id,
-        options=tuple(pending.options), correct=int(pending.correct),
-        instructions=instructions, coordination=coordination,
-        evidence=blocks[pending.requester].text, evidence_block=blocks[pending.requester],
-    )
-
-
-def build_trials(trials: int, env_kwargs: Mapping[str, Any] | None = None) -> list[Trial]:
-    """Trials for seeds 0..trials-1 (shared by every (q, order) cell: paired)."""
-    env = _make_env(env_kwargs)
-    try:
-        return [build_trial(seed, env=env) for seed in range(trials)]
-    finally:
-        env.close()
-
-
-def assemble_trial(trial: Trial, W: int, q: float, order: str) -> Assembly:
-    """The trial's prompt under window W, target ratio q and block order."""
-    return assemble(trial.instructions, trial.coordination, trial.evidence, W=W, q=q,
-                    order=order)
-
-
-# --------------------------------------------------------------------------- layout cliff
-
-
-@dataclass(frozen=True)
-class Cliff:
-    """Where a trial becomes answerable for a reader of whole fact values.
-
-    required_r: the smallest evidence budget r whose block holds the requester's fact value
-    complete. In coord_first the evidence block ends the prompt, so the value may end the
-    text (the fact line without its "\\n" token); in reason_first the block is r - 1 tokens
-    of source plus an appended "\\n", so the whole line must fit (one token more).
-    theta: u + required_r, the smallest non-coordination budget (W - c) that answers it.
-    max_c: the largest coordination size that still answers it (W - theta); p_star = max_c / W.
-    """
-
-    seed: int
-    order: str
-    u: int
-    fact_start: int
-    fact_end: int
-    required_r: int
-    theta: int
-    max_c: int
-    p_star: float
-
-
-def layout_cliff(seed: int, W: int, *, order: str = "reason_first",
-                 env_kwargs: Mapping[str, Any] | None = None,
-                 trial: Trial | None = None) -> Cliff:
-    """The trial's answerability threshold, from the token layout alone (no reader run).
-
-    The fact line's token span [fact_start, fact_end) inside the evidence block comes from the
-    block's own line ids (lines end in "\\n" and start with a non-space character, so the
-    block's tokens are the concatenation of its lines'). Truncation keeps a prefix of the
-    block; repetition puts later copies after a complete first one, so the first copy decides.
-    """
-    if order not in ORDERS:
-        raise ValueError(f"order must be one of {ORDERS}; got {order!r}")
-    trial = trial if trial is not None else build_trial(seed, env_kwargs)
-    at = 0
-    span: tuple[int, int] | None = None
-    for line in trial.evidence_block.lines:
-        if line.kind == "fact" and any(k == trial.key_id for k, _ in line.shows):
-            span = (at, at + len(line.ids))
-            if tuple(encode(line.text[:-1])) + tuple(encode("\n")) != line.ids:
-                raise AssertionError(f"fact line does not end in its own newline token: "
-                                     f"{line.text!r}")
-            break
-        at += len(line.ids)
-    if span is None:
-        raise ValueError(f"seed {trial.seed}: the requester has no fact for {trial.key!r}")
-    start, end = span
-    required = end - 1 if order == "coord_first" else end
-    u = count(trial.instructions)
-    theta_tokens = u + required
-    max_c = W - theta_tokens
-    return Cliff(seed=trial.seed, order=order, u=u, fact_start=start, fact_end=end,
-                 required_r=required, theta=theta_tokens, max_c=max_c, p_star=max_c / W)
 
 
 # --------------------------------------------------------------------------- policies
@@ -302,24 +153,6 @@ class LLMAnswer:
         return None if parsed is None else int(parsed[0])
 
 
-# --------------------------------------------------------------------------- sweep
-
-
-def normalise_q(values: Iterable[float]) -> tuple[float, ...]:
-    """Target ratios as fractions in [0, 1], rounded to 6 digits (stable log keys)."""
-    out = []
-    for value in values:
-        q = float(value)
-        if not math.isfinite(q) or not 0.0 <= q <= 1.0:
-            raise ValueError(f"q must be in [0, 1]; got {value!r}")
-        out.append(round(q, 6))
-    return tuple(dict.fromkeys(out))
-
-
-def call_key(q: float, order: str, seed: int) -> str:
-    return f"{q}:{order}:{seed}"
-
-
 def _describe(policy: Any) -> Any:
     describe = getattr(policy, "describe", None)
     if callable(describe):
@@ -329,20 +162,6 @@ def _describe(policy: Any) -> Any:
 
 def policy_name(policy: Any) -> str:
     return str(getattr(policy, "name", getattr(policy, "__name__", type(policy).__name__)))
-
-
-def _logged_calls(path: Path, run_id: str) -> dict[str, dict[str, Any]]:
-    calls: dict[str, dict[str, Any]] = {}
-    if not path.exists():
-        return calls
-    for line in path.read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue
-        if entry.get("type") == "call" and entry.get("run_id") == run_id:
-            calls.setdefault(str(entry["key"]), entry)
-    return calls
 
 
 def _check_sweep(window: Any, trials: Any, workers: Any, q: Sequence[float],
@@ -386,7 +205,7 @@ def run_sweep(
            "trial": "first request", "policy": _describe(policy), "model": model_name}
     run_log = RunLog(Path(log), run, resume=resume)
     try:
-        done = _logged_calls(run_log.path, run_log.run_id) if resume else {}
+        done = run_log.results
         if not done:
             run_log.write({"type": "run", "run_id": run_log.run_id, "run": run})
         all_trials = build_trials(trials, env_kwargs)
@@ -405,8 +224,7 @@ def run_sweep(
         def one(item: tuple[float, str, Trial]) -> dict[str, Any]:
             qv, order, trial = item
             record = _call(worker_policy(), trial, window, qv, order, model_name)
-            record["run_id"] = run_log.run_id
-            run_log.write(record)
+            record = run_log.write_result(record)
             if on_call is not None:
                 on_call(record)
             return record
@@ -470,104 +288,6 @@ def evidence_is_prefix(trial: Trial, prompt: Assembly) -> bool:
     return (source * (len(block) // max(len(source), 1) + 2)).startswith(block)
 
 
-# --------------------------------------------------------------------------- outputs
-
-
-def write_csv(records: Iterable[Mapping[str, Any]], path: Path) -> Path:
-    """One row per call with CSV_FIELDS (model, p, score, order, ...): rcwt_fit.read_rows input."""
-    path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    with path.open("w", newline="") as handle:
-        writer = csv.DictWriter(handle, fieldnames=CSV_FIELDS, extrasaction="ignore")
-        writer.writeheader()
-        for record in records:
-            writer.writerow({k: record[k] for k in CSV_FIELDS})
-    return path
-
-
-def cell_table(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
-    """Per (model, order, q): mean p, mean r, mean score and the call count, in sweep order."""
-    cells: dict[tuple[str, str, float], list[Mapping[str, Any]]] = {}
-    for record in records:
-        cells.setdefault((record["model"], record["order"], record["q"]), []).append(record)
-    rows = []
-    for (model, order, q), group in cells.items():
-        rows.append({"model": model, "order": order, "q": q, "n": len(group),
-                     "p": float(np.mean([g["p"] for g in group])),
-                     "r": float(np.mean([g["r"] for g in group])),
-                     "score": float(np.mean([g["score"] for g in group]))})
-    return rows
-
-
-def summarise(records: Sequence[Mapping[str, Any]], window: int,
-              resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """fit_table of the calls plus, per model, theta's order-stratified bootstrap interval
-    and the answer categories."""
-    from analysis.fits import bootstrap_theta, fit_table
-
-    rows = [{"model": r["model"], "p": r["p"], "score": r["score"], "order": r["order"]}
-            for r in records]
-    table = fit_table(rows, window)
-    for model, entry in table.items():
-        mine = [r for r in records if r["model"] == model]
-        boot = bootstrap_theta([r["p"] for r in mine], [r["score"] for r in mine],
-                               [r["order"] for r in mine], window, resamples=resamples,
-                               seed=seed)
-        entry["bootstrap"] = {
-            "resamples": resamples,
-            "p0_interval": [_finite(v) for v in boot.p0_interval],
-            "theta_interval": [_finite(v) for v in boot.theta_interval],
-        }
-        categories: dict[str, int] = {}
-        for r in mine:
-            categories[str(r["category"])] = categories.get(str(r["category"]), 0) + 1
-        entry["categories"] = dict(sorted(categories.items()))
-    return table
-
-
-def _finite(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
-@dataclass(frozen=True)
-class SweepOutputs:
-    csv: Path
-    fits_json: Path
-    plot: Path
-    fits: dict[str, Any]
-
-
-def write_outputs(records: Sequence[Mapping[str, Any]], out: Path, window: int,
-                  resamples: int = 1000) -> SweepOutputs:
-    """DIR/sweep.csv, DIR/fits.json (summarise) and DIR/fits.png (rcwt_fit.plot_fits)."""
-    from analysis.fits import plot_fits
-
-    out = Path(out)
-    csv_path = write_csv(records, out / "sweep.csv")
-    fits = summarise(records, window, resamples=resamples)
-    fits_path = out / "fits.json"
-    fits_path.write_text(json.dumps(fits, indent=2) + "\n")
-    rows = [{"model": r["model"], "p": r["p"], "score": r["score"]} for r in records]
-    png = plot_fits(rows, window, out / "fits.png")
-    return SweepOutputs(csv_path, fits_path, png, fits)
-
-
-# --------------------------------------------------------------------------- StatefulWorkflow
-
-WORKFLOW_ID = "StatefulWorkflow-v0"
-
-
-def coordination_text(seed: int) -> str:
-    """Synthetic multi-agent coordination content for a StatefulWorkflow prompt: the full
-    context blocks of a DACSSteering scenario of the same seed (agents' tasks, status lines,
-    facts), which say nothing about the workflow, like seed 000's coordination block."""
-    from envs.dacs.scenario import generate
-    from envs.dacs.window import full_block
-
-    scenario = generate(seed, 10, "homogeneous", 3)
-    return "".join(full_block(agent, {}).text for agent in scenario.agents)
-
-
 def run_workflow_sweep(
     settings: Mapping[str, Any],
     *,
@@ -606,7 +326,7 @@ def run_workflow_sweep(
     run_log = RunLog(Path(log), run, resume=resume)
     records = []
     try:
-        done = _logged_calls(run_log.path, run_log.run_id) if resume else {}
+        done = run_log.results
         if not done:
             run_log.write({"type": "run", "run_id": run_log.run_id, "run": run})
         env = TextActionWrapper(gym.make(WORKFLOW_ID, **dict(env_kwargs or {})))
@@ -626,7 +346,7 @@ def run_workflow_sweep(
                     started = time.perf_counter()
                     record = rollout(env, LLMPolicy(client, renderer), 1, seed=seed)[0]
                     entry = {
-                        "type": "call", "key": key, "run_id": run_log.run_id,
+                        "type": "call", "key": key,
                         "model": model_name, "q": qv, "order": order, "seed": seed,
                         "W": window, "u": first.u, "c": first.c, "r": first.r, "p": first.p,
                         "tokens": first.tokens, "score": int(record.success),
@@ -637,7 +357,7 @@ def run_workflow_sweep(
                             "provider_prompt_tokens", 0),
                         "latency_s": time.perf_counter() - started,
                     }
-                    run_log.write(entry)
+                    entry = run_log.write_result(entry)
                     if on_call is not None:
                         on_call(entry)
                     records.append(entry)

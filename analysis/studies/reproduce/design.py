@@ -37,6 +37,7 @@ LABELS_CONTROLLERS = ("cache-2", "exact", "random-schedule", "scan-4")
 GRID_NAMES = (
     "primary", "work", "memory", "observation", "recovery", "locality", "selection", "labels",
 )
+GRID_CHOICES = (*GRID_NAMES, "all")  # what `diagym reproduce --grid` accepts
 
 
 @dataclass(frozen=True)

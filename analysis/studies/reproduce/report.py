@@ -43,7 +43,9 @@ MEAN_FIELDS = (
     "value_bits",
 )
 FAILURE_CODES = {"failures_dependency": 1, "failures_candidate": 2, "failures_completed": 3}
-EPISODE_KEYS = ("success", *MEAN_FIELDS, "first_failure")
+# The batched runner's columns (controllers.workflow.batched.EPISODE_KEYS) that results.csv
+# reads; a subset, so a runner column the report does not show (plan_slots) needs no change here.
+RESULT_COLUMNS = ("success", *MEAN_FIELDS, "first_failure")
 NOT_DERIVED = "not_derived"
 
 # Follow-on grids in appendix order: (appendix table, title).
@@ -165,7 +167,7 @@ def summary_rows(
     success_low/high is the paired seed-bootstrap band of the configuration's rate, wilson_*
     the Wilson 95% interval; predicted is a float or "not_derived" (NaN from predictions).
     """
-    n_seeds = _validate(configs, episodes, EPISODE_KEYS)
+    n_seeds = _validate(configs, episodes, RESULT_COLUMNS)
     prediction = _predicted_array(predicted, len(configs))
     success = np.asarray(episodes["success"], dtype=np.float64)
     rate, low, high = paired_bootstrap(success, weights)

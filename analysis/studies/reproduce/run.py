@@ -19,6 +19,7 @@ from analysis.audit import audit_table
 from analysis.predictions import predict
 from analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
 from analysis.studies.reproduce.design import (
+    GRID_CHOICES,
     GRID_NAMES,
     Configuration,
     grid_configurations,
@@ -31,8 +32,6 @@ from analysis.studies.reproduce.report import (
     write_results_csv,
 )
 from controllers.workflow.batched import ControllerAbort, run_many
-
-GRID_CHOICES = (*GRID_NAMES, "all")
 
 
 @dataclass

@@ -1,0 +1,73 @@
+"""`diagym dacs-study`: seed 002's phases on DACSSteering-v0, as a table and plots."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+from typing import Any
+
+from analysis.cli.common import add_llm_flags, add_log_flags, bounded_int, fail, llm_endpoint
+from analysis.studies.dacs_study.design import PHASES
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "dacs-study",
+        help="seed 002's phases on DACSSteering-v0: accuracy, contamination, tokens",
+        description=(
+            "Run seed 002's phases (N in {3, 5, 10}; homogeneous, crossfire, cascade; D up to "
+            "15) on DACSSteering-v0 with the reference orchestrators (dacs-reader on dacs "
+            "windows, flat-reader and flat-recency on flat windows, registry-only, uniform) "
+            "or with --policy llm on dacs and flat windows; print a table and write plots."
+        ),
+    )
+    parser.add_argument("--policy", choices=("reference", "llm"), default="reference")
+    parser.add_argument("--episodes", type=bounded_int(1), default=10, metavar="K",
+                        help="scenario seeds per arm (default 10, as seed 002's trials)")
+    parser.add_argument("--window", type=bounded_int(64), default=4096, metavar="W")
+    parser.add_argument("--phases", nargs="+", choices=tuple(PHASES), default=list(PHASES))
+    parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                        help="where the plots go (default: results)")
+    add_log_flags(parser, "episodes, and model calls with --policy llm")
+    parser.add_argument("--json", action="store_true", help="print JSON rows instead")
+    add_llm_flags(parser)
+    parser.set_defaults(func=run)
+
+
+def _play(args: argparse.Namespace) -> list[Any]:
+    from analysis.studies.dacs_study.design import LLM_ARMS
+    from analysis.studies.dacs_study.run import run_study, text_env
+
+    shared = {"episodes": args.episodes, "window": args.window, "phases": tuple(args.phases),
+              "progress": True, "log": args.log, "resume": args.resume,
+              "workers": args.concurrency}
+    if args.policy == "llm":
+        from analysis.llm_runs import llm_policy_factory
+
+        with llm_endpoint(args) as settings:
+            make_policy = llm_policy_factory(settings)
+            return run_study(lambda _name, env: make_policy(env), arms=LLM_ARMS,
+                             make_env=text_env, **shared)
+    from controllers.registry import make_reference_policy
+
+    return run_study(make_reference_policy, **shared)
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.studies.dacs_study.report import format_table, plot_study
+    from controllers.runlog import RunLog
+
+    try:
+        RunLog.check_target(args.log, args.resume)
+        results = _play(args)
+    except (ValueError, RuntimeError, OSError) as error:
+        return fail("dacs-study", error)
+    if args.json:
+        print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
+        return 0
+    print(format_table(results, args.window))
+    for path in plot_study(results, args.out):
+        print(f"plot: {path}")
+    return 0

@@ -1,0 +1,41 @@
+"""`diagym reproduce`: seed 003's grids, predictions, tables and plots in one run."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import Any
+
+from analysis.studies.reproduce.design import GRID_CHOICES
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "reproduce",
+        help="run seed 003's primary factorial and follow-on grids; write results and tables",
+        description=(
+            "Run the reference controllers over a grid (all: 689,152 episodes) and write "
+            "DIR/results.csv (one row per configuration), DIR/tables.md (the shapes of the "
+            "paper's Tables 1, 3-6 and C.1-C.7) and PNG profile plots."
+        ),
+    )
+    parser.add_argument("--grid", choices=GRID_CHOICES, default="all",
+                        help="which grid to run (default: all)")
+    parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
+                        help="output directory (default: results)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.studies.reproduce.run import reproduce
+
+    result = reproduce(args.grid, args.out, progress=sys.stderr.isatty())
+    total = sum(result.seconds.values())
+    stages = ", ".join(f"{name} {value:.2f} s" for name, value in result.seconds.items())
+    print(f"{result.configurations:,} configurations, {result.episodes:,} episodes in "
+          f"{total:.2f} s ({stages})")
+    print(f"results: {result.results_csv}")
+    print(f"tables:  {result.tables_md}")
+    print(f"plots:   {len(result.plots)} PNG files in {args.out}")
+    return 0

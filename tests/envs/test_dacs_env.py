@@ -290,6 +290,70 @@ def test_a_cut_fact_line_is_invisible() -> None:
     assert window.tokens == tokens.count(window.text) <= budget
 
 
+def _fact_shown(env: DACSSteeringEnv, obs: dict[str, Any], fact: Any) -> bool:
+    """Whether a fact line counts as visible, asked of the window and of the observation,
+    which must agree."""
+    (key, value), = fact.shows
+    in_window = (fact.agent, key, value) in env.current_window.visible_facts
+    in_obs = obs["visible_facts"][fact.agent, key] == value
+    assert in_window == in_obs
+    return in_window
+
+
+@pytest.mark.parametrize("seed", [0, 4, 9])
+def test_a_line_ending_exactly_at_the_budget_is_visible_and_one_token_less_cuts_it(
+        seed: int) -> None:
+    """Both sides of the boundary, for fact lines all along the window: with room for
+    exactly the line's last token it is kept whole (visible, in the text, not the cut line);
+    with one token less it is the cut line (invisible, kept stops at its start)."""
+    env = make(n_agents=3, context_mode="flat", window=100_000)
+    env.reset(seed=seed)
+    full = env.current_window
+    facts = [s for s in full.lines if s.kind == "fact"
+             and s.start > 0 and s.end - 1 + full.request_tokens >= 128]
+    assert len(facts) >= 8
+    for fact in facts[::max(len(facts) // 6, 1)] + [facts[-1]]:
+        text = tokens.decode(tokens.encode(full.text)[fact.start:fact.end])
+        assert text.startswith("fact: ") and text.endswith("\n")
+        exact = fact.end + full.request_tokens
+        env = make(n_agents=3, context_mode="flat", window=exact)
+        obs, _ = env.reset(seed=seed)
+        window = env.current_window
+        assert window.kept == fact.end and window.tokens <= exact
+        assert window.cut == (fact.end < full.agent_tokens)
+        assert _fact_shown(env, obs, fact)
+        assert text in window.text
+        env = make(n_agents=3, context_mode="flat", window=exact - 1)
+        obs, _ = env.reset(seed=seed)
+        window = env.current_window
+        assert window.cut and window.kept == fact.start
+        assert not _fact_shown(env, obs, fact)
+        assert text not in window.text and window.tokens <= exact - 1
+
+
+@pytest.mark.parametrize("mode", ["flat", "dacs"])
+def test_blocks_ending_exactly_at_the_budget_are_not_cut(mode: str) -> None:
+    """A window whose agent blocks end exactly at the budget is whole and reports no cut;
+    one token less cuts the last line."""
+    env = make(n_agents=3, context_mode=mode, window=100_000)
+    env.reset(seed=2)
+    full = env.current_window
+    exact = full.agent_tokens + full.request_tokens
+    env = make(n_agents=3, context_mode=mode, window=exact)
+    obs, _ = env.reset(seed=2)
+    window = env.current_window
+    assert not window.cut and window.kept == full.agent_tokens
+    assert window.text == full.text and window.tokens == exact
+    assert window.visible_facts == full.visible_facts
+    env = make(n_agents=3, context_mode=mode, window=exact - 1)
+    env.reset(seed=2)
+    window = env.current_window
+    last = full.lines[-1]
+    assert window.cut and window.kept == last.start
+    assert window.visible_facts == tuple(
+        (s.agent, k, v) for s in full.lines[:-1] if s.kind == "fact" for k, v in s.shows)
+
+
 def test_budgets_at_4096() -> None:
     """Flat fits at N = 3 and 5 but not 10; dacs fits at every N."""
     for seed in range(3):

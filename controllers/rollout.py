@@ -1,4 +1,12 @@
-"""One runner for every kind of agent: episode i on reset(seed=seed + i), one record each."""
+"""One runner for every kind of agent: episode i on reset(seed=seed + i), one record each.
+
+The runner picks its path itself. A seed 003 reference controller (ReferencePolicy) on a bare
+StatefulWorkflow env plays its episodes in the batched numba runner
+(controllers/workflow/batched.py), about a hundred times faster than stepping the Gymnasium
+env from Python, with records and log lines equal to the per-step path's field for field
+(tests/controllers/test_rollout.py holds the two paths against each other). Every other pair
+(LLM policies, SB3 models, wrapped envs, DACSSteering) plays step by step.
+"""
 
 from __future__ import annotations
 
@@ -10,9 +18,23 @@ from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
+import numpy as np
+from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
 
+import envs
+from controllers.episodes import Episodes
 from controllers.policy import EpisodeAborted, EpisodeRecord, Policy
 from controllers.runlog import RunLog
+from controllers.workflow.adapter import ReferencePolicy
+from controllers.workflow.batched import episode_columns
+from envs.workflow.params import WorkflowSpec
+
+# Wrappers that pass reset and step through unchanged: the two gym.make adds by default
+# (a reset-before-step check and a one-time passive checker that only warns). Any other
+# wrapper may change observations, actions, rewards or episode ends (TimeLimit truncates, a
+# text wrapper parses actions), so an env wrapped in one plays step by step. Types are
+# matched exactly: a subclass may override step.
+TRANSPARENT_WRAPPERS = (OrderEnforcing, PassiveEnvChecker)
 
 
 def describe_run(env: gym.Env, policy: Any) -> dict[str, Any]:
@@ -26,6 +48,33 @@ def describe_run(env: gym.Env, policy: Any) -> dict[str, Any]:
     }
 
 
+def batched_spec(env: gym.Env, policy: Any) -> WorkflowSpec | None:
+    """The task spec the batched runner plays for (env, policy), or None for step by step.
+
+    Batched only when every record would be the same: the policy is exactly a ReferencePolicy
+    (a subclass may act differently), built for the env's own spec; the env's family is
+    workflow and its core is exactly the family's env class; every wrapper around it is in
+    TRANSPARENT_WRAPPERS. The batched path does not step `env` or `policy`: after the run
+    they hold no episode, where the per-step path leaves them at the last episode's end.
+    """
+    if type(policy) is not ReferencePolicy:
+        return None
+    try:
+        if envs.family_of(env) != envs.WORKFLOW:
+            return None
+    except ValueError:
+        return None
+    layer = env
+    while isinstance(layer, gym.Wrapper):
+        if type(layer) not in TRANSPARENT_WRAPPERS:
+            return None
+        layer = layer.env
+    if type(layer) is not envs.FAMILIES[envs.WORKFLOW].env_class():
+        return None
+    spec = layer.spec_params
+    return spec if policy.spec == spec else None
+
+
 def _check_counts(episodes: Any, seed: Any) -> None:
     if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 0:
         raise ValueError(f"episodes must be an integer >= 0; got {episodes!r}")
@@ -35,25 +84,33 @@ def _check_counts(episodes: Any, seed: Any) -> None:
 
 def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
             log: Path | None = None, resume: bool = False,
-            on_record: Callable[[EpisodeRecord], None] | None = None) -> list[EpisodeRecord]:
+            on_record: Callable[[EpisodeRecord], None] | None = None,
+            fast: bool = True) -> Episodes:
     """Play `episodes` episodes, episode i on reset(seed=seed + i); one record each.
 
     With `log`, every record is appended to a RunLog as soon as its episode ends (and the
     policy may log its own lines there); resume=True skips the episodes already finished in
-    it, so an interrupted run loses and duplicates nothing.
+    it, so an interrupted run loses and duplicates nothing. `on_record` is called with each
+    newly played record, in episode order.
+
+    A reference controller on a bare workflow env (`batched_spec`) plays batched: the same
+    records, log lines and resume, but lines and on_record calls come a chunk of episodes
+    (batched.CHUNK) at a time, and only then is an EpisodeRecord built per episode; without
+    log and on_record none is. fast=False forces the per-step path.
     """
     return rollout_parallel(lambda: env, lambda _env: policy, episodes, seed=seed, workers=1,
-                            log=log, resume=resume, on_record=on_record)
+                            log=log, resume=resume, on_record=on_record, fast=fast)
 
 
 def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym.Env], Policy],
                      episodes: int, seed: int = 0, workers: int = 2, log: Path | None = None,
                      resume: bool = False,
-                     on_record: Callable[[EpisodeRecord], None] | None = None
-                     ) -> list[EpisodeRecord]:
+                     on_record: Callable[[EpisodeRecord], None] | None = None,
+                     fast: bool = True) -> Episodes:
     """`rollout` with `workers` episodes in flight, each worker with its own env and policy
     (for policies that wait on I/O, such as an LLM server). Records come back in episode
-    order whatever order they finished in."""
+    order whatever order they finished in. When the first worker's pair plays batched
+    (`batched_spec`), the whole run does, in this thread: workers would only add overhead."""
     _check_counts(episodes, seed)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1; got {workers!r}")
@@ -66,15 +123,40 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
         return local.pair
 
     first_env, first_policy = worker_pair()
+    spec = batched_spec(first_env, first_policy) if fast else None
     run_log = RunLog(log, describe_run(first_env, first_policy), resume) if log else None
-    records: dict[int, EpisodeRecord] = {}
-    todo = []
-    for i in range(episodes):
-        key = run_log.key(seed + i) if run_log else None
-        if run_log is not None and key in run_log.finished:
-            records[i] = dataclasses.replace(run_log.finished[key], episode=i)
+    finished: list[EpisodeRecord] = []
+    if run_log is None:
+        todo = np.arange(episodes, dtype=np.int64)
+    else:
+        remaining = []
+        for i in range(episodes):
+            key = run_log.key(seed + i)
+            if key in run_log.finished:
+                finished.append(dataclasses.replace(run_log.finished[key], episode=i))
+            else:
+                remaining.append(i)
+        todo = np.array(remaining, dtype=np.int64)
+    try:
+        if spec is not None:
+            assert isinstance(first_policy, ReferencePolicy)
+            played = _play_batched(spec, first_policy.name, seed, todo, run_log, on_record)
         else:
-            todo.append(i)
+            played = Episodes.from_records(
+                _play_steps(worker_pair, seed, todo.tolist(), workers, run_log, on_record))
+    finally:
+        if run_log is not None:
+            run_log.close()
+    if not finished:
+        return played
+    merged = Episodes.concatenate([Episodes.from_records(finished), played])
+    return merged.take(np.argsort(merged.columns["episode"], kind="stable"))
+
+
+def _play_steps(worker_pair: Callable[[], tuple[gym.Env, Policy]], seed: int, todo: list[int],
+                workers: int, run_log: RunLog | None,
+                on_record: Callable[[EpisodeRecord], None] | None) -> list[EpisodeRecord]:
+    """The per-step path: the env's step loop and the policy's act, episode by episode."""
 
     def play(i: int) -> EpisodeRecord:
         env, policy = worker_pair()
@@ -88,18 +170,30 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
             on_record(record)
         return record
 
-    try:
-        if workers == 1:
-            for i in todo:
-                records[i] = play(i)
-        else:
-            with ThreadPoolExecutor(max_workers=workers) as pool:
-                for i, record in zip(todo, pool.map(play, todo), strict=True):
-                    records[i] = record
-    finally:
-        if run_log is not None:
-            run_log.close()
-    return [records[i] for i in range(episodes)]
+    if workers == 1:
+        return [play(i) for i in todo]
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(play, todo))
+
+
+def _play_batched(spec: WorkflowSpec, controller: str, seed: int, todo: np.ndarray,
+                  run_log: RunLog | None,
+                  on_record: Callable[[EpisodeRecord], None] | None) -> Episodes:
+    """The batched path: columns straight from the numba runner; records are built (a chunk
+    at a time) only for the log and on_record."""
+    def emit(start: int, columns: dict[str, np.ndarray],
+             counters: dict[str, np.ndarray]) -> None:
+        episode = todo[start:start + len(columns["success"])]
+        for record in Episodes({"episode": episode, **columns}, counters):
+            if run_log is not None:
+                run_log.write_episode(run_log.key(seed + record.episode), record)
+            if on_record is not None:
+                on_record(record)
+
+    wanted = run_log is not None or on_record is not None
+    columns, counters = episode_columns(spec, controller, seed + todo,
+                                        on_chunk=emit if wanted else None)
+    return Episodes({"episode": todo, **columns}, counters)
 
 
 def _play(env: gym.Env, policy: Policy, episode: int, seed: int) -> EpisodeRecord:

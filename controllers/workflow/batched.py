@@ -5,11 +5,15 @@ in Python, so the study runs here instead: the env's own kernels (generate_into,
 execute_into) and the controller's own functions (controller_begin, controller_act) on one
 row each, episode after episode. Nothing is re-implemented, so a trajectory here equals the
 trajectory of the same controller through `gym.make` and the Policy adapter (tested).
+
+Two outputs: `run_controller` / `run_many`, the study's arrays (with its admission rules),
+and `episode_columns`, the columns of an Episodes, which `controllers.rollout` returns when it
+plays a ReferencePolicy here instead of through the env.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 import numpy as np
 
@@ -31,7 +35,7 @@ from controllers.workflow.mechanisms import (
 from envs._core.numba_setup import jit
 from envs.workflow.generator import generate_into
 from envs.workflow.kernel import allocate_rows, execute_into
-from envs.workflow.layout import CALLS, DONE, ERRORS, SUCCESSES
+from envs.workflow.layout import CALLS, DONE, ERRORS, FAILURE_NAMES, SUCCESSES
 from envs.workflow.params import P_N, P_R, WorkflowSpec
 
 # Columns of the per-episode record matrix.
@@ -85,22 +89,32 @@ def run_episodes(params: np.ndarray, cparams: np.ndarray, seeds: np.ndarray, tas
     return -1
 
 
-def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
-                   trace_length: int = 0) -> dict[str, np.ndarray]:
-    """Per-episode arrays (keys EPISODE_KEYS) of `controller` on the tasks of `seeds`; with
-    trace_length > 0 also "trace": (seeds, trace_length, 2) actions, -1 after the last."""
+def _play(spec: WorkflowSpec, controller: str, seeds: np.ndarray, records: np.ndarray,
+          trace: np.ndarray) -> None:
+    """run_episodes over `seeds` into `records` / `trace`; raises ControllerAbort at the call
+    horizon, which a correct kernel never reaches (every episode ends within N + R calls)."""
     params = spec.to_params()
-    cparams = controller_params(controller)
-    seeds = np.ascontiguousarray(seeds, dtype=np.int64)
     rows = allocate_rows(params, 1)
     cstate = np.zeros((1, CONTROLLER_FIELDS), dtype=np.int64)
-    records = np.zeros((seeds.shape[0], RECORD_FIELDS), dtype=np.int64)
-    trace = np.full((seeds.shape[0], trace_length, 2), -1, dtype=np.int64)
-    bad = run_episodes(params, cparams, seeds, *rows, cstate, records, trace)
+    bad = run_episodes(params, controller_params(controller), seeds, *rows, cstate, records,
+                       trace)
     if bad >= 0:
         raise ControllerAbort(
             f"{controller} on {spec} exceeded the call horizon N + R on seed {seeds[bad]}"
         )
+
+
+def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
+                   trace_length: int = 0) -> dict[str, np.ndarray]:
+    """Per-episode arrays (keys EPISODE_KEYS) of `controller` on the tasks of `seeds`; with
+    trace_length > 0 also "trace": (seeds, trace_length, 2) actions, -1 after the last.
+
+    The study's admission rule applies: a controller that held more values than its capacity
+    aborts the run (ControllerAbort)."""
+    seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+    records = np.zeros((seeds.shape[0], RECORD_FIELDS), dtype=np.int64)
+    trace = np.full((seeds.shape[0], trace_length, 2), -1, dtype=np.int64)
+    _play(spec, controller, seeds, records, trace)
     if records[:, OVERFLOW].any():
         raise ControllerAbort(f"{controller} on {spec} held more values than its capacity")
     entries = records[:, ENTRIES]
@@ -121,6 +135,74 @@ def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
     if trace_length:
         result["trace"] = trace
     return result
+
+
+# Episodes played per run_episodes call in episode_columns: the int64 record matrix of a
+# chunk is reused (5 MB), so a run of millions holds only its compact columns.
+CHUNK = 1 << 16
+COUNTER_KEYS = EPISODE_KEYS[5:]
+_FAILURE_OBJECTS = np.array(FAILURE_NAMES, dtype=object)
+OnChunk = Callable[[int, dict[str, np.ndarray], dict[str, np.ndarray]], None]
+
+
+def episode_columns(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
+                    on_chunk: OnChunk | None = None
+                    ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+    """(columns, counters) of `controller` on the tasks of `seeds`, shaped as an Episodes
+    (controllers/episodes.py) without its "episode" column: what the per-step runner records
+    for the same episodes through the env and ReferencePolicy, field for field.
+
+    - task_seed is the seed itself: reset(seed=s) plays the task of seed s.
+    - first_failure is the name of the first failed call's category (None if none failed).
+    - episode_return is the float sum the per-step runner forms of the env's rewards, 1/N per
+      success and 0.0 per failure, added in order: a table over the success count.
+    - There is no capacity abort: the per-step runner records such episodes too.
+
+    Integer columns are int32 where every value provably fits (calls <= N + R, checks <= b
+    per call, preparation <= N * b): at 4M episodes the columns take about 250 MB, not 500.
+    `on_chunk(start, columns, counters)` is called after each CHUNK of seeds, with views of
+    that chunk's entries (seeds[start:start + chunk length])."""
+    seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+    size = seeds.shape[0]
+    n, b = spec.n_ops, spec.candidates
+    bound = (n + spec.error_allowance) * b + n * b
+    small = np.int32 if bound <= np.iinfo(np.int32).max else np.int64
+    returns, total = [], 0.0
+    for _ in range(n + 1):
+        returns.append(total)
+        total += 1.0 / n
+    returns_table = np.array(returns, dtype=np.float64)
+    success = np.empty(size, dtype=np.bool_)
+    ints = {key: np.empty(size, dtype=small) for key in ("completed", "calls", "errors")}
+    counters = {key: np.empty(size, dtype=small) for key in COUNTER_KEYS}
+    first_failure = np.empty(size, dtype=object)
+    episode_return = np.empty(size, dtype=np.float64)
+    columns = {"task_seed": seeds, "success": success, **ints,
+               "first_failure": first_failure, "episode_return": episode_return}
+    records = np.zeros((min(size, CHUNK), RECORD_FIELDS), dtype=np.int64)
+    no_trace = np.zeros((min(size, CHUNK), 0, 2), dtype=np.int64)
+    per_value = value_bits(controller, 1, b)
+    plan_slots = n if CONTROLLERS[controller][K_RETAIN] == RETAIN_PLAN else 0
+    for start in range(0, size, CHUNK):
+        stop = min(start + CHUNK, size)
+        part = records[:stop - start]
+        _play(spec, controller, seeds[start:stop], part, no_trace[:stop - start])
+        success[start:stop] = part[:, SUCCESS] != 0
+        ints["completed"][start:stop] = part[:, COMPLETED]
+        ints["calls"][start:stop] = part[:, CALLS_COL]
+        ints["errors"][start:stop] = part[:, ERRORS_COL]
+        first_failure[start:stop] = _FAILURE_OBJECTS[part[:, FIRST_FAILURE]]
+        episode_return[start:stop] = returns_table[part[:, COMPLETED]]
+        counters["checks"][start:stop] = part[:, CHECKS]
+        counters["lookups"][start:stop] = part[:, LOOKUPS]
+        counters["prep_entries"][start:stop] = part[:, PREP]
+        counters["cache_entries"][start:stop] = part[:, ENTRIES]
+        counters["value_bits"][start:stop] = per_value * part[:, ENTRIES]
+        counters["plan_slots"][start:stop] = plan_slots
+        if on_chunk is not None:
+            on_chunk(start, {k: v[start:stop] for k, v in columns.items()},
+                     {k: v[start:stop] for k, v in counters.items()})
+    return columns, counters
 
 
 def run_many(pairs: Iterable[tuple[WorkflowSpec, str]], seeds: np.ndarray,

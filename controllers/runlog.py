@@ -8,7 +8,6 @@ results. `RunLog.check_target` is that rule, `ResumeNeeded` its one error, and e
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import json
 import threading
@@ -95,7 +94,9 @@ class RunLog:
             self._sink.flush()
 
     def write_episode(self, key: str, record: EpisodeRecord) -> None:
-        self.write({"type": "episode", "episode_key": key, "record": dataclasses.asdict(record)})
+        # A shallow copy serialises the same as dataclasses.asdict, which deep-copies every
+        # counter and metric first and was three quarters of a logged batched run's time.
+        self.write({"type": "episode", "episode_key": key, "record": dict(vars(record))})
 
     def write_result(self, entry: dict[str, Any]) -> dict[str, Any]:
         """Append one finished unit that is not an episode (an RCWT call): `entry` must hold

@@ -2,27 +2,43 @@
 
 StatefulWorkflow's 19 reference controllers and DACSSteering's window readers share one
 namespace, so `diagym run --policy NAME` needs no per-env flag; a name that does not fit the
-env is a clear error rather than a wrong run.
+env is a clear error rather than a wrong run. FACTORIES is the one table: env family ->
+controller name -> factory(env). To add a controller, add its factory under its family.
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
 from typing import Any
 
+import envs
 from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
 from controllers.policy import Policy
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.mechanisms import CONTROLLER_NAMES
 
-POLICY_NAMES = (*CONTROLLER_NAMES, *DACS_CONTROLLERS)
+
+def _dacs_factory(name: str, env: Any) -> Policy:
+    return dacs_controller(name)
+
+
+FACTORIES: dict[str, dict[str, Callable[[Any], Policy]]] = {
+    envs.WORKFLOW: {name: functools.partial(ReferencePolicy.for_env, name)
+                    for name in CONTROLLER_NAMES},
+    envs.DACS: {name: functools.partial(_dacs_factory, name) for name in DACS_CONTROLLERS},
+}
+POLICY_NAMES = tuple(name for table in FACTORIES.values() for name in table)
 
 
 def make_reference_policy(name: str, env: Any) -> Policy:
-    """The programmed policy `name` for `env` (StatefulWorkflow or DACSSteering)."""
-    if name in CONTROLLER_NAMES:
-        return ReferencePolicy.for_env(name, env)
-    if name in DACS_CONTROLLERS:
-        if type(env.unwrapped).__name__ != "DACSSteeringEnv":
-            raise ValueError(f"{name} plays DACSSteering envs; got {env.unwrapped!r}")
-        return dacs_controller(name)
+    """The programmed policy `name` for `env` (any registered family, wrapped or not)."""
+    family = envs.family_of(env, strict=False)
+    table = FACTORIES.get(family, {}) if family is not None else {}
+    if name in table:
+        return table[name](env)
+    for other, names in FACTORIES.items():
+        if name in names:
+            title = envs.FAMILIES[other].title
+            raise ValueError(f"{name} plays {title} envs; got {env.unwrapped!r}")
     raise ValueError(f"policy must be one of {' | '.join(POLICY_NAMES)} | llm; got {name!r}")

@@ -1,9 +1,14 @@
 """diagym environments, registered with Gymnasium on import.
 
 `import envs` (or `gym.make("envs:StatefulWorkflow-v0")`, which imports it) registers every
-id of every env family: registration is one loop over each family's presets, which are data.
-Each StatefulWorkflow id accepts every WorkflowSpec field as a `gym.make` kwarg and has a
-numba-batched vector entry point for `gym.make_vec`.
+id of every env family: registration is one loop over each family's presets, which are data
+(the kwargs that differ from the family's params defaults). Each id accepts every field of
+its family's params dataclass (WorkflowSpec, DacsParams) as a `gym.make` kwarg; workflow ids
+also have a numba-batched vector entry point for `gym.make_vec`.
+
+To add an env family: a package envs/<name>/ with params.py (a frozen dataclass with
+from_kwargs / as_dict), presets.py (PRESETS) and the env class, then one EnvFamily entry in
+FAMILIES below; the conformance suite (tests/envs/test_conformance.py) then covers its ids.
 
 The kind of an env is looked up here, once: `family_of(env_or_id)` names its family, and the
 layers above keep their own tables keyed by that name (controllers, renderers, encodings),
@@ -14,24 +19,28 @@ from __future__ import annotations
 
 import importlib
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal, overload
 
 import gymnasium as gym
 from gymnasium.envs.registration import register, registry
 
 from envs.dacs import presets as dacs_presets
+from envs.dacs.params import DacsParams
 from envs.workflow import presets as workflow_presets
 from envs.workflow.params import WorkflowSpec
 
 
 @dataclass(frozen=True)
 class EnvFamily:
-    """One kind of diagym env: its entry points and its registered ids with their kwargs."""
+    """One kind of diagym env: its entry points, its params dataclass and its registered ids
+    with their full kwargs (every params field); title names the kind in messages."""
 
     name: str
+    title: str
     entry_point: str
     vector_entry_point: str | None
     presets: dict[str, dict[str, Any]]
+    params: type
 
     def env_class(self) -> type:
         """The env class (imported on first use, so `import envs` stays light)."""
@@ -47,25 +56,42 @@ class EnvFamily:
 
 WORKFLOW = "workflow"
 DACS = "dacs"
+
+
+def _full(params: type, presets: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    return {env_id: params(**kwargs).as_dict() for env_id, kwargs in presets.items()}
+
+
 FAMILIES: dict[str, EnvFamily] = {
-    WORKFLOW: EnvFamily(WORKFLOW, "envs.workflow.env:StatefulWorkflowEnv",
+    WORKFLOW: EnvFamily(WORKFLOW, "StatefulWorkflow", "envs.workflow.env:StatefulWorkflowEnv",
                         "envs.workflow.vector:StatefulWorkflowVectorEnv",
-                        {env_id: WorkflowSpec(**kwargs).as_dict()
-                         for env_id, kwargs in workflow_presets.PRESETS.items()}),
-    DACS: EnvFamily(DACS, "envs.dacs.env:DACSSteeringEnv", None, dacs_presets.PRESETS),
+                        _full(WorkflowSpec, workflow_presets.PRESETS), WorkflowSpec),
+    DACS: EnvFamily(DACS, "DACSSteering", "envs.dacs.env:DACSSteeringEnv", None,
+                    _full(DacsParams, dacs_presets.PRESETS), DacsParams),
 }
 WORKFLOW_PRESETS = workflow_presets.PRESETS
 
 
-def family_of(env: Any) -> str:
+@overload
+def family_of(env: Any, strict: Literal[True] = True) -> str: ...
+
+
+@overload
+def family_of(env: Any, strict: bool) -> str | None: ...
+
+
+def family_of(env: Any, strict: bool = True) -> str | None:
     """The family name of a registered id, or of an env / vector env (wrapped or not).
 
-    Raises ValueError naming the known families when `env` belongs to none of them.
+    When `env` belongs to no family: strict raises ValueError naming the known ones, else
+    None (for callers that word their own error, such as "X plays StatefulWorkflow envs").
     """
     if isinstance(env, str):
         for family in FAMILIES.values():
             if env in family.presets:
                 return family.name
+        if not strict:
+            return None
         known = sorted(i for f in FAMILIES.values() for i in f.presets)
         raise ValueError(f"env must be a registered diagym id ({', '.join(known)}); got {env!r}")
     core = env.unwrapped if isinstance(env, gym.Env | gym.vector.VectorEnv) else env
@@ -73,6 +99,8 @@ def family_of(env: Any) -> str:
         classes = (family.env_class(), family.vector_class())
         if any(cls is not None and isinstance(core, cls) for cls in classes):
             return family.name
+    if not strict:
+        return None
     raise ValueError(f"env must be a diagym env ({' | '.join(FAMILIES)}); got {core!r}")
 
 
@@ -88,5 +116,5 @@ def _register_all() -> None:
 
 _register_all()
 
-__all__ = ["DACS", "FAMILIES", "WORKFLOW", "WORKFLOW_PRESETS", "EnvFamily", "WorkflowSpec",
-           "family_of"]
+__all__ = ["DACS", "FAMILIES", "WORKFLOW", "WORKFLOW_PRESETS", "DacsParams", "EnvFamily",
+           "WorkflowSpec", "family_of"]

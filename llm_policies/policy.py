@@ -1,9 +1,10 @@
 """A chat model as a Policy: the same runner, records and tables as the reference controllers.
 
-Each decision renders what the model sees (a Renderer: render_workflow for StatefulWorkflow,
-render_dacs for DACSSteering), asks an OpenAI-compatible server for one JSON action (client),
-and hands the raw answer to the env's TextActionWrapper, which parses it with the same
-`parse_json_action` this policy uses to count schema-valid answers. Every call is written to
+Each decision renders what the model sees (a Renderer, chosen per env family in
+llm_policies/families.py: prompts.workflow or prompts.dacs), asks an OpenAI-compatible
+server for one JSON action (client), and hands the raw answer to the env's
+TextActionWrapper, which parses it with the same `parse_json_action` this policy uses to
+count schema-valid answers. Every call is written to
 the run log as it happens, so a killed sweep keeps what it paid for; a provider that keeps
 failing ends the episode as `provider_error` instead of losing it.
 """
@@ -15,9 +16,8 @@ from typing import Any, Protocol
 from controllers.policy import EpisodeAborted
 from controllers.runlog import RunLog
 from envs._core import tokens
-from envs.workflow.params import WorkflowSpec
 from llm_policies.client.transport import ChatClient
-from llm_policies.prompts.workflow import WorkflowRenderer
+from llm_policies.families import text_family
 from llm_policies.text_actions import parse_json_action
 
 PROVIDER_ERROR = "provider_error"
@@ -28,8 +28,8 @@ COUNTER_KEYS = (
 
 
 class Renderer(Protocol):
-    """What LLMPolicy needs from an env's prompt renderer (render_workflow.WorkflowRenderer,
-    render_dacs.DacsRenderer)."""
+    """What LLMPolicy needs from an env's prompt renderer (prompts.workflow.WorkflowRenderer,
+    prompts.dacs.DacsRenderer)."""
 
     fields: tuple[tuple[str, int], ...]
     schema: dict[str, Any]
@@ -44,15 +44,8 @@ class Renderer(Protocol):
 
 
 def renderer_for(env: Any, **kwargs: Any) -> Renderer:
-    """The renderer of a (possibly wrapped) StatefulWorkflow or DACSSteering env."""
-    core = env.unwrapped
-    if isinstance(getattr(core, "spec_params", None), WorkflowSpec):
-        return WorkflowRenderer(core.spec_params, **kwargs)
-    if type(core).__name__ == "DACSSteeringEnv":
-        from llm_policies.prompts.dacs import DacsRenderer
-
-        return DacsRenderer(core, system_role=kwargs.get("system_role", True))
-    raise ValueError(f"LLMPolicy plays StatefulWorkflow and DACSSteering envs; got {core!r}")
+    """The renderer of a (possibly wrapped) env, from llm_policies.families."""
+    return text_family(env).renderer(env.unwrapped, **kwargs)
 
 
 class LLMPolicy:

@@ -16,20 +16,19 @@ import string
 from typing import Any
 
 import gymnasium as gym
-import numpy as np
 from gymnasium import spaces
+
+from llm_policies.families import ActionFields, text_family
+from llm_policies.prompts.dacs import ANSWER_KEY
+
+__all__ = ["ANSWER_KEY", "INVALID_ACTION", "INVALID_JSON", "INVALID_SCHEMA", "TEXT_FAILURES",
+           "TextActionWrapper", "parse_action", "parse_json_action", "text_action_fields"]
 
 INVALID_JSON, INVALID_SCHEMA, INVALID_ACTION = "invalid_json", "invalid_schema", "invalid_action"
 TEXT_FAILURES = (INVALID_JSON, INVALID_SCHEMA, INVALID_ACTION)
-ACTION_KEYS = ("operation", "candidate")
 MAX_ANSWER_CHARS = 4096
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
-
-
-ActionFields = tuple[tuple[str, int], ...]  # (JSON key, exclusive upper bound) per field
-WORKFLOW_KEYS = ("operation", "candidate")
-ANSWER_KEY = "answer"
 
 
 def parse_json_action(text: Any, fields: ActionFields) -> tuple[str, tuple[int, ...] | None]:
@@ -66,32 +65,26 @@ def parse_action(text: Any, n_ops: int, candidates: int) -> tuple[str, tuple[int
 
 
 def text_action_fields(env: gym.Env) -> ActionFields:
-    """The JSON fields an env's text answers carry: (operation, candidate) for
-    StatefulWorkflow, (answer,) for an env whose answers are Discrete option indices
-    (DACSSteering: its `n_options`, so focus actions stay with non-text policies)."""
-    core = env.unwrapped
-    spec = getattr(core, "spec_params", None)
-    if spec is not None and hasattr(spec, "candidates"):
-        return (("operation", spec.n_ops), ("candidate", spec.candidates))
-    if isinstance(env.action_space, spaces.Discrete):
-        return ((ANSWER_KEY, int(getattr(core, "n_options", env.action_space.n))),)
-    raise ValueError(f"no text action format for {core!r}: expected StatefulWorkflow or a "
-                     f"Discrete-answer env")
+    """The JSON fields an env's text answers carry (llm_policies.families): (operation,
+    candidate) for StatefulWorkflow, (answer,) bounded by the option count for DACSSteering,
+    in every mode, so focus actions stay with non-text policies."""
+    return text_family(env).fields(env.unwrapped)
 
 
 class TextActionWrapper(gym.Wrapper):
     """An env with a `Text` action space: step(answer_text).
 
-    A valid answer is executed (StatefulWorkflow: (operation, candidate); a Discrete-answer
-    env: the option index); an invalid one ends the episode with its category in
-    info["failure"] and counts as a decision. info gains "decisions" (answers given, valid or
-    not) and "action_status" ("ok" or the category).
+    A valid answer is executed (StatefulWorkflow: (operation, candidate); DACSSteering: the
+    option index); an invalid one, an index outside the fields' bounds included, ends the
+    episode with its category in info["failure"] and counts as a decision. info gains
+    "decisions" (answers given, valid or not) and "action_status" ("ok" or the category).
     """
 
     def __init__(self, env: gym.Env) -> None:
         super().__init__(env)
-        self.fields = text_action_fields(env)
-        self._vector = len(self.fields) > 1
+        family = text_family(env)
+        self.fields = family.fields(env.unwrapped)
+        self._to_action = family.to_action
         self.action_space = spaces.Text(max_length=MAX_ANSWER_CHARS, charset=string.printable)
         self._last: tuple[Any, dict[str, Any]] | None = None
         self._decisions = 0
@@ -114,8 +107,7 @@ class TextActionWrapper(gym.Wrapper):
                     "decisions": self._decisions, "action_status": status}
             self._last = None  # the episode is over
             return observation, 0.0, True, False, info
-        act = np.array(parsed, dtype=np.int64) if self._vector else int(parsed[0])
-        observation, reward, terminated, truncated, info = self.env.step(act)
+        observation, reward, terminated, truncated, info = self.env.step(self._to_action(parsed))
         info = {**info, "decisions": self._decisions, "action_status": status}
         self._last = None if (terminated or truncated) else (observation, info)
         return observation, reward, terminated, truncated, info

@@ -186,9 +186,6 @@ DACS_CONTROLLERS: dict[str, type[_WindowPolicy]] = {
     "registry-only": RegistryOnly,
     "uniform": Uniform,
 }
-# The context mode each controller is meant to face (dacs-study pairs them so).
-NATURAL_MODE = {"dacs-reader": "dacs", "flat-reader": "flat", "flat-recency": "flat",
-                "registry-only": "registry", "uniform": "dacs"}
 
 
 def dacs_controller(name: str) -> _WindowPolicy:

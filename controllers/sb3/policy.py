@@ -6,6 +6,7 @@ deterministic prediction, action masks for MaskablePPO (the joint Discrete(N*b) 
 it was trained with it), recurrent state reset at every episode start for RecurrentPPO. The
 training side builds the fast numba VecEnv for StatefulWorkflow ids and DummyVecEnv over
 `gym.make` for others (DACSSteering, with the text field dropped: SB3 policies take numbers).
+ENCODINGS is the one table of how SB3 sees each env family.
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import envs
 from controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
 from controllers.sb3.observation import OneHotObservation, VecOneHot, encode
 
@@ -41,10 +43,6 @@ def algo_class(algo: str) -> Any:
     raise ValueError(f"algo must be one of {' | '.join(ALGOS)}; got {algo!r}")
 
 
-def is_workflow(env_id: str) -> bool:
-    return env_id.startswith("StatefulWorkflow")
-
-
 class NumericObservation(gym.ObservationWrapper):
     """Drops Text fields (DACSSteering's window) so SB3's MultiInputPolicy can read the rest."""
 
@@ -61,26 +59,84 @@ class NumericObservation(gym.ObservationWrapper):
         return np.ones(self.env.action_space.n, dtype=bool)
 
 
+class WorkflowEncoding:
+    """StatefulWorkflow for SB3: one-hot observations (controllers.sb3.observation), the
+    joint Discrete(N * b) action encoding (controllers.sb3.actions) and the numba VecEnv."""
+
+    one_hot = True
+
+    def wrap(self, env: gym.Env, joint_actions: bool, one_hot: bool) -> gym.Env:
+        if one_hot:
+            env = OneHotObservation(env)
+        return JointActionWrapper(env) if joint_actions else env
+
+    def fast_vec(self, env_id: str, env_kwargs: dict[str, Any], n_envs: int,
+                 joint_actions: bool) -> Any:
+        from controllers.sb3.vec_env import WorkflowVecEnv
+
+        return WorkflowVecEnv(n_envs, env_id=env_id, joint_actions=joint_actions, **env_kwargs)
+
+    @staticmethod
+    def _sizes(observation: dict[str, Any]) -> tuple[int, int]:
+        n = int(np.asarray(observation["completed"]).shape[0])
+        return n, int(np.asarray(observation["codes"]).shape[0]) // n
+
+    def mask(self, mask: np.ndarray, joint_actions: bool, observation: dict[str, Any]) -> Any:
+        if not joint_actions:
+            return mask
+        n, b = self._sizes(observation)
+        return joint_masks(mask[None], n, b)[0]
+
+    def action(self, raw: np.ndarray, joint_actions: bool, observation: dict[str, Any]) -> Any:
+        if joint_actions:
+            return np.asarray(decode_joint(int(raw), self._sizes(observation)[1]), dtype=np.int64)
+        return np.asarray(raw, dtype=np.int64)
+
+
+class NumericEncoding:
+    """An env with a Discrete action and a Dict observation: its numeric fields as they are,
+    through DummyVecEnv (DACSSteering)."""
+
+    one_hot = False
+
+    def wrap(self, env: gym.Env, joint_actions: bool, one_hot: bool) -> gym.Env:
+        return NumericObservation(env)
+
+    def fast_vec(self, env_id: str, env_kwargs: dict[str, Any], n_envs: int,
+                 joint_actions: bool) -> Any:
+        return None
+
+    def mask(self, mask: np.ndarray, joint_actions: bool, observation: dict[str, Any]) -> Any:
+        return mask
+
+    def action(self, raw: np.ndarray, joint_actions: bool, observation: dict[str, Any]) -> Any:
+        return int(raw)
+
+
+# How SB3 sees each env family: the one place training and SB3Policy look an env's kind up.
+ENCODINGS: dict[str, WorkflowEncoding | NumericEncoding] = {
+    envs.WORKFLOW: WorkflowEncoding(),
+    envs.DACS: NumericEncoding(),
+}
+
+
+def encoding_for(env_id: str) -> WorkflowEncoding | NumericEncoding:
+    return ENCODINGS[envs.family_of(env_id)]
+
+
 def make_single_env(env_id: str, env_kwargs: dict[str, Any], joint_actions: bool,
                     one_hot: bool = False) -> gym.Env:
     """One env as the agent sees it in training (DummyVecEnv path)."""
-    env = gym.make(env_id, **env_kwargs)
-    if not is_workflow(env_id):
-        return NumericObservation(env)
-    if one_hot:
-        env = OneHotObservation(env)
-    return JointActionWrapper(env) if joint_actions else env
+    return encoding_for(env_id).wrap(gym.make(env_id, **env_kwargs), joint_actions, one_hot)
 
 
 def make_vec_env(env_id: str, env_kwargs: dict[str, Any], n_envs: int, joint_actions: bool,
                  seed: int, fast: bool = True, one_hot: bool = True) -> Any:
-    """The training VecEnv: the numba WorkflowVecEnv when possible, else DummyVecEnv."""
-    one_hot = one_hot and is_workflow(env_id)
-    if fast and is_workflow(env_id):
-        from controllers.sb3.vec_env import WorkflowVecEnv
-
-        vec: Any = WorkflowVecEnv(n_envs, env_id=env_id, joint_actions=joint_actions,
-                                  **env_kwargs)
+    """The training VecEnv: the family's native VecEnv when it has one, else DummyVecEnv."""
+    encoding = encoding_for(env_id)
+    one_hot = one_hot and encoding.one_hot
+    vec: Any = encoding.fast_vec(env_id, env_kwargs, n_envs, joint_actions) if fast else None
+    if vec is not None:
         vec.seed(seed)
         return VecOneHot(vec) if one_hot else vec
     from stable_baselines3.common.monitor import Monitor
@@ -118,7 +174,7 @@ class SB3Policy:
         config = json.loads((directory / CONFIG_NAME).read_text())
         model = algo_class(config["algo"]).load(directory / MODEL_NAME, device="cpu")
         raw = None
-        if config.get("one_hot") and is_workflow(config["env"]):
+        if config.get("one_hot") and encoding_for(config["env"]).one_hot:
             raw = gym.make(config["env"], **config["env_kwargs"]).observation_space
         return cls(model, config["algo"], config["env"], config["joint_actions"],
                    deterministic, source=str(directory / MODEL_NAME), raw_space=raw)
@@ -131,26 +187,17 @@ class SB3Policy:
         self._start = True
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> Any:
-        workflow = is_workflow(self.env_id)
-        if workflow:  # sizes from the raw observation, before any encoding
-            n = int(np.asarray(observation["completed"]).shape[0])
-            b = int(np.asarray(observation["codes"]).shape[0]) // n
+        encoding = encoding_for(self.env_id)
+        raw_observation = observation  # the encodings size actions from the raw fields
         if self.raw_space is not None:
             observation = encode(observation, self.raw_space)
         batch = {k: np.asarray(observation[k])[None] for k in self._keys}
         kwargs: dict[str, Any] = {"deterministic": self.deterministic}
         if self.algo == "maskable-ppo":
             mask = np.asarray(info.get("action_mask", []), dtype=bool)
-            if workflow and self.joint_actions:
-                mask = joint_masks(mask[None], n, b)[0]
-            kwargs["action_masks"] = mask
+            kwargs["action_masks"] = encoding.mask(mask, self.joint_actions, raw_observation)
         if self.algo == "recurrent-ppo":
             kwargs.update(state=self._state, episode_start=np.array([self._start]))
         action, state = self.model.predict(batch, **kwargs)
         self._state, self._start = state, False
-        action = np.asarray(action)[0]
-        if not workflow:
-            return int(action)
-        if self.joint_actions:
-            return np.asarray(decode_joint(int(action), b), dtype=np.int64)
-        return np.asarray(action, dtype=np.int64)
+        return encoding.action(np.asarray(action)[0], self.joint_actions, raw_observation)

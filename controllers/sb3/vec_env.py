@@ -4,7 +4,7 @@ SB3 does not take Gymnasium VectorEnvs, so `gym.make_vec` (StatefulWorkflowVecto
 feed PPO; DummyVecEnv over `gym.make` envs can, but then every env step is a Python call, and
 the env, not the network, dominates a small-policy training run. This class keeps the env's
 numba rows and speaks SB3's API: a finished env is reset in the same step (the kernel in
-envs/workflow/rows.py generates its next task at once), its last observation goes to
+envs/workflow/autoreset.py generates its next task at once), its last observation goes to
 info["terminal_observation"], and info["episode"] has Monitor's {"r", "l", "t"} so SB3 logs
 ep_rew_mean / ep_len_mean without a Monitor wrapper.
 
@@ -33,23 +33,18 @@ from stable_baselines3.common.vec_env.base_vec_env import (
 import envs
 from controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
 from envs._core import rng
-from envs.workflow.env import observation_space_for
+from envs.workflow.autoreset import step_batch_reset_now, warm_up
 from envs.workflow.generator import reset_batch
-from envs.workflow.kernel import allocate_rows, warm_up
+from envs.workflow.kernel import allocate_rows
 from envs.workflow.layout import (
     CALLS,
-    ERRORS,
-    FAILURE,
     FAILURE_NAMES,
-    OBS_LAST_UPDATE,
-    OBS_REGISTERS,
     SEED,
     SUCCESSES,
-    obs_offsets,
-    task_offsets,
+    RowView,
+    observation_space_for,
 )
 from envs.workflow.params import WorkflowSpec
-from envs.workflow.rows import step_rows_reset_now, warm_up_rows
 
 _MAX_SEED = 2**63
 
@@ -80,17 +75,15 @@ class WorkflowVecEnv(VecEnv):
             raise ValueError(f"num_envs must be an integer >= 1; got {num_envs!r}")
         if num_envs < 1:
             raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
-        if env_id not in envs.WORKFLOW_PRESETS:
-            raise ValueError(f"env_id must be one of {sorted(envs.WORKFLOW_PRESETS)}; "
-                             f"got {env_id!r}")
-        self.spec_params = WorkflowSpec.from_kwargs(**{**envs.WORKFLOW_PRESETS[env_id],
-                                                       **spec_kwargs})
+        presets = envs.FAMILIES[envs.WORKFLOW].presets
+        if env_id not in presets:
+            raise ValueError(f"env_id must be one of {sorted(presets)}; got {env_id!r}")
+        self.params = WorkflowSpec.from_kwargs(**{**presets[env_id], **spec_kwargs})
         warm_up()
-        warm_up_rows()
         self.joint_actions = bool(joint_actions)
         self.monitor = bool(monitor)
         self.render_mode = None
-        spec = self.spec_params
+        spec = self.params
         n, b = spec.n_ops, spec.candidates
         self._n, self._b = n, b
         self._params = spec.to_params()
@@ -101,27 +94,21 @@ class WorkflowVecEnv(VecEnv):
         self._started = False
         self._np_random = np.random.default_rng()
         self._t_start = time.time()
-        q, u, d, c, p, _ = task_offsets(n, b)
-        completed, mask, _ = obs_offsets(n, b)
-        self._mask = slice(mask, mask + n + b)
-        # (field, source buffer, slice): source 0 = obs row, 1 = task row.
-        self._fields = (
-            ("registers", 0, slice(OBS_REGISTERS, OBS_REGISTERS + 8)),
-            ("completed", 0, slice(completed, completed + n)),
-            ("last_update", 0, slice(OBS_LAST_UPDATE, OBS_LAST_UPDATE + 2)),
-            ("prereq", 1, slice(p, p + n * n)),
-            ("query_register", 1, slice(q, q + n)),
-            ("update_register", 1, slice(u, u + n)),
-            ("delta", 1, slice(d, d + n)),
-            ("codes", 1, slice(c, c + n * b)),
-        )
-        self._field_names = (*(name for name, _, _ in self._fields), "failure", "errors")
+        self._view = RowView(n, b)
+        self._mask = self._view.action_mask
+        self._field_names = (*(name for name, _, _ in self._view.arrays),
+                             *(name for name, _ in self._view.scalars))
         # Monitor's episode return (a sum of 1/N rewards rounded to 6 digits), by successes.
         self._returns = [round(k / n, 6) for k in range(n + 1)]
         action_space: spaces.Space = (
             spaces.Discrete(n * b) if self.joint_actions else spaces.MultiDiscrete([n, b])
         )
         super().__init__(e, observation_space_for(spec), action_space)
+
+    @property
+    def spec_params(self) -> WorkflowSpec:
+        """The same WorkflowSpec as `params` (the name scripts and benchmarks read)."""
+        return self.params
 
     # -- SB3 VecEnv API ------------------------------------------------------------------------
     def reset(self) -> VecEnvObs:
@@ -170,9 +157,9 @@ class WorkflowVecEnv(VecEnv):
         step_state = np.empty_like(self._state)
         final_task = np.empty_like(self._task)
         final_obs = np.empty_like(self._obs)
-        bad = step_rows_reset_now(self._params, self._actions, self._task, self._state,
-                                  self._work, self._obs, rewards, dones, failures, step_state,
-                                  final_task, final_obs)
+        bad = step_batch_reset_now(self._params, self._actions, self._task, self._state,
+                                   self._work, self._obs, rewards, dones, failures, step_state,
+                                   final_task, final_obs)
         if bad >= 0:
             allowed = (f"an integer in 0..{self._n * self._b - 1}" if self.joint_actions else
                        f"(operation, candidate) with operation in 0..{self._n - 1} and "
@@ -201,10 +188,10 @@ class WorkflowVecEnv(VecEnv):
         iteration rather than indexed field by field.
         """
         task, obs, state = final_task[finished], final_obs[finished], step_state[finished]
-        sources = (obs, task)
-        columns = [list(sources[src][:, cut]) for _, src, cut in self._fields]
-        columns.append(list(state[:, FAILURE]))  # numpy scalars, as the single env gives
-        columns.append(list(state[:, ERRORS]))
+        sources = (task, obs)
+        columns = [list(sources[src][:, cut]) for _, src, cut in self._view.arrays]
+        # numpy scalars, as the single env gives
+        columns.extend(list(state[:, index]) for _, index in self._view.scalars)
         names = self._field_names
         rows = finished.tolist()
         new_seeds = self._state[finished, SEED].tolist()
@@ -276,13 +263,5 @@ class WorkflowVecEnv(VecEnv):
     # -- observations ----------------------------------------------------------------------
     def _observation(self, task: np.ndarray, obs: np.ndarray,
                      state: np.ndarray) -> dict[str, np.ndarray]:
-        """Per-field views of fresh buffers (a batch or one env's rows, never the env's own).
-
-        One copy of each flat buffer, then views, costs far less than a copy per field.
-        """
-        sources = (obs, task)
-        observation = {name: sources[src][..., cut] for name, src, cut in self._fields}
-        # One env's fields are numpy scalars, as the single env gives; a batch's are arrays.
-        observation["failure"] = state[..., FAILURE] if state.ndim == 2 else state[FAILURE]
-        observation["errors"] = state[..., ERRORS] if state.ndim == 2 else state[ERRORS]
-        return observation
+        """Per-field views of fresh buffers (a batch or one env's rows, never the env's own)."""
+        return self._view.observation(task, obs, state)

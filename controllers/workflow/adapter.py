@@ -12,6 +12,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
+import envs
 from controllers.workflow.mechanisms import (
     C_CHECKS,
     C_ENTRIES,
@@ -26,7 +27,7 @@ from controllers.workflow.mechanisms import (
     controller_params,
     value_bits,
 )
-from envs.workflow.layout import OBS_LAST_UPDATE, OBS_REGISTERS, obs_offsets, task_offsets
+from envs.workflow.layout import OBS_ROW, TASK_ROW, RowView, obs_offsets, task_offsets
 from envs.workflow.params import WorkflowSpec
 
 
@@ -46,19 +47,18 @@ class ReferencePolicy:
         n, b = spec.n_ops, spec.candidates
         self._task = np.zeros((1, task_offsets(n, b)[-1]), dtype=np.int8)
         self._obs = np.zeros((1, obs_offsets(n, b)[-1]), dtype=np.int8)
-        self._completed = obs_offsets(n, b)[0]
+        self._view = RowView(n, b)
         self._cstate = np.zeros((1, CONTROLLER_FIELDS), dtype=np.int64)
         self._fresh = True
 
     @classmethod
     def for_env(cls, name: str, env: gym.Env) -> ReferencePolicy:
         """The controller for a StatefulWorkflow env (wrapped or not)."""
-        spec = getattr(env.unwrapped, "spec_params", None)
-        if not isinstance(spec, WorkflowSpec):
+        if envs.family_of(env, strict=False) != envs.WORKFLOW:
             raise ValueError(
                 f"reference controllers play StatefulWorkflow envs; got {env.unwrapped!r}"
             )
-        return cls(name, spec)
+        return cls(name, env.unwrapped.params)
 
     def reset(self, *, seed: int | None = None) -> None:
         self._fresh = True
@@ -67,16 +67,9 @@ class ReferencePolicy:
         return {"controller": self.name}
 
     def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
-        n = self.spec.n_ops
-        obs = self._obs[0]
-        obs[OBS_REGISTERS:OBS_REGISTERS + 8] = observation["registers"]
-        obs[OBS_LAST_UPDATE:OBS_LAST_UPDATE + 2] = observation["last_update"]
-        obs[self._completed:self._completed + n] = observation["completed"]
+        self._view.write_row(observation, OBS_ROW, self._obs[0])
         if self._fresh or info["calls"] == 0:
-            self._task[0] = np.concatenate([
-                observation["query_register"], observation["update_register"],
-                observation["delta"], observation["codes"], observation["prereq"],
-            ])
+            self._view.write_row(observation, TASK_ROW, self._task[0])
             controller_begin(self._params, self._cparams, self._cstate, 0, self._task, 0,
                              self._obs, 0, int(info["task_seed"]))
             self._fresh = False

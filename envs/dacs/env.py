@@ -22,14 +22,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs.dacs.params import DacsParams
 from envs.dacs.scenario import (
-    FAMILIES,
     KEYS,
     MAX_AGENTS,
-    MAX_DECISIONS,
     MAX_VALUES,
-    MIN_AGENTS,
-    MIN_DECISIONS,
     N_KEYS,
     N_OPTIONS,
     VALUES,
@@ -38,8 +35,6 @@ from envs.dacs.scenario import (
     options_for,
 )
 from envs.dacs.window import (
-    CONTEXT_MODES,
-    ORDERS,
     Block,
     Window,
     assemble,
@@ -51,22 +46,6 @@ from envs.dacs.window import (
 
 CHARSET = string.printable
 MAX_WINDOW_CHARS = 100_000
-MIN_BUDGET, MAX_BUDGET = 128, 1_000_000
-
-
-def _check_int(name: str, value: Any, low: int, high: int) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer) or not (
-        low <= value <= high
-    ):
-        raise ValueError(f"{name} must be an integer in {low}..{high}; got {value!r}")
-    return int(value)
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if not isinstance(value, str) or value not in choices:
-        allowed = " | ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
-    return value
 
 
 @dataclass(frozen=True)
@@ -92,58 +71,51 @@ class PendingRequest:
 class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
     """N agents ask the orchestrator N x D seeded questions; one step answers one.
 
-    kwargs (docs/DACS.md): n_agents (3..10), family, decisions (D, 1..15), context_mode
-    ("dacs" | "flat" | "registry"), window (W, 128..1_000_000 tokens), order
-    ("requester_first" | "requester_last"), agent_chosen_focus (bool), focus_cost (>= 0).
+    ## Description
+    Each episode is a seeded scenario (envs/dacs/scenario.py): N agents hold values for keys,
+    and ask N x D questions, each with 4 options among which the other agents' real values sit
+    where they exist. The window shown with each request (envs/dacs/window.py) holds full
+    contexts or registry entries under a token budget W, as context_mode says. Every kwarg is
+    a DacsParams field (envs/dacs/params.py, which documents and checks each one); the env
+    keeps them as `params` and as attributes (env.n_agents, ...). docs/DACS.md is the contract.
 
-    Action: the option index 0..3; with agent_chosen_focus also 4 + j, which rebuilds the
-    window as registry mode with agent j's full block (context_mode is then ignored: every
-    request starts from the registry window), costs focus_cost and leaves the request
+    ## Action space
+    Discrete(4): the option index. With agent_chosen_focus, Discrete(4 + N): 4 + j rebuilds
+    the window as registry mode with agent j's full block (context_mode is then ignored:
+    every request starts from the registry window), costs focus_cost and leaves the request
     pending. At most N focus actions per request: a further one answers the request as wrong
     (failure "wrong", not contaminated) and gives the agent no value, so a cascade decision
     that depends on it becomes an ordinary one (depends_on -1, the requester's own value).
 
-    Observation: window (Text), visible_facts / visible_decisions (10 x len(KEYS) value ids,
-    -1 where not fully visible), requester, key, options (4 value ids), depends_on (shape (1,),
-    -1 for none). info: correct, contaminated, window_tokens, requester (int), key (name),
-    failure (None | "wrong"); focus steps add "focus" (the agent loaded); the final step adds
-    episode_metrics {"accuracy", "contamination", "window_tokens" (one per decision)}.
+    ## Observation space
+    window (Text), visible_facts / visible_decisions (10 x len(KEYS) value ids, -1 where not
+    fully visible), requester, key, options (4 value ids), depends_on (shape (1,), -1 for
+    none).
+
+    ## Rewards
+    1 for a correct answer, 0 for a wrong one, -focus_cost for a focus action.
+
+    ## Termination
+    After the N x D-th answer; no truncation. info: correct, contaminated (answered with
+    another agent's value), window_tokens, requester (int), key (name), failure (None |
+    "wrong"); focus steps add "focus" (the agent loaded); the final step adds episode_metrics
+    {"accuracy", "contamination", "window_tokens" (one per decision)}.
 
     reset(seed=s) plays scenario s; reset() without a seed draws the next scenario seed from
     np_random, so a seeded sequence of episodes is reproducible.
+
+    ## Registered configurations
+    envs/dacs/presets.py: DACSSteering-v0 (DacsParams' defaults: 5 agents, homogeneous, D = 3,
+    the DACS window of 4096 tokens, requester last, no focus actions).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
 
-    def __init__(
-        self,
-        n_agents: int = 5,
-        family: str = "homogeneous",
-        decisions: int = 3,
-        context_mode: str = "dacs",
-        window: int = 4096,
-        order: str = "requester_last",
-        agent_chosen_focus: bool = False,
-        focus_cost: float = 0.0,
-        render_mode: str | None = None,
-    ) -> None:
-        self.n_agents = _check_int("n_agents", n_agents, MIN_AGENTS, MAX_AGENTS)
-        self.family = _check_choice("family", family, FAMILIES)
-        self.decisions = _check_int("decisions", decisions, MIN_DECISIONS, MAX_DECISIONS)
-        self.context_mode = _check_choice("context_mode", context_mode, CONTEXT_MODES)
-        self.window = _check_int("window", window, MIN_BUDGET, MAX_BUDGET)
-        self.order = _check_choice("order", order, ORDERS)
-        if not isinstance(agent_chosen_focus, bool | np.bool_):
-            raise ValueError(f"agent_chosen_focus must be True | False; got {agent_chosen_focus!r}")
-        self.agent_chosen_focus = bool(agent_chosen_focus)
-        if (
-            isinstance(focus_cost, bool)
-            or not isinstance(focus_cost, int | float | np.integer | np.floating)
-            or not np.isfinite(focus_cost)
-            or focus_cost < 0
-        ):
-            raise ValueError(f"focus_cost must be a finite number >= 0; got {focus_cost!r}")
-        self.focus_cost = float(focus_cost)
+    def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
+        self.params = DacsParams.from_kwargs(**kwargs)
+        # The knobs, readable as attributes as well (env.n_agents, env.context_mode, ...).
+        for name, value in self.params.as_dict().items():
+            setattr(self, name, value)
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be one of None | 'ansi'; got {render_mode!r}")
         self.render_mode = render_mode

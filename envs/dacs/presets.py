@@ -1,18 +1,10 @@
-"""The registered DACSSteering ids: each is data, its gym.make kwargs (docs/DACS.md)."""
+"""The registered DACSSteering ids: each is data, the kwargs that distinguish it from
+DacsParams' defaults (docs/DACS.md); envs/__init__.py fills in the rest from DacsParams."""
 
 from __future__ import annotations
 
 from typing import Any
 
 PRESETS: dict[str, dict[str, Any]] = {
-    "DACSSteering-v0": {
-        "n_agents": 5,
-        "family": "homogeneous",
-        "decisions": 3,
-        "context_mode": "dacs",
-        "window": 4096,
-        "order": "requester_last",
-        "agent_chosen_focus": False,
-        "focus_cost": 0.0,
-    },
+    "DACSSteering-v0": {},
 }

@@ -24,10 +24,9 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 from envs._core import tokens
+from envs.dacs.params import CONTEXT_MODES, ORDERS  # noqa: F401  (the window's knob levels)
 from envs.dacs.scenario import KEYS, VALUES, AgentContext
 
-CONTEXT_MODES = ("dacs", "flat", "registry")
-ORDERS = ("requester_first", "requester_last")
 REGISTRY_MAX_TOKENS = 200
 
 

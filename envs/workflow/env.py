@@ -1,18 +1,12 @@
 """StatefulWorkflow-v0: seed 003's fixed-work stateful tool-use workflow as a Gymnasium env.
 
-An agent completes N operations with execute(v, a): v is an operation identifier, a one of
-b candidate slots. The state is 8 registers in Z_8 of which `width` are active; each success
-updates one register, so a controller must track values across calls, schedule around
-prerequisites and pick the right candidate. The public task (prerequisites, query and update
-registers, increments, candidate codes) changes every episode and is part of the observation.
-
-The env is a thin shell over the numba rows of workflow_layout: generation lives in
-workflow_generator, transitions in workflow_kernel, text in workflow_text.
+The env is a thin shell over the numba rows of envs/workflow/layout.py: generation lives in
+generator.py, transitions in kernel.py, the observation's field table in layout.py and text in
+text.py. The class docstring is the contract.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
@@ -26,83 +20,68 @@ from envs.workflow.layout import (
     CALLS,
     DONE,
     ERRORS,
-    FAILURE,
     FAILURE_NAMES,
-    OBS_LAST_UPDATE,
-    OBS_REGISTERS,
     SEED,
     SUCCESSES,
     VISIBLE,
-    obs_offsets,
-    task_offsets,
+    RowView,
+    WorkflowTask,
+    observation_space_for,
+    task_from_row,
     work_offsets,
 )
 from envs.workflow.params import WorkflowSpec
+from envs.workflow.text import render_text
+
+__all__ = ["StatefulWorkflowEnv", "WorkflowTask", "observation_space_for"]
 
 
 def _is_integer(value: Any) -> bool:
     return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
-@dataclass(frozen=True)
-class WorkflowTask:
-    """The public task of one episode, indexed by operation identifier.
-
-    prereq[v, u] is True when u must be completed before v; query[v] / update[v] are the
-    registers v reads and writes; delta[v] is its increment (0 under static updates);
-    codes[v, a] is the code of candidate slot a, and slot a is right iff
-    codes[v, a] == x[query[v]] mod b.
-    """
-
-    seed: int
-    spec: WorkflowSpec
-    initial_registers: np.ndarray
-    prereq: np.ndarray
-    query: np.ndarray
-    update: np.ndarray
-    delta: np.ndarray
-    codes: np.ndarray
-
-
-def observation_space_for(spec: WorkflowSpec) -> spaces.Dict:
-    """The observation space of one env: fixed shapes that SB3's MultiInputPolicy takes as is.
-
-    Every field is a flat vector (SB3's checker warns on other shapes): `prereq` is the N x N
-    prerequisite matrix and `codes` the N x b code table, both row-major
-    (prereq[v * N + u], codes[v * b + a]); `env.unwrapped.task` has them as 2-D arrays. The
-    register fields are `query_register` / `update_register`, since SB3 keys a torch
-    ModuleDict by observation key and `update` is one of its methods.
-    """
-    n, b = spec.n_ops, spec.candidates
-    i8 = np.int8
-    return spaces.Dict(
-        {
-            "registers": spaces.Box(-1, 7, shape=(8,), dtype=i8),
-            "completed": spaces.MultiBinary(n),
-            "last_update": spaces.Box(-1, 7, shape=(2,), dtype=i8),
-            "failure": spaces.Discrete(len(FAILURE_NAMES)),
-            "errors": spaces.Discrete(spec.error_allowance + 2),
-            "prereq": spaces.MultiBinary(n * n),
-            "query_register": spaces.Box(0, 7, shape=(n,), dtype=i8),
-            "update_register": spaces.Box(0, 7, shape=(n,), dtype=i8),
-            "delta": spaces.Box(0, 7, shape=(n,), dtype=i8),
-            "codes": spaces.Box(0, 7, shape=(n * b,), dtype=i8),
-        }
-    )
-
-
 class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     """Seed 003's workflow task family; every WorkflowSpec field is a constructor kwarg.
 
-    Action: MultiDiscrete([N, b]) = (operation identifier, candidate slot); anything outside
-    it raises ValueError. Reward: 1/N per completed operation, so the return is the fraction
-    completed. `info` carries failure (category or None), success, completed_ops, calls,
-    errors, resampled, action_mask (N ready-operation flags, then b candidate flags, the flat
-    MultiDiscrete format sb3-contrib expects) and task_seed.
+    ## Description
+    An agent completes N operations with execute(v, a): v is an operation identifier, a one
+    of b candidate slots. The state is 8 registers in Z_8 of which `width` are active; each
+    success updates one register, so a controller must track values across calls, schedule
+    around prerequisites and pick the right candidate. The public task (prerequisites, query
+    and update registers, increments, candidate codes) changes every episode and is part of
+    the observation; `env.unwrapped.task` has it as 2-D arrays.
+
+    ## Action space
+    MultiDiscrete([N, b]) = (operation identifier, candidate slot); anything outside it raises
+    ValueError. info["action_mask"] (and action_masks()) flags the N ready operations, then
+    the b candidate slots (the flat MultiDiscrete format sb3-contrib expects).
+
+    ## Observation space
+    A Dict of flat int8 vectors, one per entry of layout.OBS_FIELDS: registers (8 values, -1
+    where not shown), completed (N flags), last_update ((register, increment) of the last
+    success, (-1, -1) before any), failure (code of the last call, names in FAILURE_NAMES),
+    errors (failed calls so far), prereq (N x N, row-major), query_register, update_register,
+    delta (N each) and codes (N x b, row-major).
+
+    ## Rewards
+    1/N per completed operation, so the return is the fraction completed; 0 for a failed call.
+
+    ## Termination
+    When all N operations are done, or when failed calls exceed the error allowance R (R = 0:
+    the first failure ends the episode). There is no truncation. A failed call reports its
+    category (dependency, candidate, completed) in info["failure"] and changes no state.
+    info also carries success, completed_ops, calls, errors, registers_visible, resampled and
+    task_seed.
 
     reset(seed=s) plays the task of seed s (the paper's seeds are task seeds); reset() without
     a seed moves to the next task seed (rng.next_seed), so a seeded sequence of episodes is
     reproducible and equal to the vector env's autoreset sequence.
+
+    ## Registered configurations
+    envs/workflow/presets.py: StatefulWorkflow-v0 (snapshot after every success),
+    StatefulWorkflowHistory-v0 (registers shown initially only), StatefulWorkflowHidden-v0
+    (history with hidden resampling), StatefulWorkflowRetry-v0 (history with R = 8). Every id
+    has a numba vector entry point (envs.workflow.vector) for gym.make_vec.
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -110,27 +89,50 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def __init__(self, render_mode: str | None = None, **spec_kwargs: Any) -> None:
         if render_mode not in (None, "ansi"):
             raise ValueError(f"render_mode must be one of None | 'ansi'; got {render_mode!r}")
-        self.spec_params = WorkflowSpec.from_kwargs(**spec_kwargs)
+        self.params = WorkflowSpec.from_kwargs(**spec_kwargs)
         warm_up()
         self.render_mode = render_mode
-        spec = self.spec_params
+        spec = self.params
         n, b = spec.n_ops, spec.candidates
         self._n, self._b = n, b
         self._params = spec.to_params()
-        # The kernels take batch arrays and a row index; this env is a batch of one, and the
-        # 1-D attributes are views of its row for reading from Python.
         self._rows = allocate_rows(self._params, 1)
-        self._task_row, self._state, self._work, self._obs = (a[0] for a in self._rows)
-        self._completed_off, self._mask_off, _ = obs_offsets(n, b)
+        self._view = RowView(n, b)
+        self._mask = self._view.action_mask
+        self._bind_views()
         self._reward_per_op = 1.0 / n
         self.observation_space = observation_space_for(spec)
         self.action_space = spaces.MultiDiscrete([n, b])
-        self._task_fields = task_offsets(n, b)[:5]
         self._registers_off = work_offsets(n)[0]
         self._initial_registers = np.zeros(8, dtype=np.int8)
         self._started = False
         self._task: WorkflowTask | None = None
         self._resampled = False
+
+    @property
+    def spec_params(self) -> WorkflowSpec:
+        """The same WorkflowSpec as `params` (the name scripts and benchmarks read)."""
+        return self.params
+
+    _VIEWS = ("_task_row", "_state", "_work", "_obs", "_read_observation")
+
+    def _bind_views(self) -> None:
+        # The kernels take batch arrays and a row index; this env is a batch of one, and the
+        # 1-D attributes are views of its row for reading from Python.
+        self._task_row, self._state, self._work, self._obs = (a[0] for a in self._rows)
+        self._read_observation = self._view.read_one
+
+    def __getstate__(self) -> dict[str, Any]:
+        """The rows without their views: a pickled or deep-copied view would be a detached
+        array, so the copy's kernel would write rows that its Python side never reads."""
+        state = self.__dict__.copy()
+        for view in self._VIEWS:
+            del state[view]
+        return state
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+        self._bind_views()
 
     # -- episode ---------------------------------------------------------------------------
     def reset(
@@ -162,7 +164,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         if self._state[DONE]:
             raise RuntimeError("the episode has ended; call reset() before step()")
         failure = execute_into(self._params, op, slot, *self._rows, 0)
-        self._resampled = failure == 0 and self.spec_params.hidden_resampling
+        self._resampled = failure == 0 and self.params.hidden_resampling
         reward = self._reward_per_op if failure == 0 else 0.0
         terminated = bool(self._state[DONE])
         return self._observation(), reward, terminated, False, self._info(FAILURE_NAMES[failure])
@@ -187,13 +189,18 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return op, slot
 
     # -- views -----------------------------------------------------------------------------
+    def _observation(self) -> dict[str, np.ndarray]:
+        """The current observation, fresh data every call (what reset and step return)."""
+        return self._read_observation(self._task_row.copy(), self._obs.copy(), self._state)
+
     @property
     def task(self) -> WorkflowTask:
         """The public task of the current episode (call reset() first)."""
         if not self._started:
             raise RuntimeError("call reset() before reading the task")
         if self._task is None:
-            self._task = self._build_task()
+            self._task = task_from_row(self.params, self._task_row, int(self._state[SEED]),
+                                       self._initial_registers)
         return self._task
 
     @property
@@ -211,52 +218,12 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def action_masks(self) -> np.ndarray:
         """N ready-operation flags then b candidate flags (sb3-contrib's MultiDiscrete format)."""
-        return self._obs[self._mask_off:self._mask_off + self._n + self._b].astype(bool)
+        return self._obs[self._mask].astype(bool)
 
     def render(self) -> str | None:
         if self.render_mode != "ansi":
             return None
-        from envs.workflow.text import render_episode
-
-        return render_episode(self)
-
-    def _build_task(self) -> WorkflowTask:
-        n, b = self._n, self._b
-        q, u, d, c, p, _ = task_offsets(n, b)
-        row = self._task_row.copy()
-        row.flags.writeable = False
-        initial = self._initial_registers.copy()
-        initial.flags.writeable = False
-        return WorkflowTask(
-            seed=int(self._state[SEED]),
-            spec=self.spec_params,
-            initial_registers=initial,
-            prereq=row[p:p + n * n].reshape(n, n).astype(bool),
-            query=row[q:q + n],
-            update=row[u:u + n],
-            delta=row[d:d + n],
-            codes=row[c:c + n * b].reshape(n, b),
-        )
-
-    def _observation(self) -> dict[str, np.ndarray]:
-        """Fresh data every call: one copy of each flat row, then per-field views of it."""
-        n, b = self._n, self._b
-        q, u, d, c, p = self._task_fields
-        completed = self._completed_off
-        task = self._task_row.copy()
-        obs = self._obs.copy()
-        return {
-            "registers": obs[OBS_REGISTERS:OBS_REGISTERS + 8],
-            "completed": obs[completed:completed + n],
-            "last_update": obs[OBS_LAST_UPDATE:OBS_LAST_UPDATE + 2],
-            "failure": self._state[FAILURE],  # numpy scalars: fresh objects, not views
-            "errors": self._state[ERRORS],
-            "prereq": task[p:p + n * n],
-            "query_register": task[q:q + n],
-            "update_register": task[u:u + n],
-            "delta": task[d:d + n],
-            "codes": task[c:c + n * b],
-        }
+        return render_text(self.params, self.task, self._observation())
 
     def _info(self, failure: str | None) -> dict[str, Any]:
         state = self._state.tolist()

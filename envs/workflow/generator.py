@@ -40,6 +40,9 @@ from envs.workflow.layout import (
     work_offsets,
 )
 from envs.workflow.params import (
+    CHAINS,
+    CLUSTERED,
+    CONCENTRATED,
     P_B,
     P_DEPTH,
     P_FAMILY,
@@ -49,12 +52,9 @@ from envs.workflow.params import (
     P_PERIOD,
     P_UPDATES,
     P_WIDTH,
+    REVERSED,
+    STATIC,
 )
-
-CHAINS = 0
-CLUSTERED, CONCENTRATED = 1, 2
-STATIC = 1
-REVERSED = 1
 
 
 @jit_inline

@@ -1,7 +1,8 @@
-"""The StatefulWorkflow transition: execute(v, a), in numba, for one env or a batch.
+"""The StatefulWorkflow transition: execute(v, a), in numba, for one row of a batch.
 
-One definition serves the single env, the vector env and (issue 3) the batched controller
-runner. Semantics (seed 003 section 3.1 and 7, ARCHITECTURE.md):
+One definition serves the single env, the batch steps of autoreset.py and the batched
+controller runner.
+Semantics (seed 003 section 3.1 and 7, ARCHITECTURE.md):
 - a call fails with `completed` if v is already done, `dependency` if a prerequisite of v is
   missing, `candidate` if codes[v, a] != x[q_v] mod b (x read before v's own update);
 - a success marks v done and applies x[u_v] = (x[u_v] + delta_v) mod 8 (delta is 0 for static
@@ -38,7 +39,6 @@ from envs.workflow.layout import (
     OBS_LAST_UPDATE,
     OBS_REGISTERS,
     READY,
-    SEED,
     STATE_FIELDS,
     SUCCESSES,
     VISIBLE,
@@ -136,34 +136,6 @@ def first_invalid_action(params: np.ndarray, actions: np.ndarray) -> int:
     return -1
 
 
-@jit
-def step_batch(params: np.ndarray, actions: np.ndarray, task: np.ndarray, state: np.ndarray,
-               work: np.ndarray, obs: np.ndarray, rewards: np.ndarray, terminated: np.ndarray,
-               failures: np.ndarray) -> int:
-    """Step every env of a batch, with Gymnasium's next-step autoreset.
-
-    Returns -1, or the index of the first action outside MultiDiscrete([N, b]), in which case
-    nothing was stepped. An env whose episode ended on the previous call starts the episode
-    of its next seed (rng.next_seed) instead of acting: reward 0, not terminated, failure 0.
-    """
-    bad = first_invalid_action(params, actions)
-    if bad >= 0:
-        return bad
-    reward_per_op = 1.0 / params[P_N]
-    for i in range(actions.shape[0]):
-        if state[i, DONE]:
-            generate_into(params, rng.next_seed(state[i, SEED]), task, state, work, obs, i)
-            rewards[i] = 0.0
-            terminated[i] = False
-            failures[i] = NO_FAILURE
-            continue
-        failure = execute_into(params, actions[i, 0], actions[i, 1], task, state, work, obs, i)
-        rewards[i] = reward_per_op if failure == NO_FAILURE else 0.0
-        terminated[i] = state[i, DONE] == 1
-        failures[i] = failure
-    return -1
-
-
 _warmed_up = False
 
 
@@ -179,7 +151,8 @@ def allocate_rows(params: np.ndarray, num_envs: int) -> tuple[np.ndarray, ...]:
 
 
 def warm_up() -> None:
-    """Compile (or load from cache) every kernel once, so no env's first step pays for it."""
+    """Compile (or load from cache) the single-env kernels once, so no env's first step pays
+    for it (autoreset.warm_up does the batch steps)."""
     global _warmed_up
     if _warmed_up:
         return
@@ -191,7 +164,4 @@ def warm_up() -> None:
     reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
     execute_into(params, 0, 0, task, state, work, obs, 0)
     generate_into(params, 1, task, state, work, obs, 0)
-    actions = np.zeros((1, 2), dtype=np.int64)
-    step_batch(params, actions, task, state, work, obs, np.zeros(1),
-               np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int8))
     _warmed_up = True

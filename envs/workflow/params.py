@@ -13,10 +13,20 @@ from typing import Any
 
 import numpy as np
 
+from envs._core.checks import check_bool, check_choice, check_int, check_known
+
+# Each categorical knob's levels, in code order: the spec encodes a level as its index here,
+# and the generator compares with the named codes below, so the two cannot drift apart.
 FAMILIES = ("chains", "barriers")
 LOCALITIES = ("balanced", "clustered", "concentrated")
 UPDATES = ("additive", "static")
 LABELS = ("random", "reversed")
+CHAINS, BARRIERS = (FAMILIES.index(level) for level in ("chains", "barriers"))
+BALANCED, CLUSTERED, CONCENTRATED = (
+    LOCALITIES.index(level) for level in ("balanced", "clustered", "concentrated")
+)
+ADDITIVE, STATIC = (UPDATES.index(level) for level in ("additive", "static"))
+RANDOM_LABELS, REVERSED = (LABELS.index(level) for level in ("random", "reversed"))
 
 MAX_OPS = 32
 REGISTER_SLOTS = 8
@@ -27,22 +37,6 @@ P_N, P_DEPTH, P_FAMILY, P_WIDTH, P_B, P_PERIOD, P_HIDDEN, P_R, P_LOCALITY, P_UPD
     range(11)
 )
 N_PARAMS = 11
-
-
-def _check_int(name: str, value: Any, low: int, high: int | None, allowed: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int | np.integer):
-        raise ValueError(f"{name} must be an integer ({allowed}); got {value!r}")
-    value = int(value)
-    if value < low or (high is not None and value > high):
-        raise ValueError(f"{name} must be {allowed}; got {value}")
-    return value
-
-
-def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
-    if value not in choices:
-        allowed = " | ".join(repr(c) for c in choices)
-        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
-    return str(value)
 
 
 @dataclass(frozen=True)
@@ -77,34 +71,26 @@ class WorkflowSpec:
     labels: str = "random"
 
     def __post_init__(self) -> None:
-        _check_choice("family", self.family, FAMILIES)
-        n = _check_int("n_ops", self.n_ops, 1, MAX_OPS, f"in 1..{MAX_OPS}")
+        check_choice("family", self.family, FAMILIES)
+        n = check_int("n_ops", self.n_ops, 1, MAX_OPS, f"in 1..{MAX_OPS}")
         divisors = [d for d in range(1, n + 1) if n % d == 0]
         allowed_depths = f"a divisor of n_ops={n}: {divisors}"
-        depth = _check_int("depth", self.depth, -(2**63), None, allowed_depths)
+        depth = check_int("depth", self.depth, -(2**63), None, allowed_depths)
         if depth < 1 or n % depth:
             raise ValueError(f"depth must be {allowed_depths}; got {depth}")
-        _check_int("width", self.width, 1, REGISTER_SLOTS, f"in 1..{REGISTER_SLOTS}")
-        _check_int("candidates", self.candidates, 2, REGISTER_VALUES, "in 2..8")
-        _check_int("snapshot_period", self.snapshot_period, 0, None, "an integer >= 0")
-        if not isinstance(self.hidden_resampling, bool | np.bool_):
-            raise ValueError(
-                f"hidden_resampling must be a bool (True | False); got {self.hidden_resampling!r}"
-            )
-        _check_int("error_allowance", self.error_allowance, 0, None, "an integer >= 0")
-        _check_choice("locality", self.locality, LOCALITIES)
-        _check_choice("updates", self.updates, UPDATES)
-        _check_choice("labels", self.labels, LABELS)
+        check_int("width", self.width, 1, REGISTER_SLOTS, f"in 1..{REGISTER_SLOTS}")
+        check_int("candidates", self.candidates, 2, REGISTER_VALUES, f"in 2..{REGISTER_VALUES}")
+        check_int("snapshot_period", self.snapshot_period, 0)
+        check_bool("hidden_resampling", self.hidden_resampling)
+        check_int("error_allowance", self.error_allowance, 0)
+        check_choice("locality", self.locality, LOCALITIES)
+        check_choice("updates", self.updates, UPDATES)
+        check_choice("labels", self.labels, LABELS)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> WorkflowSpec:
         """Build from keyword arguments, rejecting unknown names with the list of known ones."""
-        known = {f.name for f in dataclasses.fields(cls)}
-        unknown = sorted(set(kwargs) - known)
-        if unknown:
-            raise ValueError(
-                f"unknown StatefulWorkflow parameter(s) {unknown}; allowed: {sorted(known)}"
-            )
+        check_known("StatefulWorkflow", kwargs, (f.name for f in dataclasses.fields(cls)))
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> WorkflowSpec:

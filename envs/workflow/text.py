@@ -6,13 +6,13 @@ functions, so a person reading a rendered episode sees what a text policy is sho
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
-if TYPE_CHECKING:
-    from envs.workflow.env import StatefulWorkflowEnv, WorkflowTask
-    from envs.workflow.params import WorkflowSpec
+from envs.workflow.layout import FAILURE_NAMES, WorkflowTask
+from envs.workflow.params import WorkflowSpec
 
 
 def describe_rules(spec: WorkflowSpec) -> str:
@@ -73,7 +73,7 @@ def describe_task(task: WorkflowTask) -> str:
     return "\n".join(lines)
 
 
-def describe_observation(observation: dict[str, np.ndarray]) -> str:
+def describe_observation(observation: Mapping[str, Any]) -> str:
     """The dynamic part of an observation: registers, completed operations, last feedback."""
     regs = observation["registers"]
     shown = (
@@ -87,16 +87,13 @@ def describe_observation(observation: dict[str, np.ndarray]) -> str:
     return f"registers: {shown}\ncompleted: {done}\nlast update: {last}"
 
 
-def render_episode(env: StatefulWorkflowEnv) -> str:
+def render_text(spec: WorkflowSpec, task: WorkflowTask, observation: Mapping[str, Any]) -> str:
     """The ansi render: rules, the public task and the current observation."""
-    from envs.workflow.layout import FAILURE_NAMES
-
-    observation = env._observation()
     failure = FAILURE_NAMES[int(observation["failure"])]
     return "\n".join(
         [
-            describe_rules(env.spec_params),
-            describe_task(env.task),
+            describe_rules(spec),
+            describe_task(task),
             describe_observation(observation),
             f"last failure: {failure or 'none'}; errors: {int(observation['errors'])}",
         ]

@@ -15,20 +15,17 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs.workflow.env import observation_space_for
+from envs.workflow.autoreset import step_batch, warm_up
 from envs.workflow.generator import reset_batch
-from envs.workflow.kernel import allocate_rows, step_batch, warm_up
+from envs.workflow.kernel import allocate_rows
 from envs.workflow.layout import (
     CALLS,
     ERRORS,
-    FAILURE,
     FAILURE_NAMES,
-    OBS_LAST_UPDATE,
-    OBS_REGISTERS,
     SEED,
     SUCCESSES,
-    obs_offsets,
-    task_offsets,
+    RowView,
+    observation_space_for,
 )
 from envs.workflow.params import WorkflowSpec
 
@@ -52,11 +49,11 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
         if render_mode is not None:
             raise ValueError(f"render_mode must be None for the vector env; got {render_mode!r}")
-        self.spec_params = WorkflowSpec.from_kwargs(**spec_kwargs)
+        self.params = WorkflowSpec.from_kwargs(**spec_kwargs)
         warm_up()
         self.num_envs = int(num_envs)
         self.render_mode = None
-        spec = self.spec_params
+        spec = self.params
         n, b = spec.n_ops, spec.candidates
         self._n, self._b = n, b
         self._params = spec.to_params()
@@ -68,24 +65,17 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             f"_{key}": everyone for key in
             ("completed_ops", "calls", "errors", "success", "failure", "task_seed", "action_mask")
         }
-        q, u, d, c, p, _ = task_offsets(n, b)
-        completed, mask, _ = obs_offsets(n, b)
-        self._slices = {
-            "registers": slice(OBS_REGISTERS, OBS_REGISTERS + 8),
-            "completed": slice(completed, completed + n),
-            "last_update": slice(OBS_LAST_UPDATE, OBS_LAST_UPDATE + 2),
-            "prereq": slice(p, p + n * n),
-            "query_register": slice(q, q + n),
-            "update_register": slice(u, u + n),
-            "delta": slice(d, d + n),
-            "codes": slice(c, c + n * b),
-            "action_mask": slice(mask, mask + n + b),
-        }
+        self._view = RowView(n, b)
         self._started = False
         self.single_observation_space = observation_space_for(spec)
         self.single_action_space = gym.spaces.MultiDiscrete([n, b])
         self.observation_space = batch_space(self.single_observation_space, e)
         self.action_space = batch_space(self.single_action_space, e)
+
+    @property
+    def spec_params(self) -> WorkflowSpec:
+        """The same WorkflowSpec as `params` (the name scripts and benchmarks read)."""
+        return self.params
 
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None
@@ -142,8 +132,7 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
 
     def action_masks(self) -> np.ndarray:
         """(num_envs, N + b) flags: ready operations, then candidate slots."""
-        mask = obs_offsets(self._n, self._b)[1]
-        return self._obs[:, mask:mask + self._n + self._b].astype(bool)
+        return self._obs[:, self._view.action_mask].astype(bool)
 
     def _observations_and_infos(
         self, failures: np.ndarray
@@ -154,22 +143,9 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         one step share these fresh buffers but never the env's rows or another step's data.
         """
         n = self._n
-        s = self._slices
-        task = self._task.copy()
         obs = self._obs.copy()
         scalars = self._state.copy()
-        observations = {
-            "registers": obs[:, s["registers"]],
-            "completed": obs[:, s["completed"]],
-            "last_update": obs[:, s["last_update"]],
-            "failure": scalars[:, FAILURE],
-            "errors": scalars[:, ERRORS],
-            "prereq": task[:, s["prereq"]],
-            "query_register": task[:, s["query_register"]],
-            "update_register": task[:, s["update_register"]],
-            "delta": task[:, s["delta"]],
-            "codes": task[:, s["codes"]],
-        }
+        observations = self._view.observation(self._task.copy(), obs, scalars)
         completed_ops = scalars[:, SUCCESSES]
         infos: dict[str, Any] = {
             "completed_ops": completed_ops,
@@ -178,7 +154,7 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             "success": completed_ops == n,
             "failure": failures,
             "task_seed": scalars[:, SEED],
-            "action_mask": obs[:, s["action_mask"]].view(np.bool_),
+            "action_mask": obs[:, self._view.action_mask].view(np.bool_),
         }
         infos.update(self._info_flags)
         return observations, infos

@@ -11,7 +11,13 @@ from __future__ import annotations
 from typing import Any
 
 from envs._core.tokens import count
+from envs.dacs.scenario import N_OPTIONS
 from llm_policies.prompts.workflow import Rendered
+
+# A text answer names an option, never a focus action (those stay with non-text policies),
+# so its bound is the option count whatever the env's action space.
+ANSWER_KEY = "answer"
+ANSWER_FIELDS: tuple[tuple[str, int], ...] = ((ANSWER_KEY, N_OPTIONS),)
 
 ANSWER_SCHEMA: dict[str, Any] = {
     "type": "object",
@@ -35,9 +41,9 @@ class DacsRenderer:
     """The window of the pending request, under the orchestrator's instructions."""
 
     schema = ANSWER_SCHEMA
+    fields = ANSWER_FIELDS
 
-    def __init__(self, env_core: Any, system_role: bool = True) -> None:
-        self.fields = (("answer", int(getattr(env_core, "n_options", 4))),)
+    def __init__(self, system_role: bool = True) -> None:
         self.system_role = system_role
         self._instruction_tokens = count(INSTRUCTIONS)
 

@@ -27,8 +27,7 @@ from typing import Any
 import numpy as np
 
 from envs._core.tokens import count
-from envs.workflow.env import WorkflowTask
-from envs.workflow.layout import FAILURE_NAMES
+from envs.workflow.layout import FAILURE_NAMES, TASK_ROW, RowView, task_from_row, task_offsets
 from envs.workflow.params import WorkflowSpec
 from envs.workflow.text import describe_rules, describe_task
 from llm_policies.prompts.budget import Assembly, assemble
@@ -46,6 +45,11 @@ ACTION_SCHEMA: dict[str, Any] = {
 }
 
 OUTCOME_OK = "ok"
+
+
+def action_fields(spec: WorkflowSpec) -> tuple[tuple[str, int], ...]:
+    """The JSON fields of a StatefulWorkflow answer with their exclusive upper bounds."""
+    return (("operation", spec.n_ops), ("candidate", spec.candidates))
 
 
 @dataclass(frozen=True)
@@ -95,25 +99,19 @@ def system_prompt(spec: WorkflowSpec) -> str:
 
 @functools.lru_cache(maxsize=256)
 def _task_text(spec: WorkflowSpec, key: bytes) -> str:
+    return describe_task(task_from_row(spec, np.frombuffer(key, dtype=np.int8)))
+
+
+@functools.cache
+def _row_view(n: int, b: int) -> RowView:
+    return RowView(n, b)
+
+
+def _task_key(spec: WorkflowSpec, observation: Mapping[str, Any]) -> bytes:
+    """The observation's public task as its `task` row (layout.OBS_FIELDS), a cache key."""
     n, b = spec.n_ops, spec.candidates
-    raw = np.frombuffer(key, dtype=np.int8)
-    prereq, query, update, delta, codes = np.split(raw, np.cumsum([n * n, n, n, n]))
-    task = WorkflowTask(
-        seed=-1,
-        spec=spec,
-        initial_registers=np.full(8, -1, dtype=np.int8),
-        prereq=prereq.reshape(n, n).astype(bool),
-        query=query,
-        update=update,
-        delta=delta,
-        codes=codes.reshape(n, b),
-    )
-    return describe_task(task)
-
-
-def _task_key(observation: Mapping[str, Any]) -> bytes:
-    fields = ("prereq", "query_register", "update_register", "delta", "codes")
-    return b"".join(np.asarray(observation[f], dtype=np.int8).tobytes() for f in fields)
+    row = np.empty(task_offsets(n, b)[-1], dtype=np.int8)
+    return _row_view(n, b).write_row(observation, TASK_ROW, row).tobytes()
 
 
 def _history_line(i: int, entry: Mapping[str, Any]) -> str:
@@ -146,7 +144,7 @@ def decision_prompt(
     lines = [
         "Task (op v: after <prerequisites>; query x[query[v]]; update x[update[v]] += "
         "delta[v]; codes [codes[v][0] .. codes[v][b-1]]):",
-        _task_text(spec, _task_key(observation)),
+        _task_text(spec, _task_key(spec, observation)),
         "Observation:",
         f"registers: {shown}",
         f"completed: {done}",
@@ -224,14 +222,13 @@ class WorkflowRenderer:
     """StatefulWorkflow prompts for LLMPolicy: keeps the episode's history of calls and their
     outcomes, and renders each decision with `render` (optionally under a budget)."""
 
-    fields = (("operation", 0), ("candidate", 0))  # bounds set per spec in __init__
     schema = ACTION_SCHEMA
 
     def __init__(self, spec: WorkflowSpec, *, budget: int | None = None, q: float = 0.0,
                  coordination: str = "", order: str = "reason_first",
                  system_role: bool = True) -> None:
         self.spec = spec
-        self.fields = (("operation", spec.n_ops), ("candidate", spec.candidates))
+        self.fields = action_fields(spec)
         self.budget, self.q, self.coordination, self.order = budget, q, coordination, order
         self.system_role = system_role
         self.history: list[dict[str, Any]] = []

@@ -128,8 +128,10 @@ def test_reference_policies_by_name() -> None:
         assert make_reference_policy(name, env) is not None
     with pytest.raises(ValueError, match="dacs-reader plays DACSSteering envs"):
         make_reference_policy("dacs-reader", gym.make("StatefulWorkflow-v0"))
-    with pytest.raises(ValueError, match="reference controllers play StatefulWorkflow envs"):
+    with pytest.raises(ValueError, match="^exact plays StatefulWorkflow envs; got "):
         make_reference_policy("exact", env)
+    with pytest.raises(ValueError, match=r"^policy must be one of .* \| llm; got 'nope'$"):
+        make_reference_policy("nope", env)
 
 
 def test_run_json_reports_steering_metrics(capsys: pytest.CaptureFixture[str]) -> None:
@@ -191,5 +193,13 @@ def test_an_llm_answers_through_the_text_wrapper() -> None:
         prompt = server.requests[0]["messages"][-1]["content"]
     assert "## request" in prompt and '{"answer": <option index>}' in server.requests[0][
         "messages"][0]["content"]
-    assert records[0].first_failure == "invalid_schema" or records[0].first_failure == "wrong"
-    assert records[0].counters["decisions"] <= 3
+    # Episode 0 plays reset(seed=0): the first two answers are scored, the third ends it.
+    probe = gym.make("DACSSteering-v0", n_agents=3, decisions=2).unwrapped
+    probe.reset(seed=0)
+    first_correct = probe.pending.correct
+    probe.step(1)
+    second_correct = probe.pending.correct
+    wrong = 1 != first_correct or 0 != second_correct
+    assert records[0].first_failure == ("wrong" if wrong else "invalid_schema")
+    assert records[0].counters["decisions"] == 3
+    assert records[0].counters["schema_valid"] == 2

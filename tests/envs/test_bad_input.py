@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 import envs  # noqa: F401
+from envs.dacs.params import DacsParams
 from envs.workflow.params import WorkflowSpec
 
 BAD_PARAMETERS = [
@@ -25,7 +26,7 @@ BAD_PARAMETERS = [
     ({"candidates": 9}, "candidates must be in 2..8; got 9"),
     ({"candidates": True}, "candidates must be an integer (in 2..8); got True"),
     ({"snapshot_period": -1}, "snapshot_period must be an integer >= 0; got -1"),
-    ({"hidden_resampling": "yes"}, "hidden_resampling must be a bool (True | False); got 'yes'"),
+    ({"hidden_resampling": "yes"}, "hidden_resampling must be True | False; got 'yes'"),
     ({"error_allowance": -2}, "error_allowance must be an integer >= 0; got -2"),
     ({"locality": "local"},
      "locality must be one of 'balanced' | 'clustered' | 'concentrated'; got 'local'"),
@@ -45,6 +46,17 @@ def test_bad_parameter_names_parameter_and_allowed_values(kwargs: dict, message:
 def test_unknown_parameter_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"^unknown StatefulWorkflow parameter\(s\) \['colour'\]"):
         WorkflowSpec.from_kwargs(colour="red")
+    known = sorted(DacsParams().as_dict())
+    message = f"unknown DACSSteering parameter(s) ['colour']; allowed: {known}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        gym.make("DACSSteering-v0", colour="red")
+
+
+def test_numpy_knob_values_are_normalised() -> None:
+    """A knob given as a numpy scalar means the same setting as the plain value."""
+    assert DacsParams(n_agents=np.int64(4), focus_cost=1) == DacsParams(n_agents=4,
+                                                                           focus_cost=1.0)
+    assert type(DacsParams(n_agents=np.int64(4)).n_agents) is int
 
 
 BAD_ACTIONS = [(8, 0), (-1, 0), (0, 4), (0, -1), (1.0, 2), (1, 2, 3), "ab", None, (True, 0)]

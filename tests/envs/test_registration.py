@@ -1,4 +1,9 @@
-"""Every registered id: Gymnasium's checker, seeded determinism, make_vec (MiniGrid's pattern)."""
+"""What registration promises beyond the conformance suite: every params field is a
+`gym.make` kwarg, ids resolve with the module prefix, and the ansi render shows the task.
+
+The per-id Gymnasium contract (checker, seeding, make_vec, copies, render modes) is
+tests/envs/test_conformance.py, which runs over every registered id.
+"""
 
 from __future__ import annotations
 
@@ -6,78 +11,43 @@ import subprocess
 import sys
 
 import gymnasium as gym
-import numpy as np
 import pytest
-from gymnasium.utils.env_checker import check_env
 
 import envs
-from envs.workflow.params import WorkflowSpec
+from envs.dacs.params import DacsParams
 
-ENV_IDS = sorted(envs.WORKFLOW_PRESETS)
-
-
-def test_every_preset_is_registered() -> None:
-    registered = {env_id for env_id in gym.registry if env_id.startswith("StatefulWorkflow")}
-    assert registered == set(ENV_IDS)
+WORKFLOW_IDS = sorted(envs.FAMILIES[envs.WORKFLOW].presets)
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_check_env(env_id: str) -> None:
-    env = gym.make(env_id)
-    check_env(env.unwrapped, skip_render_check=False)
+def test_every_family_registers_its_presets() -> None:
+    for family in envs.FAMILIES.values():
+        assert family.presets, f"family {family.name} registers no id"
+        for env_id in family.presets:
+            assert env_id in gym.registry
+            assert envs.family_of(env_id) == family.name
 
 
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_presets_have_documented_parameters(env_id: str) -> None:
-    env = gym.make(env_id)
-    expected = WorkflowSpec(**envs.WORKFLOW_PRESETS[env_id])
-    assert env.unwrapped.spec_params == expected
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_same_seed_same_trajectory(env_id: str) -> None:
-    actions = np.random.default_rng(7).integers(0, [8, 4], size=(40, 2))
-
-    def trajectory() -> list:
-        env = gym.make(env_id)
-        out = []
-        observation, info = env.reset(seed=11)
-        out.append((observation, info["task_seed"]))
-        for action in actions:
-            observation, reward, terminated, truncated, info = env.step(action)
-            out.append((observation, reward, terminated, info["failure"]))
-            if terminated:
-                observation, info = env.reset()
-                out.append((observation, info["task_seed"]))
-        return out
-
-    first, second = trajectory(), trajectory()
-    assert len(first) == len(second)
-    for a, b in zip(first, second, strict=True):
-        assert gym.utils.env_checker.data_equivalence(a, b)
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_make_vec(env_id: str) -> None:
-    vec = gym.make_vec(env_id, num_envs=3)
-    observations, infos = vec.reset(seed=0)
-    assert observations in vec.observation_space
-    actions = vec.action_space.sample()
-    observations, rewards, terminated, truncated, infos = vec.step(actions)
-    assert observations in vec.observation_space
-    assert rewards.shape == terminated.shape == truncated.shape == (3,)
-    vec.close()
-
-
-@pytest.mark.parametrize("env_id", ENV_IDS)
-def test_every_parameter_is_a_make_kwarg(env_id: str) -> None:
+@pytest.mark.parametrize("env_id", WORKFLOW_IDS)
+def test_every_workflow_parameter_is_a_make_kwarg(env_id: str) -> None:
     env = gym.make(env_id, family="barriers", n_ops=6, depth=3, width=2, candidates=3,
                    snapshot_period=2, error_allowance=1, locality="clustered", updates="static",
                    labels="reversed")
-    spec = env.unwrapped.spec_params
+    spec = env.unwrapped.params
     assert (spec.family, spec.n_ops, spec.depth, spec.width, spec.candidates) == (
         "barriers", 6, 3, 2, 3)
+    assert env.unwrapped.spec_params is spec
     assert env.action_space == gym.spaces.MultiDiscrete([6, 3])
+
+
+def test_every_dacs_parameter_is_a_make_kwarg() -> None:
+    kwargs = {"n_agents": 7, "family": "cascade", "decisions": 2, "context_mode": "flat",
+              "window": 2048, "order": "requester_first", "agent_chosen_focus": True,
+              "focus_cost": 0.25}
+    assert set(kwargs) == set(DacsParams().as_dict())
+    env = gym.make("DACSSteering-v0", **kwargs)
+    assert env.unwrapped.params == DacsParams(**kwargs)
+    assert all(getattr(env.unwrapped, name) == value for name, value in kwargs.items())
+    assert env.action_space == gym.spaces.Discrete(4 + 7)
 
 
 def test_make_with_module_prefix_needs_no_import() -> None:

@@ -22,8 +22,8 @@ def test_vector_matches_single_envs_across_autoresets(spec: dict) -> None:
     num_envs, steps = 5, 60
     vec = gym.make_vec("StatefulWorkflow-v0", num_envs=num_envs, **spec)
     singles = [gym.make("StatefulWorkflow-v0", **spec) for _ in range(num_envs)]
-    n = singles[0].unwrapped.spec_params.n_ops
-    b = singles[0].unwrapped.spec_params.candidates
+    n = singles[0].unwrapped.params.n_ops
+    b = singles[0].unwrapped.params.candidates
     rng = np.random.default_rng(3)
 
     vec_obs, vec_info = vec.reset(seed=100)

@@ -36,7 +36,7 @@ def _play(env_id: str, kwargs: dict[str, Any], seed: int, steps: int) -> tuple[A
     """A few steps of a real env (a correct ready action, then a deliberate wrong slot)."""
     env = gym.make(env_id, **kwargs)
     obs, info = env.reset(seed=seed)
-    spec = env.unwrapped.spec_params
+    spec = env.unwrapped.params
     history: list[dict[str, Any]] = []
     for step in range(steps):
         ready = np.flatnonzero(info["action_mask"][: spec.n_ops])
@@ -98,13 +98,13 @@ def test_failed_call_and_empty_history() -> None:
     assert "last call: candidate" in decision_prompt(spec, obs, history)
     env = gym.make("envs:StatefulWorkflow-v0")
     first, _ = env.reset(seed=0)
-    text = decision_prompt(env.unwrapped.spec_params, first, [])
+    text = decision_prompt(env.unwrapped.params, first, [])
     assert "History:\nnone yet" in text and "last call: none yet" in text
 
 
 @pytest.mark.parametrize(("env_id", "kwargs"), CASES)
 def test_system_prompt_states_the_rules(env_id: str, kwargs: dict[str, Any]) -> None:
-    spec = gym.make(env_id, **kwargs).unwrapped.spec_params
+    spec = gym.make(env_id, **kwargs).unwrapped.params
     text = system_prompt(spec)
     assert system_prompt(spec) is text  # cached per spec
     n, b = spec.n_ops, spec.candidates

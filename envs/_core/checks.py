@@ -1,0 +1,61 @@
+"""The parameter checks every env's params dataclass uses, so a bad knob reads the same anywhere.
+
+Each check returns the value in its plain Python type or raises one ValueError that names the
+parameter, what is allowed and what was given; a params dataclass calls one per field in
+`__post_init__`, which is the only place a knob is validated.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def check_int(name: str, value: Any, low: int, high: int | None = None,
+              allowed: str | None = None) -> int:
+    """An integer in low..high (high None: no upper bound). `allowed` words the valid values
+    in the message; by default "an integer in low..high" or "an integer >= low"."""
+    if allowed is None:
+        allowed = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
+    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+        kind = allowed if allowed.startswith("an integer") else f"an integer ({allowed})"
+        raise ValueError(f"{name} must be {kind}; got {value!r}")
+    value = int(value)
+    if value < low or (high is not None and value > high):
+        raise ValueError(f"{name} must be {allowed}; got {value}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    """One of the strings `choices`."""
+    if not isinstance(value, str) or value not in choices:
+        allowed = " | ".join(repr(c) for c in choices)
+        raise ValueError(f"{name} must be one of {allowed}; got {value!r}")
+    return str(value)
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """A bool (numpy's included); 0 and 1 are refused, since a flag given as a number is
+    more often a misplaced count than a choice."""
+    if not isinstance(value, bool | np.bool_):
+        raise ValueError(f"{name} must be True | False; got {value!r}")
+    return bool(value)
+
+
+def check_nonnegative(name: str, value: Any) -> float:
+    """A finite real number >= 0."""
+    if (isinstance(value, bool | np.bool_)
+            or not isinstance(value, int | float | np.integer | np.floating)
+            or not math.isfinite(value) or value < 0):
+        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+    return float(value)
+
+
+def check_known(kind: str, names: Any, known: Any) -> None:
+    """Refuse keyword arguments that are not parameters of `kind`, listing the known ones."""
+    known = sorted(known)
+    unknown = sorted(set(names) - set(known))
+    if unknown:
+        raise ValueError(f"unknown {kind} parameter(s) {unknown}; allowed: {known}")

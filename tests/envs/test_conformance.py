@@ -1,0 +1,174 @@
+"""Every registered diagym id meets the Gymnasium contract (MiniGrid's conformance pattern).
+
+The ids come from Gymnasium's registry (every entry point under `envs.`), so an env family or
+preset added to envs.FAMILIES is covered here without editing this file: Gymnasium's
+checker, determinism by seed, `gym.make_vec` (the id's vector entry point where it declares
+one, and sync mode), pickling and deep-copying a live env, and every declared render mode.
+"""
+
+from __future__ import annotations
+
+import copy
+import pickle
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+from gymnasium.utils.env_checker import check_env, data_equivalence
+
+import envs
+
+DIAGYM_IDS = sorted(
+    env_id for env_id, spec in gym.registry.items()
+    if isinstance(spec.entry_point, str) and spec.entry_point.startswith("envs.")
+)
+STEPS = 40
+
+
+def _play(env: gym.Env, actions: list[Any], seed: int | None) -> list[tuple[Any, ...]]:
+    """Every output of reset(seed) (unless None) then of `actions`, resetting without a seed
+    whenever an episode ends, so the seeded chain of later episodes is exercised too."""
+    out: list[tuple[Any, ...]] = []
+    if seed is not None:
+        out.append(env.reset(seed=seed))
+    for action in actions:
+        step = env.step(action)
+        out.append(step)
+        if step[2] or step[3]:
+            out.append(env.reset())
+    return out
+
+
+def _actions(env: gym.Env, seed: int, count: int = STEPS) -> list[Any]:
+    space = copy.deepcopy(env.action_space)
+    space.seed(seed)
+    return [space.sample() for _ in range(count)]
+
+
+def _assert_same(first: list[tuple[Any, ...]], second: list[tuple[Any, ...]]) -> None:
+    assert len(first) == len(second)
+    for t, (a, b) in enumerate(zip(first, second, strict=True)):
+        assert data_equivalence(a, b), f"outputs differ at call {t}: {a!r} != {b!r}"
+
+
+def test_the_registry_holds_exactly_the_family_presets() -> None:
+    presets = {env_id for family in envs.FAMILIES.values() for env_id in family.presets}
+    assert set(DIAGYM_IDS) == presets
+    assert "DACSSteering-v0" in DIAGYM_IDS and "StatefulWorkflow-v0" in DIAGYM_IDS
+    for env_id in DIAGYM_IDS:
+        family = envs.FAMILIES[envs.family_of(env_id)]
+        assert gym.spec(env_id).entry_point == family.entry_point
+        assert gym.spec(env_id).vector_entry_point == family.vector_entry_point
+
+
+@pytest.mark.parametrize("env_id", DIAGYM_IDS)
+def test_gymnasium_checker_passes_without_warnings(env_id: str) -> None:
+    env = gym.make(env_id)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(env.unwrapped, skip_render_check=False)
+
+
+@pytest.mark.parametrize("env_id", DIAGYM_IDS)
+def test_env_holds_its_preset_parameters(env_id: str) -> None:
+    env = gym.make(env_id)
+    family = envs.FAMILIES[envs.family_of(env)]
+    assert envs.family_of(env) == envs.family_of(env_id)
+    expected = family.params(**family.presets[env_id])
+    assert env.unwrapped.params == expected
+    assert gym.spec(env_id).kwargs == expected.as_dict()
+
+
+@pytest.mark.parametrize("env_id", DIAGYM_IDS)
+def test_same_seed_same_trajectory(env_id: str) -> None:
+    first, second = gym.make(env_id), gym.make(env_id)
+    actions = _actions(first, seed=7)
+    _assert_same(_play(first, actions, seed=11), _play(second, actions, seed=11))
+
+
+@pytest.mark.parametrize("env_id", DIAGYM_IDS)
+def test_different_seeds_give_different_episodes(env_id: str) -> None:
+    env = gym.make(env_id)
+    first, _ = env.reset(seed=1)
+    second, _ = env.reset(seed=2)
+    assert not data_equivalence(first, second)
+
+
+def _vector_modes(env_id: str) -> list[str]:
+    return ["sync"] + (["vector_entry_point"] if gym.spec(env_id).vector_entry_point else [])
+
+
+@pytest.mark.parametrize(("env_id", "mode"), [(i, m) for i in DIAGYM_IDS for m in _vector_modes(i)])
+def test_make_vec(env_id: str, mode: str) -> None:
+    vec = gym.make_vec(env_id, num_envs=3, vectorization_mode=mode)
+    observations, _ = vec.reset(seed=0)
+    assert observations in vec.observation_space
+    vec.action_space.seed(0)
+    for _ in range(5):
+        observations, rewards, terminated, truncated, _ = vec.step(vec.action_space.sample())
+        assert observations in vec.observation_space
+        assert rewards.shape == terminated.shape == truncated.shape == (3,)
+    vec.close()
+
+
+@pytest.mark.parametrize("env_id", [i for i in DIAGYM_IDS if gym.spec(i).vector_entry_point])
+def test_vector_entry_point_plays_like_sync_envs(env_id: str) -> None:
+    """The native vector env is a faster path to the same trajectories, autoresets included."""
+    native = gym.make_vec(env_id, num_envs=3, vectorization_mode="vector_entry_point")
+    sync = gym.make_vec(env_id, num_envs=3, vectorization_mode="sync")
+    native.action_space.seed(5)
+    actions = [native.action_space.sample() for _ in range(STEPS)]
+    outputs = []
+    for vec in (native, sync):
+        observations, _ = vec.reset(seed=21)
+        played = [observations]
+        for action in actions:
+            observations, rewards, terminated, truncated, _ = vec.step(action)
+            played.append((observations, rewards, terminated, truncated))
+        outputs.append(played)
+    _assert_same(*outputs)
+
+
+COPIES: dict[str, Callable[[Any], Any]] = {
+    "deepcopy": copy.deepcopy,
+    "pickle": lambda env: pickle.loads(pickle.dumps(env)),
+}
+
+
+@pytest.mark.parametrize("how", sorted(COPIES))
+@pytest.mark.parametrize("env_id", DIAGYM_IDS)
+def test_a_copy_of_a_live_env_continues_identically(env_id: str, how: str) -> None:
+    env = gym.make(env_id)
+    env.reset(seed=5)
+    for action in _actions(env, seed=9, count=3):  # into the episode, while it lasts
+        _, _, terminated, truncated, _ = env.step(action)
+        if terminated or truncated:
+            env.reset(seed=5)
+            break
+    twin = COPIES[how](env)
+    actions = _actions(env, seed=3)
+    _assert_same(_play(env, actions, seed=None), _play(twin, actions, seed=None))
+
+
+@pytest.mark.parametrize(
+    ("env_id", "mode"),
+    [(i, m) for i in DIAGYM_IDS
+     for m in envs.FAMILIES[envs.family_of(i)].env_class().metadata.get("render_modes", [])],
+)
+def test_declared_render_modes_render(env_id: str, mode: str) -> None:
+    env = gym.make(env_id, render_mode=mode)
+    env.reset(seed=0)
+    for _ in range(2):
+        frame = env.render()
+        if mode == "ansi":
+            assert isinstance(frame, str) and frame.strip()
+        elif mode == "rgb_array":
+            assert isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[2] == 3
+        else:
+            pytest.fail(f"no conformance check for render mode {mode!r}: add one here")
+        _, _, terminated, _, _ = env.step(env.action_space.sample())
+        if terminated:
+            env.reset()

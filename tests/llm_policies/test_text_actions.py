@@ -1,0 +1,64 @@
+"""The text-action wrapper bounds answers by what a text policy may say, per env family."""
+
+from __future__ import annotations
+
+import json
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+import envs  # noqa: F401
+from envs.dacs.scenario import N_OPTIONS
+from llm_policies.text_actions import INVALID_ACTION, TextActionWrapper, text_action_fields
+
+
+@pytest.mark.parametrize("agent_chosen_focus", [False, True])
+def test_dacs_answer_beyond_the_options_is_invalid_never_a_focus(agent_chosen_focus: bool) -> None:
+    env = gym.make("DACSSteering-v0", n_agents=4, agent_chosen_focus=agent_chosen_focus,
+                   focus_cost=0.5)
+    wrapped = TextActionWrapper(env)
+    assert text_action_fields(env) == (("answer", N_OPTIONS),)
+    wrapped.reset(seed=3)
+    core = env.unwrapped
+    window_before = core.current_window.text
+    pending_before = core.pending
+    # With focus on, 4 + j is a legal env action (focus on agent j); as text it is not.
+    if agent_chosen_focus:
+        assert core.action_space.contains(N_OPTIONS + 1)
+    observation, reward, terminated, truncated, info = wrapped.step(
+        json.dumps({"answer": N_OPTIONS + 1}))
+    assert info["action_status"] == INVALID_ACTION
+    assert info["failure"] == INVALID_ACTION
+    assert terminated and not truncated
+    assert reward == 0.0  # a focus would have cost -focus_cost
+    assert "focus" not in info
+    assert core.pending == pending_before  # nothing was answered or focused
+    assert core.current_window.text == window_before
+    assert core._focus_count == 0
+
+
+def test_dacs_answer_inside_the_options_is_played() -> None:
+    env = gym.make("DACSSteering-v0", agent_chosen_focus=True)
+    wrapped = TextActionWrapper(env)
+    wrapped.reset(seed=1)
+    correct = env.unwrapped.pending.correct
+    _, reward, _, _, info = wrapped.step(json.dumps({"answer": correct}))
+    assert info["action_status"] == "ok" and info["correct"] and reward == 1.0
+    assert "focus" not in info
+
+
+def test_workflow_answer_outside_the_action_space_is_invalid() -> None:
+    env = gym.make("StatefulWorkflow-v0", n_ops=4, depth=2, candidates=3)
+    wrapped = TextActionWrapper(env)
+    assert text_action_fields(env) == (("operation", 4), ("candidate", 3))
+    _, info = wrapped.reset(seed=0)
+    ready = int(np.flatnonzero(info["action_mask"][:4])[0])
+    _, _, terminated, _, info = wrapped.step(json.dumps({"operation": ready, "candidate": 3}))
+    assert terminated and info["action_status"] == INVALID_ACTION
+    assert env.unwrapped._state[2] == 0  # no execute call reached the env (CALLS)
+
+
+def test_env_of_no_family_is_refused() -> None:
+    with pytest.raises(ValueError, match="^text policies play StatefulWorkflow and DACSSteering"):
+        TextActionWrapper(gym.make("CartPole-v1"))

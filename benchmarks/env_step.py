@@ -40,7 +40,7 @@ ENV_ID = "StatefulWorkflow-v0"
 
 def _correct_action(core: envs.workflow.env.StatefulWorkflowEnv, mask: np.ndarray) -> np.ndarray:
     """The smallest ready operation and its right slot, read from the simulator state."""
-    v = int(np.flatnonzero(mask[: core.spec_params.n_ops])[0])
+    v = int(np.flatnonzero(mask[: core.params.n_ops])[0])
     return np.array([v, core.correct_slot(v)])
 
 
@@ -88,7 +88,7 @@ def record_vector_solving(num_envs: int, steps: int, seed: int) -> np.ndarray:
     vec = gym.make_vec(ENV_ID, num_envs=num_envs)
     core = vec.unwrapped
     _, info = vec.reset(seed=seed)
-    n, b = core.spec_params.n_ops, core.spec_params.candidates
+    n, b = core.params.n_ops, core.params.candidates
     regs = envs.workflow.layout.work_offsets(n)[0]
     rows = np.arange(num_envs)
     recorded = np.zeros((steps, num_envs, 2), dtype=np.int64)

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
 
         # Stage breakdown on one mid-episode decision.
         observation, info = env.reset(seed=1)
-        spec = env.unwrapped.spec_params
+        spec = env.unwrapped.params
         history = [{"operation": 0, "candidate": 0, "outcome": "ok", "update": [1, 3]}] * 3
         prompt_text = render(spec, observation, history).messages[-1]["content"]
         answer = ANSWER

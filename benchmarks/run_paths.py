@@ -66,7 +66,7 @@ def rollout_rate(name: str, episodes: int, fast: bool, log: bool = False
 
 
 def plain_rate(name: str, episodes: int) -> Callable[[], float]:
-    spec = Spec(**gym.make(ENV_ID).unwrapped.spec_params.as_dict())
+    spec = Spec(**gym.make(ENV_ID).unwrapped.params.as_dict())
 
     def run() -> float:
         env = PlainWorkflowEnv(spec)

@@ -71,7 +71,7 @@ def batched_spec(env: gym.Env, policy: Any) -> WorkflowSpec | None:
         layer = layer.env
     if type(layer) is not envs.FAMILIES[envs.WORKFLOW].env_class():
         return None
-    spec = layer.spec_params
+    spec = layer.params
     return spec if policy.spec == spec else None
 
 

@@ -105,10 +105,6 @@ class WorkflowVecEnv(VecEnv):
         )
         super().__init__(e, observation_space_for(spec), action_space)
 
-    @property
-    def spec_params(self) -> WorkflowSpec:
-        """The same WorkflowSpec as `params` (the name scripts and benchmarks read)."""
-        return self.params
 
     # -- SB3 VecEnv API ------------------------------------------------------------------------
     def reset(self) -> VecEnvObs:

@@ -1,34 +1,84 @@
-"""One place that decides how diagym compiles its numba kernels.
+"""One place that decides how diagym compiles its numba kernels, and where their cache lives.
 
-Kernels are cached on disk so the first `step` of a new process is not a compile. When the
-package directory is read-only (a system install, a read-only CI checkout), numba cannot write
-its cache beside the source, so the cache moves to a user directory instead of failing.
+Kernels are cached on disk so the first `step` of a new process is not a compile. numba keys a
+cached function on its own source file only, so a kernel that inlines a callee from another
+file (every batch loop inlines the transition, the controllers and the streams) would keep
+serving stale machine code after that callee changed. The cache therefore lives in a
+directory named by a digest of every kernel source file: any edit to any of them selects a
+fresh directory, and no stale entry can be read.
+
+The directory is private to the user (mode 0700) under $XDG_CACHE_HOME (default ~/.cache):
+a cache directory others can write would let them plant machine code. Where no such directory
+can be made, a fresh private temporary directory serves this process only. An explicit
+NUMBA_CACHE_DIR is the user's choice and is used as given.
 """
 
 from __future__ import annotations
 
+import hashlib
 import os
+import shutil
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-_PACKAGE_DIR = Path(__file__).resolve().parent
+_PROJECT_DIR = Path(__file__).resolve().parents[2]
+_PACKAGES = ("envs", "controllers", "llm_policies", "analysis")
+_MARKER = "numba_setup"  # every module with kernels imports this one
+_KEPT_VERSIONS = 8  # cache directories of other source versions kept (other checkouts)
+
+
+def kernel_sources(root: Path = _PROJECT_DIR) -> list[Path]:
+    """The project's modules that define kernels (those that import this module), sorted."""
+    found = []
+    for package in _PACKAGES:
+        for path in sorted((root / package).rglob("*.py")):
+            if path.resolve() == Path(__file__).resolve() or _MARKER in path.read_text():
+                found.append(path)
+    return found
+
+
+def source_digest(paths: list[Path], root: Path = _PROJECT_DIR) -> str:
+    """A digest of the files' relative names and contents: it changes with any edit."""
+    digest = hashlib.sha256()
+    for path in paths:
+        digest.update(str(path.relative_to(root)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()[:16]
+
+
+def _private_dir(path: Path) -> bool:
+    """Make `path` (mode 0700) unless it exists; True if it is a directory only we can write."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = path.stat()
+    except OSError:
+        return False
+    return path.is_dir() and info.st_uid == os.getuid() and not info.st_mode & 0o022
+
+
+def _prune(root: Path, keep: Path) -> None:
+    """Drop the oldest cache directories of other source versions beyond _KEPT_VERSIONS."""
+    others = sorted((p for p in root.iterdir() if p.is_dir() and p != keep),
+                    key=lambda p: p.stat().st_mtime, reverse=True)
+    for stale in others[_KEPT_VERSIONS:]:
+        shutil.rmtree(stale, ignore_errors=True)
 
 
 def _choose_cache_dir() -> None:
     if os.environ.get("NUMBA_CACHE_DIR"):
         return
-    if os.access(_PACKAGE_DIR, os.W_OK):
-        return
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(Path.home(), ".cache")
-    target = os.path.join(base, "diagym", "numba")
     try:
-        os.makedirs(target, exist_ok=True)
-    except OSError:
-        target = os.path.join(tempfile.gettempdir(), "diagym-numba-cache")
-        os.makedirs(target, exist_ok=True)
-    os.environ["NUMBA_CACHE_DIR"] = target
+        base = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    except (KeyError, RuntimeError):  # no home directory to be found
+        base = None
+    root = base / "diagym" / "numba" if base is not None else None
+    target = root / source_digest(kernel_sources()) if root is not None else None
+    if root is not None and target is not None and _private_dir(root) and _private_dir(target):
+        _prune(root, target)
+    else:
+        target = Path(tempfile.mkdtemp(prefix="diagym-numba-"))
+    os.environ["NUMBA_CACHE_DIR"] = str(target)
 
 
 _choose_cache_dir()

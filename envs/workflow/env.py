@@ -109,10 +109,6 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._task: WorkflowTask | None = None
         self._resampled = False
 
-    @property
-    def spec_params(self) -> WorkflowSpec:
-        """The same WorkflowSpec as `params` (the name scripts and benchmarks read)."""
-        return self.params
 
     _VIEWS = ("_task_row", "_state", "_work", "_obs", "_read_observation")
 

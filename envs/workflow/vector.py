@@ -72,10 +72,6 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         self.observation_space = batch_space(self.single_observation_space, e)
         self.action_space = batch_space(self.single_action_space, e)
 
-    @property
-    def spec_params(self) -> WorkflowSpec:
-        """The same WorkflowSpec as `params` (the name scripts and benchmarks read)."""
-        return self.params
 
     def reset(
         self, *, seed: int | list[int] | None = None, options: dict[str, Any] | None = None

@@ -35,7 +35,7 @@ def test_every_workflow_parameter_is_a_make_kwarg(env_id: str) -> None:
     spec = env.unwrapped.params
     assert (spec.family, spec.n_ops, spec.depth, spec.width, spec.candidates) == (
         "barriers", 6, 3, 2, 3)
-    assert env.unwrapped.spec_params is spec
+    assert env.unwrapped.params is spec
     assert env.action_space == gym.spaces.MultiDiscrete([6, 3])
 
 

@@ -330,7 +330,7 @@ def run_workflow_sweep(
         if not done:
             run_log.write({"type": "run", "run_id": run_log.run_id, "run": run})
         env = TextActionWrapper(gym.make(WORKFLOW_ID, **dict(env_kwargs or {})))
-        spec = env.unwrapped.spec_params
+        spec = env.unwrapped.params
         client = ChatClient(**{**settings, "json_schema": ACTION_SCHEMA})
         for order in orders:
             for qv in grid:

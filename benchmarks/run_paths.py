@@ -1,6 +1,6 @@
 """Episodes/s of a reference controller through each path the runner can take, side by side.
 
-The issue's goal: 4M episodes of a reference controller through `diagym run` at >= 100x the
+The goal: 4M episodes of a reference controller through `diagym run` at >= 100x the
 episodes/s of a plain-Python simulation of the same rules. Contenders, interleaved over
 repeats (the machine is shared, so medians are quoted), all on StatefulWorkflow-v0:
 - `rollout batched`: controllers.rollout.rollout on gym.make's env, which picks the batched

@@ -31,7 +31,6 @@ from envs.workflow.params import MAX_OPS, P_B, P_HIDDEN, P_N, P_WIDTH
 
 # -- controller parameters ------------------------------------------------------------------
 K_RETAIN, K_CAPACITY, K_SCAN, K_SELECT, K_ELIMINATE, K_RANDOM_SCHEDULE = range(6)
-N_CONTROLLER_PARAMS = 6
 
 # What a controller retains between decisions.
 RETAIN_ALL, RETAIN_CACHE, RETAIN_NONE, RETAIN_STALE, RETAIN_NEXT_USE, RETAIN_RESIDUE, \

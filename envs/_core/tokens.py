@@ -31,16 +31,6 @@ def encoding() -> tiktoken.Encoding:
     return tiktoken.get_encoding(ENCODING_NAME)
 
 
-def clear_cache() -> None:
-    """Forget the loaded encoding here and in tiktoken's registry (tests use this to check
-    that a fresh load stays offline)."""
-    encoding.cache_clear()
-    registry = getattr(tiktoken, "registry", None)
-    encodings = getattr(registry, "ENCODINGS", None)
-    if isinstance(encodings, dict):
-        encodings.pop(ENCODING_NAME, None)
-
-
 def encode(text: str) -> list[int]:
     """cl100k_base ids of `text`, special-token strings encoded as ordinary text."""
     return encoding().encode_ordinary(text)

@@ -71,7 +71,6 @@ VALUES: dict[str, tuple[str, ...]] = {
 }
 N_KEYS = len(KEYS)
 MAX_VALUES = max(len(v) for v in VALUES.values())
-KEY_INDEX = {key: i for i, key in enumerate(KEYS)}
 
 COMPONENTS = (
     "invoice export job", "session token refresher", "rate limiter", "search reindex worker",

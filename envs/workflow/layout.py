@@ -143,7 +143,6 @@ OBS_FIELDS: tuple[ObsField, ...] = (
     ObsField("codes", TASK_ROW, lambda n, b: task_offsets(n, b)[3], lambda n, b: n * b,
              "box", 0, 7),
 )
-OBS_KEYS = tuple(f.name for f in OBS_FIELDS)
 
 
 def observation_space_for(spec: WorkflowSpec) -> spaces.Dict:

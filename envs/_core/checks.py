@@ -2,7 +2,8 @@
 
 Each check returns the value in its plain Python type or raises one ValueError that names the
 parameter, what is allowed and what was given; a params dataclass calls one per field in
-`__post_init__`, which is the only place a knob is validated.
+`__post_init__`, which is the only place a knob is validated, and the envs check seeds and
+render modes with the same functions.
 """
 
 from __future__ import annotations
@@ -12,6 +13,14 @@ from typing import Any
 
 import numpy as np
 
+MAX_SEED = 2**63 - 1  # seeds are int64 task seeds in the kernels
+
+
+def is_integer(value: Any) -> bool:
+    """A Python or numpy integer and not a bool: a bool given as a count or a seed is more
+    often a slip than a choice (True would otherwise play seed 1)."""
+    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
+
 
 def check_int(name: str, value: Any, low: int, high: int | None = None,
               allowed: str | None = None) -> int:
@@ -19,12 +28,27 @@ def check_int(name: str, value: Any, low: int, high: int | None = None,
     in the message; by default "an integer in low..high" or "an integer >= low"."""
     if allowed is None:
         allowed = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"
-    if isinstance(value, bool | np.bool_) or not isinstance(value, int | np.integer):
+    if not is_integer(value):
         kind = allowed if allowed.startswith("an integer") else f"an integer ({allowed})"
         raise ValueError(f"{name} must be {kind}; got {value!r}")
     value = int(value)
     if value < low or (high is not None and value > high):
         raise ValueError(f"{name} must be {allowed}; got {value}")
+    return value
+
+
+def check_seed(value: Any, name: str = "seed") -> int | None:
+    """None (let the env draw one) or a task seed in 0..2**63-1."""
+    if value is None:
+        return None
+    return check_int(name, value, 0, MAX_SEED, "an integer in 0..2**63-1")
+
+
+def check_render_mode(value: Any, modes: list[str]) -> str | None:
+    """None or one of an env's declared render modes (its metadata["render_modes"])."""
+    if value is not None and (not isinstance(value, str) or value not in modes):
+        allowed = " | ".join(["None", *(repr(m) for m in modes)])
+        raise ValueError(f"render_mode must be one of {allowed}; got {value!r}")
     return value
 
 

@@ -11,15 +11,22 @@ The directory is private to the user (mode 0700) under $XDG_CACHE_HOME (default 
 a cache directory others can write would let them plant machine code. Where no such directory
 can be made, a fresh private temporary directory serves this process only. An explicit
 NUMBA_CACHE_DIR is the user's choice and is used as given.
+
+A cold cache means a compile of tens of seconds inside the first `gym.make`; `compiling`
+says so (one line before, one after) and stays silent when the kernels load from the cache.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
+import logging
 import os
 import shutil
+import sys
 import tempfile
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -125,3 +132,46 @@ def jit_inline(function: Callable[..., Any]) -> Callable[..., Any]:
     called inside batch loops, whose ~40 scalar arguments make a real call cost as much as a
     failed step. Python callers still get a compiled function."""
     return _INLINE_DECORATOR(function)
+
+
+LOG = logging.getLogger("diagym")
+
+
+def _say(message: str) -> None:
+    """INFO on the "diagym" logger; also stderr when nobody has configured logging, since
+    Python drops INFO records by default and a silent 50 s pause reads as a hang."""
+    LOG.info(message)
+    if not LOG.hasHandlers():
+        print(message, file=sys.stderr, flush=True)
+
+
+def is_cached(kernel: Any) -> bool | None:
+    """Whether numba's disk cache holds a current entry for `kernel` (an index for this numba
+    version and this source file's stamp); None when that cannot be read. numba has no public
+    call for this, so the private index reader is used and any surprise means "unknown"."""
+    try:
+        return bool(kernel._cache._cache_file._load_index())
+    except Exception:  # any change in numba's internals: unknown, not a crash
+        return None
+
+
+def _compiled(kernel: Any) -> bool:
+    """Whether `kernel` compiled rather than loaded from the cache (numba's dispatcher stats)."""
+    try:
+        return bool(kernel.stats.cache_misses)
+    except AttributeError:
+        return False
+
+
+@contextlib.contextmanager
+def compiling(what: str, kernels: Sequence[Any]) -> Iterator[None]:
+    """Around the first calls of `kernels`: on a cold cache, one line saying that `what`
+    kernels compile, then one with the time taken; nothing when every kernel is cached."""
+    cold = any(is_cached(kernel) is False for kernel in kernels)
+    if cold:
+        _say(f"diagym: compiling {what} kernels (first use; cached afterwards) ...")
+    start = time.perf_counter()
+    yield
+    if cold or any(_compiled(kernel) for kernel in kernels):
+        _say(f"diagym: compiled {what} kernels in {time.perf_counter() - start:.0f} s "
+             f"(cache: {os.environ.get('NUMBA_CACHE_DIR', 'numba default')})")

@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from envs._core import rng
-from envs._core.numba_setup import jit
+from envs._core.numba_setup import compiling, jit
 from envs.workflow.generator import generate_into, reset_batch
 from envs.workflow.kernel import allocate_rows, execute_into, first_invalid_action
 from envs.workflow.kernel import warm_up as kernel_warm_up
@@ -95,13 +95,14 @@ def warm_up() -> None:
     if _warmed_up:
         return
     kernel_warm_up()
-    params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
-    task, state, work, obs = allocate_rows(params, 1)
-    reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
-    step_batch(params, np.zeros((1, 2), dtype=np.int64), task, state, work, obs, np.zeros(1),
-               np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int8))
-    step_batch_reset_now(params, np.zeros((1, 2), dtype=np.int64), task, state, work, obs,
-                        np.zeros(1, dtype=np.float32), np.zeros(1, dtype=np.bool_),
-                        np.zeros(1, dtype=np.int8), np.zeros_like(state), np.zeros_like(task),
-                        np.zeros_like(obs))
+    with compiling("StatefulWorkflow vector", (step_batch, step_batch_reset_now)):
+        params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
+        task, state, work, obs = allocate_rows(params, 1)
+        reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
+        step_batch(params, np.zeros((1, 2), dtype=np.int64), task, state, work, obs,
+                   np.zeros(1), np.zeros(1, dtype=np.bool_), np.zeros(1, dtype=np.int8))
+        step_batch_reset_now(params, np.zeros((1, 2), dtype=np.int64), task, state, work, obs,
+                             np.zeros(1, dtype=np.float32), np.zeros(1, dtype=np.bool_),
+                             np.zeros(1, dtype=np.int8), np.zeros_like(state),
+                             np.zeros_like(task), np.zeros_like(obs))
     _warmed_up = True

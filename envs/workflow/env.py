@@ -7,13 +7,15 @@ text.py. The class docstring is the contract.
 
 from __future__ import annotations
 
-from typing import Any
+import reprlib
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
 from envs._core import rng
+from envs._core.checks import check_render_mode, check_seed, is_integer
 from envs.workflow.generator import generate_into
 from envs.workflow.kernel import allocate_rows, execute_into, warm_up
 from envs.workflow.layout import (
@@ -33,11 +35,10 @@ from envs.workflow.layout import (
 from envs.workflow.params import WorkflowSpec
 from envs.workflow.text import render_text
 
+if TYPE_CHECKING:
+    from envs.workflow.viewer import WorkflowViewer
+
 __all__ = ["StatefulWorkflowEnv", "WorkflowTask", "observation_space_for"]
-
-
-def _is_integer(value: Any) -> bool:
-    return isinstance(value, int | np.integer) and not isinstance(value, bool | np.bool_)
 
 
 class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
@@ -52,9 +53,11 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     the observation; `env.unwrapped.task` has it as 2-D arrays.
 
     ## Action space
-    MultiDiscrete([N, b]) = (operation identifier, candidate slot); anything outside it raises
-    ValueError. info["action_mask"] (and action_masks()) flags the N ready operations, then
-    the b candidate slots (the flat MultiDiscrete format sb3-contrib expects).
+    MultiDiscrete([N, b]) = (operation identifier, candidate slot), given as an integer array
+    of shape (2,) or a tuple or list of two integers; anything else (floats, bools, bytes,
+    sets, generators, object arrays, other shapes, values outside the space) raises ValueError.
+    info["action_mask"] (and action_masks()) flags the N ready operations, then the b candidate
+    slots (the flat MultiDiscrete format sb3-contrib expects).
 
     ## Observation space
     A Dict of flat int8 vectors, one per entry of layout.OBS_FIELDS: registers (8 values, -1
@@ -73,7 +76,14 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     info also carries success, completed_ops, calls, errors, registers_visible, resampled and
     task_seed.
 
-    reset(seed=s) plays the task of seed s (the paper's seeds are task seeds); reset() without
+    ## Rendering
+    render_mode="ansi" gives the rules, the task and the observation as text (what a text
+    policy is shown); "rgb_array" a picture of the same public state (envs/workflow/viewer.py):
+    the operation graph coloured completed / ready / blocked, the registers shown or hidden,
+    the last update and the last failure. Nothing is drawn unless render() is called.
+
+    reset(seed=s) plays the task of seed s in 0..2**63-1 (the paper's seeds are task seeds); a
+    bool is refused rather than read as 0 or 1; reset() without
     a seed moves to the next task seed (rng.next_seed), so a seeded sequence of episodes is
     reproducible and equal to the vector env's autoreset sequence.
 
@@ -84,11 +94,10 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     has a numba vector entry point (envs.workflow.vector) for gym.make_vec.
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 2}
 
     def __init__(self, render_mode: str | None = None, **spec_kwargs: Any) -> None:
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be one of None | 'ansi'; got {render_mode!r}")
+        check_render_mode(render_mode, self.metadata["render_modes"])
         self.params = WorkflowSpec.from_kwargs(**spec_kwargs)
         warm_up()
         self.render_mode = render_mode
@@ -108,7 +117,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._started = False
         self._task: WorkflowTask | None = None
         self._resampled = False
-
+        self._viewer: WorkflowViewer | None = None
 
     _VIEWS = ("_task_row", "_state", "_work", "_obs", "_read_observation")
 
@@ -124,6 +133,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         state = self.__dict__.copy()
         for view in self._VIEWS:
             del state[view]
+        state["_viewer"] = None  # a figure is drawn afresh by the copy when it renders
         return state
 
     def __setstate__(self, state: dict[str, Any]) -> None:
@@ -134,11 +144,10 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, np.ndarray], dict[str, Any]]:
-        if seed is not None and not 0 <= seed < 2**63:
-            raise ValueError(f"seed must be an integer in 0..2**63-1; got {seed!r}")
+        seed = check_seed(seed)
         super().reset(seed=seed)
         if seed is not None:
-            task_seed = int(seed)
+            task_seed = seed
         elif self._started:
             task_seed = int(rng.next_seed(self._state[SEED]))
         else:
@@ -166,23 +175,26 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         return self._observation(), reward, terminated, False, self._info(FAILURE_NAMES[failure])
 
     def _parse_action(self, action: Any) -> tuple[int, int]:
+        """(operation, candidate) as ints, or one ValueError; the common case (an int array of
+        shape (2,) inside the space) is tested first and costs one type test and a tolist."""
         if type(action) is np.ndarray and action.shape == (2,) and action.dtype.kind in "iu":
-            op, slot = action.tolist()  # the common case, without per-element checks
+            op, slot = action.tolist()
             if 0 <= op < self._n and 0 <= slot < self._b:
                 return op, slot
-        try:
+        elif isinstance(action, tuple | list) and len(action) == 2:
             op, slot = action
-            if not (_is_integer(op) and _is_integer(slot)):
-                raise TypeError
-            op, slot = int(op), int(slot)
-        except (TypeError, ValueError):
-            op = slot = -1
-        if not (0 <= op < self._n and 0 <= slot < self._b):
-            raise ValueError(
-                f"action must be (operation, candidate) with operation in 0..{self._n - 1} "
-                f"and candidate in 0..{self._b - 1}; got {action!r}"
-            )
-        return op, slot
+            if is_integer(op) and is_integer(slot) and 0 <= op < self._n and 0 <= slot < self._b:
+                return int(op), int(slot)
+        elif (isinstance(action, np.ndarray) and action.shape == (2,)
+              and action.dtype.kind in "iu"):  # an ndarray subclass
+            op, slot = action.tolist()
+            if 0 <= op < self._n and 0 <= slot < self._b:
+                return op, slot
+        raise ValueError(
+            "action must be (operation, candidate): an integer array of shape (2,) or a tuple or "
+            f"list of two integers, with operation in 0..{self._n - 1} and candidate in "
+            f"0..{self._b - 1}; got {reprlib.repr(action)}"
+        )
 
     # -- views -----------------------------------------------------------------------------
     def _observation(self) -> dict[str, np.ndarray]:
@@ -216,10 +228,23 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         """N ready-operation flags then b candidate flags (sb3-contrib's MultiDiscrete format)."""
         return self._obs[self._mask].astype(bool)
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi":
-            return None
-        return render_text(self.params, self.task, self._observation())
+    def render(self) -> str | np.ndarray | None:
+        """The current state as text ("ansi") or an (H, W, 3) uint8 picture ("rgb_array")."""
+        if self.render_mode == "ansi":
+            return render_text(self.params, self.task, self._observation())
+        if self.render_mode == "rgb_array":
+            if self._viewer is None:
+                from envs.workflow.viewer import WorkflowViewer  # matplotlib, on first use
+
+                self._viewer = WorkflowViewer()
+            return self._viewer.render(self.params, self.task, self._observation())
+        return None
+
+    def close(self) -> None:
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
+        super().close()
 
     def _info(self, failure: str | None) -> dict[str, Any]:
         state = self._state.tolist()

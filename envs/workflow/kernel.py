@@ -20,7 +20,7 @@ import numpy as np
 
 from envs._core import rng
 from envs._core.bits import lowest_bit
-from envs._core.numba_setup import jit, jit_inline
+from envs._core.numba_setup import compiling, jit, jit_inline
 from envs.workflow.generator import generate_into
 from envs.workflow.layout import (
     ALREADY_COMPLETED,
@@ -159,9 +159,10 @@ def warm_up() -> None:
     from envs.workflow.generator import reset_batch
     from envs.workflow.params import WorkflowSpec
 
-    params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
-    task, state, work, obs = allocate_rows(params, 1)
-    reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
-    execute_into(params, 0, 0, task, state, work, obs, 0)
-    generate_into(params, 1, task, state, work, obs, 0)
+    with compiling("StatefulWorkflow", (reset_batch, execute_into, generate_into)):
+        params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
+        task, state, work, obs = allocate_rows(params, 1)
+        reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
+        execute_into(params, 0, 0, task, state, work, obs, 0)
+        generate_into(params, 1, task, state, work, obs, 0)
     _warmed_up = True

@@ -31,6 +31,12 @@ RANDOM_LABELS, REVERSED = (LABELS.index(level) for level in ("random", "reversed
 MAX_OPS = 32
 REGISTER_SLOTS = 8
 REGISTER_VALUES = 8
+# The kernels keep calls, errors and the next snapshot in int64, the errors field is
+# Discrete(R + 2) and the batched runner sizes its columns from (N + R) * b: 2**31 keeps all of
+# that far inside int64 (values near 2**63 overflowed). A period beyond N already means
+# "initial only", and no run makes 2**31 failed calls.
+MAX_SNAPSHOT_PERIOD = 2**31
+MAX_ERROR_ALLOWANCE = 2**31
 
 # Positions in the int64 parameter vector handed to the numba kernels.
 P_N, P_DEPTH, P_FAMILY, P_WIDTH, P_B, P_PERIOD, P_HIDDEN, P_R, P_LOCALITY, P_UPDATES, P_LABELS = (
@@ -49,10 +55,11 @@ class WorkflowSpec:
     depth: longest prerequisite chain in nodes; must divide n_ops.
     width: active registers w, 1..8.
     candidates: b, candidate slots per operation, 2..8.
-    snapshot_period: h; 0 shows registers only initially (the paper's "history"), 1 after every
-        success ("snapshot"), h > 1 after every h-th success.
+    snapshot_period: h in 0..2**31; 0 shows registers only initially (the paper's "history"), 1
+        after every success ("snapshot"), h > 1 after every h-th success.
     hidden_resampling: after each success, active registers are redrawn, unseen until a snapshot.
-    error_allowance: R; failed calls tolerated before the episode ends (0 = first failure ends it).
+    error_allowance: R in 0..2**31; failed calls tolerated before the episode ends (0 = the first
+        failure ends it).
     locality: query assignment, "balanced" | "clustered" | "concentrated" (a degenerate control).
     updates: "additive" (x[u] += delta mod 8 after success) or "static" (no update).
     labels: operation identifiers, "random" or "reversed" (i -> N-1-i).
@@ -71,21 +78,34 @@ class WorkflowSpec:
     labels: str = "random"
 
     def __post_init__(self) -> None:
-        check_choice("family", self.family, FAMILIES)
+        # Normalised in place (numpy integers and bools to Python's), as a frozen dataclass
+        # allows only through object.__setattr__, so equal settings compare equal and the
+        # spaces built from them take plain ints.
+        family = check_choice("family", self.family, FAMILIES)
         n = check_int("n_ops", self.n_ops, 1, MAX_OPS, f"in 1..{MAX_OPS}")
         divisors = [d for d in range(1, n + 1) if n % d == 0]
         allowed_depths = f"a divisor of n_ops={n}: {divisors}"
         depth = check_int("depth", self.depth, -(2**63), None, allowed_depths)
         if depth < 1 or n % depth:
             raise ValueError(f"depth must be {allowed_depths}; got {depth}")
-        check_int("width", self.width, 1, REGISTER_SLOTS, f"in 1..{REGISTER_SLOTS}")
-        check_int("candidates", self.candidates, 2, REGISTER_VALUES, f"in 2..{REGISTER_VALUES}")
-        check_int("snapshot_period", self.snapshot_period, 0)
-        check_bool("hidden_resampling", self.hidden_resampling)
-        check_int("error_allowance", self.error_allowance, 0)
-        check_choice("locality", self.locality, LOCALITIES)
-        check_choice("updates", self.updates, UPDATES)
-        check_choice("labels", self.labels, LABELS)
+        normal = {
+            "family": family,
+            "n_ops": n,
+            "depth": depth,
+            "width": check_int("width", self.width, 1, REGISTER_SLOTS, f"in 1..{REGISTER_SLOTS}"),
+            "candidates": check_int("candidates", self.candidates, 2, REGISTER_VALUES,
+                                    f"in 2..{REGISTER_VALUES}"),
+            "snapshot_period": check_int("snapshot_period", self.snapshot_period, 0,
+                                         MAX_SNAPSHOT_PERIOD, "an integer in 0..2**31"),
+            "hidden_resampling": check_bool("hidden_resampling", self.hidden_resampling),
+            "error_allowance": check_int("error_allowance", self.error_allowance, 0,
+                                         MAX_ERROR_ALLOWANCE, "an integer in 0..2**31"),
+            "locality": check_choice("locality", self.locality, LOCALITIES),
+            "updates": check_choice("updates", self.updates, UPDATES),
+            "labels": check_choice("labels", self.labels, LABELS),
+        }
+        for name, value in normal.items():
+            object.__setattr__(self, name, value)
 
     @classmethod
     def from_kwargs(cls, **kwargs: Any) -> WorkflowSpec:

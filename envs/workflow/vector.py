@@ -8,13 +8,14 @@ reset with seed s and then reset() without a seed, so the two paths give equal t
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import gymnasium as gym
 import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
+from envs._core.checks import MAX_SEED, check_int, check_render_mode, is_integer
 from envs.workflow.autoreset import step_batch, warm_up
 from envs.workflow.generator import reset_batch
 from envs.workflow.kernel import allocate_rows
@@ -26,8 +27,13 @@ from envs.workflow.layout import (
     SUCCESSES,
     RowView,
     observation_space_for,
+    task_from_row,
 )
 from envs.workflow.params import WorkflowSpec
+from envs.workflow.text import render_text
+
+if TYPE_CHECKING:
+    from envs.workflow.viewer import WorkflowViewer
 
 
 class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
@@ -35,24 +41,22 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
 
     Actions: an int array of shape (num_envs, 2). Infos: completed_ops, calls, errors, success,
     failure (codes; names in FAILURE_NAMES), task_seed and action_mask, each with its `_key`
-    flag array as Gymnasium's vector infos have.
+    flag array as Gymnasium's vector infos have. render() gives one frame per env, as
+    Gymnasium's SyncVectorEnv does: the single env's text ("ansi") or picture ("rgb_array").
     """
 
-    metadata = {"render_modes": [], "autoreset_mode": AutoresetMode.NEXT_STEP}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 2,
+                "autoreset_mode": AutoresetMode.NEXT_STEP}
     FAILURE_NAMES = FAILURE_NAMES
 
     def __init__(self, num_envs: int = 1, render_mode: str | None = None,
                  **spec_kwargs: Any) -> None:
-        if isinstance(num_envs, bool) or not isinstance(num_envs, int | np.integer):
-            raise ValueError(f"num_envs must be an integer >= 1; got {num_envs!r}")
-        if num_envs < 1:
-            raise ValueError(f"num_envs must be an integer >= 1; got {num_envs}")
-        if render_mode is not None:
-            raise ValueError(f"render_mode must be None for the vector env; got {render_mode!r}")
+        num_envs = check_int("num_envs", num_envs, 1)
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
         self.params = WorkflowSpec.from_kwargs(**spec_kwargs)
         warm_up()
-        self.num_envs = int(num_envs)
-        self.render_mode = None
+        self.num_envs = num_envs
+        self._viewer: WorkflowViewer | None = None
         spec = self.params
         n, b = spec.n_ops, spec.candidates
         self._n, self._b = n, b
@@ -79,23 +83,23 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
         """seed=s gives env i the task seed s + i (Gymnasium's convention); a list seeds each."""
         e = self.num_envs
         if seed is None:
-            candidates = []
-        elif isinstance(seed, int | np.integer):
-            candidates = [int(seed), int(seed) + e - 1]  # env i gets seed + i
+            seeds = None
+        elif is_integer(seed):
+            seeds = [int(seed) + i for i in range(e)]  # env i gets seed + i
+        elif isinstance(seed, list | tuple | np.ndarray) and all(is_integer(s) for s in seed):
+            seeds = [int(s) for s in seed]
         else:
-            candidates = list(seed)
-        if any(not 0 <= int(s) < 2**63 for s in candidates):
+            seeds = [-1]
+        if seeds is not None and not all(0 <= s <= MAX_SEED for s in seeds):
             raise ValueError(f"seed must be an integer or list of integers in 0..2**63-1; got "
                              f"{seed!r}")
-        super().reset(seed=seed if isinstance(seed, int | np.integer) else None)
-        if seed is None:
+        if seeds is not None and len(seeds) != e:
+            raise ValueError(f"seed must be an int, None or a list of {e} ints; got {seed!r}")
+        super().reset(seed=int(seed) if is_integer(seed) else None)
+        if seeds is None:
             seeds = self.np_random.integers(0, 2**63 - 1, size=e, dtype=np.int64)
-        elif isinstance(seed, int | np.integer):
-            seeds = np.arange(int(seed), int(seed) + e, dtype=np.int64)
         else:
-            if len(seed) != e:
-                raise ValueError(f"seed must be an int, None or a list of {e} ints; got {seed!r}")
-            seeds = np.asarray(seed, dtype=np.int64)
+            seeds = np.asarray(seeds, dtype=np.int64)
         reset_batch(self._params, seeds, self._task, self._state, self._work, self._obs)
         self._started = True
         return self._observations_and_infos(np.zeros(e, dtype=np.int8))
@@ -125,6 +129,36 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
             )
         observations, infos = self._observations_and_infos(failures)
         return observations, rewards, terminated, np.zeros(e, dtype=np.bool_), infos
+
+    def render(self) -> tuple[str, ...] | tuple[np.ndarray, ...] | None:
+        """One frame per env of its current state (nothing is drawn when render_mode is None)."""
+        if self.render_mode is None:
+            return None
+        if not self._started:
+            raise RuntimeError("call reset() before render()")
+        frames = []
+        for i in range(self.num_envs):
+            task = task_from_row(self.params, self._task[i], int(self._state[i, SEED]))
+            observation = self._view.observation(self._task[i], self._obs[i], self._state[i])
+            if self.render_mode == "ansi":
+                frames.append(render_text(self.params, task, observation))
+                continue
+            if self._viewer is None:
+                from envs.workflow.viewer import WorkflowViewer  # matplotlib, on first use
+
+                self._viewer = WorkflowViewer()
+            frames.append(self._viewer.render(self.params, task, observation))
+        return tuple(frames)
+
+    def __getstate__(self) -> dict[str, Any]:
+        state = self.__dict__.copy()
+        state["_viewer"] = None  # a figure is drawn afresh by the copy when it renders
+        return state
+
+    def close_extras(self, **kwargs: Any) -> None:
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
 
     def action_masks(self) -> np.ndarray:
         """(num_envs, N + b) flags: ready operations, then candidate slots."""

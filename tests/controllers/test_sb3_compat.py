@@ -1,10 +1,11 @@
-"""SB3 accepts the observation and action spaces: its own checker and a short PPO run."""
+"""SB3 accepts the envs: its own checker, make_vec_env on every workflow id, a short PPO run."""
 
 from __future__ import annotations
 
 import warnings
 
 import gymnasium as gym
+import numpy as np
 import pytest
 
 import envs  # noqa: F401
@@ -12,6 +13,7 @@ import envs  # noqa: F401
 torch = pytest.importorskip("torch")
 from stable_baselines3 import PPO  # noqa: E402
 from stable_baselines3.common.env_checker import check_env  # noqa: E402
+from stable_baselines3.common.env_util import make_vec_env  # noqa: E402
 
 
 @pytest.mark.parametrize("env_id", sorted(envs.WORKFLOW_PRESETS))
@@ -48,3 +50,20 @@ def test_maskable_ppo_reads_action_masks() -> None:
         assert masks.shape == (8 + 4,)
         action, _ = model.predict(observation, action_masks=info["action_mask"])
         assert info["action_mask"][action[0]], "a masked-out operation was chosen"
+
+
+@pytest.mark.parametrize("env_id", sorted(envs.WORKFLOW_PRESETS))
+def test_make_vec_env_builds_and_steps_every_workflow_id(env_id: str) -> None:
+    """SB3's make_vec_env asks for render_mode="rgb_array"; its VecEnv then steps and renders."""
+    vec = make_vec_env(env_id, n_envs=2, seed=0)
+    observations = vec.reset()
+    assert set(observations) == set(gym.make(env_id).observation_space.spaces)
+    assert vec.render_mode == "rgb_array"
+    for _ in range(5):
+        actions = np.array([vec.action_space.sample() for _ in range(2)])
+        observations, rewards, dones, infos = vec.step(actions)
+        assert rewards.shape == dones.shape == (2,)
+    frames = vec.get_images()
+    assert len(frames) == 2
+    assert all(f.dtype == np.uint8 and f.ndim == 3 and f.shape[2] == 3 for f in frames)
+    vec.close()

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import re
+import reprlib
+from collections.abc import Callable
 
 import gymnasium as gym
 import numpy as np
@@ -10,6 +12,7 @@ import pytest
 
 import envs  # noqa: F401
 from envs.dacs.params import DacsParams
+from envs.workflow.env import StatefulWorkflowEnv
 from envs.workflow.params import WorkflowSpec
 
 BAD_PARAMETERS = [
@@ -25,9 +28,19 @@ BAD_PARAMETERS = [
     ({"candidates": 1}, "candidates must be in 2..8; got 1"),
     ({"candidates": 9}, "candidates must be in 2..8; got 9"),
     ({"candidates": True}, "candidates must be an integer (in 2..8); got True"),
-    ({"snapshot_period": -1}, "snapshot_period must be an integer >= 0; got -1"),
+    ({"snapshot_period": -1}, "snapshot_period must be an integer in 0..2**31; got -1"),
+    ({"snapshot_period": 2**31 + 1},
+     f"snapshot_period must be an integer in 0..2**31; got {2**31 + 1}"),
+    ({"snapshot_period": 2**63}, f"snapshot_period must be an integer in 0..2**31; got {2**63}"),
+    ({"snapshot_period": 1.0}, "snapshot_period must be an integer in 0..2**31; got 1.0"),
     ({"hidden_resampling": "yes"}, "hidden_resampling must be True | False; got 'yes'"),
-    ({"error_allowance": -2}, "error_allowance must be an integer >= 0; got -2"),
+    ({"error_allowance": -2}, "error_allowance must be an integer in 0..2**31; got -2"),
+    ({"error_allowance": 2**63 - 2},
+     f"error_allowance must be an integer in 0..2**31; got {2**63 - 2}"),
+    ({"error_allowance": 2**70}, f"error_allowance must be an integer in 0..2**31; got {2**70}"),
+    ({"error_allowance": np.uint64(2**63)},
+     f"error_allowance must be an integer in 0..2**31; got {2**63}"),
+    ({"error_allowance": True}, "error_allowance must be an integer in 0..2**31; got True"),
     ({"locality": "local"},
      "locality must be one of 'balanced' | 'clustered' | 'concentrated'; got 'local'"),
     ({"updates": "mult"}, "updates must be one of 'additive' | 'static'; got 'mult'"),
@@ -59,26 +72,80 @@ def test_numpy_knob_values_are_normalised() -> None:
     assert type(DacsParams(n_agents=np.int64(4)).n_agents) is int
 
 
-BAD_ACTIONS = [(8, 0), (-1, 0), (0, 4), (0, -1), (1.0, 2), (1, 2, 3), "ab", None, (True, 0)]
+NUMPY_KNOBS = {"n_ops": np.int64(8), "depth": np.int32(4), "width": np.uint8(3),
+               "candidates": np.int16(4), "snapshot_period": np.int64(2),
+               "error_allowance": np.uint32(1), "hidden_resampling": np.bool_(True)}
 
 
-@pytest.mark.parametrize("action", BAD_ACTIONS)
-def test_action_outside_the_space_raises(action: object) -> None:
+def test_numpy_workflow_knobs_are_accepted_and_normalised() -> None:
+    plain = {key: value.item() for key, value in NUMPY_KNOBS.items()}
+    env = gym.make("StatefulWorkflow-v0", **NUMPY_KNOBS)
+    assert env.unwrapped.params == WorkflowSpec(**plain)
+    for key, value in plain.items():
+        assert type(getattr(env.unwrapped.params, key)) is type(value), key
+    assert env.action_space == gym.spaces.MultiDiscrete([8, 4])
+    vec = gym.make_vec("StatefulWorkflow-v0", num_envs=np.int64(2), **NUMPY_KNOBS)
+    observations, _ = vec.reset(seed=np.int64(4))
+    assert observations in vec.observation_space
+
+
+def test_the_largest_allowance_and_period_play() -> None:
+    """2**31 is inside the kernels' int64 arithmetic: the env builds and plays at the bound."""
+    kwargs = {"error_allowance": 2**31, "snapshot_period": 2**31}
+    env = gym.make("StatefulWorkflow-v0", **kwargs)
+    observation, _ = env.reset(seed=0)
+    assert env.observation_space["errors"] == gym.spaces.Discrete(2**31 + 2)
+    for _ in range(20):  # wrong slots mostly: errors count up, the episode goes on
+        observation, _, terminated, _, info = env.step(np.array([0, 0]))
+        assert observation in env.observation_space
+        assert not terminated or info["success"]
+    vec = gym.make_vec("StatefulWorkflow-v0", num_envs=2, **kwargs)
+    vec.reset(seed=0)
+    observations, *_ = vec.step(np.zeros((2, 2), dtype=np.int64))
+    assert observations in vec.observation_space
+
+
+def _generator() -> object:
+    return (x for x in (0, 0))
+
+
+BAD_ACTIONS: list[Callable[[], object]] = [
+    lambda: (8, 0), lambda: (-1, 0), lambda: (0, 4), lambda: (0, -1), lambda: (1.0, 2),
+    lambda: (1, 2, 3), lambda: "ab", lambda: None, lambda: (True, 0), lambda: 3,
+    lambda: b"\x00\x00", lambda: {0, 1}, _generator, lambda: {0: 0, 1: 0},
+    lambda: np.array([0, 0], dtype=object), lambda: np.array([0.0, 0.0]),
+    lambda: np.array([[0, 0]]), lambda: np.array([0, 0, 0]), lambda: np.array(5),
+    lambda: np.array([True, False]), lambda: np.bool_(True), lambda: np.float64(1.0),
+    lambda: [np.float32(0), 0], lambda: (np.bool_(False), 0), lambda: np.array([0, 2**40]),
+    lambda: np.array(["0", "0"]), lambda: range(2),
+]
+
+
+@pytest.mark.parametrize("make_action", BAD_ACTIONS)
+def test_action_outside_the_space_raises(make_action: Callable[[], object]) -> None:
     env = gym.make("StatefulWorkflow-v0")
     env.reset(seed=0)
-    message = ("action must be (operation, candidate) with operation in 0..7 and candidate in "
-               f"0..3; got {action!r}")
+    action = make_action()
+    message = ("action must be (operation, candidate): an integer array of shape (2,) or a "
+               "tuple or list of two integers, with operation in 0..7 and candidate in 0..3; "
+               f"got {reprlib.repr(action)}")
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         env.unwrapped.step(action)
+    assert env.unwrapped._state[2] == 0, "a refused action must not count as a call"
 
 
-def test_numpy_actions_are_accepted() -> None:
+def test_integer_actions_of_every_accepted_form_step() -> None:
     env = gym.make("StatefulWorkflow-v0")
     _, info = env.reset(seed=0)
     v = int(np.flatnonzero(info["action_mask"][:8])[0])
-    for action in (np.array([v, 0]), np.array([v, 0], dtype=np.int8), [np.int64(v), 0]):
+    slot = env.unwrapped.correct_slot(v)
+    forms = (np.array([v, slot]), np.array([v, slot], dtype=np.int8),
+             np.array([v, slot], dtype=np.uint64), [np.int64(v), slot], (v, np.uint8(slot)),
+             [v, slot])
+    for action in forms:
         env.reset(seed=0)
-        env.step(action)
+        _, reward, _, _, info = env.step(action)
+        assert info["failure"] is None and reward == 1 / 8, action
 
 
 def test_step_before_reset_and_after_the_end() -> None:
@@ -109,9 +176,14 @@ def test_vector_env_rejects_bad_actions() -> None:
         gym.make_vec("StatefulWorkflow-v0", num_envs=0)
 
 
-def test_bad_render_mode() -> None:
-    with pytest.raises(ValueError, match=r"^render_mode must be one of None \| 'ansi'; got 'x'$"):
-        envs.workflow.env.StatefulWorkflowEnv(render_mode="x")
+@pytest.mark.parametrize("mode", ["x", "human", 1])
+def test_bad_render_mode(mode: object) -> None:
+    """(gym.make itself turns "human" into rgb_array under its HumanRendering wrapper.)"""
+    message = f"render_mode must be one of None | 'ansi' | 'rgb_array'; got {mode!r}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        StatefulWorkflowEnv(render_mode=mode)
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        gym.make_vec("StatefulWorkflow-v0", num_envs=2, render_mode=mode)
 
 
 def test_seeds_outside_int63_are_rejected() -> None:
@@ -123,3 +195,23 @@ def test_seeds_outside_int63_are_rejected() -> None:
     with pytest.raises(ValueError, match=r"^seed must be an integer or list of integers"):
         vec.reset(seed=[0, 2**63])
     env.reset(seed=2**63 - 1)  # the largest seed works
+
+
+@pytest.mark.parametrize("seed", [True, False, np.bool_(True), 1.0, "1", -1])
+def test_seeds_that_are_not_integers_are_rejected(seed: object) -> None:
+    """A bool would otherwise play seed 1 (or 0) as if a number had been given."""
+    env = gym.make("StatefulWorkflow-v0")
+    message = f"seed must be an integer in 0..2**63-1; got {seed!r}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        env.reset(seed=seed)
+    vec = gym.make_vec("StatefulWorkflow-v0", num_envs=2)
+    for bad in (seed, [0, seed]):
+        with pytest.raises(ValueError, match=r"^seed must be an integer or list of integers"):
+            vec.reset(seed=bad)
+
+
+def test_numpy_seeds_play_the_same_task() -> None:
+    env = gym.make("StatefulWorkflow-v0")
+    _, by_int = env.reset(seed=5)
+    _, by_numpy = env.reset(seed=np.uint64(5))
+    assert by_int["task_seed"] == by_numpy["task_seed"] == 5

@@ -153,22 +153,74 @@ def test_a_copy_of_a_live_env_continues_identically(env_id: str, how: str) -> No
     _assert_same(_play(env, actions, seed=None), _play(twin, actions, seed=None))
 
 
-@pytest.mark.parametrize(
-    ("env_id", "mode"),
-    [(i, m) for i in DIAGYM_IDS
-     for m in envs.FAMILIES[envs.family_of(i)].env_class().metadata.get("render_modes", [])],
-)
+def _declared(env_id: str, vector: bool = False) -> list[str]:
+    """The render modes an id's env class (or vector class) declares in its metadata: the
+    suite checks exactly those, so a family without a mode is exempt by its own declaration."""
+    family = envs.FAMILIES[envs.family_of(env_id)]
+    cls = family.vector_class() if vector else family.env_class()
+    return list(cls.metadata.get("render_modes", [])) if cls is not None else []
+
+
+def _check_frame(frame: Any, mode: str) -> None:
+    if mode == "ansi":
+        assert isinstance(frame, str) and frame.strip()
+    elif mode == "rgb_array":
+        assert isinstance(frame, np.ndarray) and frame.dtype == np.uint8
+        assert frame.ndim == 3 and frame.shape[2] == 3 and min(frame.shape[:2]) >= 64
+        assert frame.min() < frame.max(), "a blank frame is not a picture of the state"
+    else:
+        pytest.fail(f"no conformance check for render mode {mode!r}: add one here")
+
+
+def _differs(first: Any, second: Any) -> bool:
+    if isinstance(first, np.ndarray):
+        return first.shape != second.shape or bool((first != second).any())
+    return first != second
+
+
+@pytest.mark.parametrize(("env_id", "mode"), [(i, m) for i in DIAGYM_IDS for m in _declared(i)])
 def test_declared_render_modes_render(env_id: str, mode: str) -> None:
+    """Every declared mode gives a frame of the current state: two different states (two task
+    seeds) render differently, and frames of one mode keep one size (as video needs)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        check_env(gym.make(env_id, render_mode=mode).unwrapped, skip_render_check=False)
     env = gym.make(env_id, render_mode=mode)
     env.reset(seed=0)
-    for _ in range(2):
-        frame = env.render()
-        if mode == "ansi":
-            assert isinstance(frame, str) and frame.strip()
-        elif mode == "rgb_array":
-            assert isinstance(frame, np.ndarray) and frame.ndim == 3 and frame.shape[2] == 3
-        else:
-            pytest.fail(f"no conformance check for render mode {mode!r}: add one here")
+    first = env.render()
+    _check_frame(first, mode)
+    env.reset(seed=1)
+    other = env.render()
+    _check_frame(other, mode)
+    assert _differs(first, other), "two different tasks rendered identically"
+    env.action_space.seed(0)
+    for _ in range(3):
         _, _, terminated, _, _ = env.step(env.action_space.sample())
+        frame = env.render()
+        _check_frame(frame, mode)
+        if mode == "rgb_array":
+            assert frame.shape == first.shape
         if terminated:
             env.reset()
+    frame = env.render()
+    for how, make_copy in COPIES.items():  # a copy of a rendering env renders the same state
+        assert not _differs(make_copy(env).render(), frame), how
+    env.close()
+
+
+@pytest.mark.parametrize(("env_id", "mode"),
+                         [(i, m) for i in DIAGYM_IDS for m in _declared(i, vector=True)])
+def test_declared_vector_render_modes_render_one_frame_per_env(env_id: str, mode: str) -> None:
+    vec = gym.make_vec(env_id, num_envs=2, vectorization_mode="vector_entry_point",
+                       render_mode=mode)
+    vec.reset(seed=0)
+    frames = vec.render()
+    assert isinstance(frames, tuple) and len(frames) == 2
+    for frame in frames:
+        _check_frame(frame, mode)
+    assert _differs(*frames), "envs on different task seeds rendered identically"
+    single = gym.make(env_id, render_mode=mode)
+    single.reset(seed=1)
+    assert not _differs(frames[1], single.render()), "env 1 of the batch is task seed 1"
+    assert not _differs(pickle.loads(pickle.dumps(vec)).render()[0], frames[0])
+    vec.close()

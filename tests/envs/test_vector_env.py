@@ -110,3 +110,30 @@ def test_unseeded_reset_draws_fresh_tasks_and_large_seeds_are_checked() -> None:
     with pytest.raises(ValueError, match=r"^seed must be an integer or list of integers"):
         vec.reset(seed=2**63 - 2)  # env 2 would get 2**63
     vec.reset(seed=2**63 - 3)
+
+
+@pytest.mark.parametrize("mode", ["ansi", "rgb_array"])
+def test_vector_render_shows_each_env_as_its_single_env_would(mode: str) -> None:
+    """Frame i is env i's own state, through steps and a next-step autoreset."""
+    vec = gym.make_vec("StatefulWorkflow-v0", num_envs=2, render_mode=mode)
+    singles = [gym.make("StatefulWorkflow-v0", render_mode=mode) for _ in range(2)]
+    vec.reset(seed=40)
+    for i, env in enumerate(singles):
+        env.reset(seed=40 + i)
+    actions = np.array([[0, 0], [1, 1]], dtype=np.int64)
+    pending = [False, False]
+    autoreset = False
+    for _ in range(4):
+        frames = vec.render()
+        for frame, env in zip(frames, singles, strict=True):
+            assert data_equivalence(frame, env.render())
+        _, _, terminated, _, _ = vec.step(actions)
+        for i, env in enumerate(singles):
+            if pending[i]:
+                env.reset()
+                autoreset = True
+            else:
+                assert env.step(actions[i])[2] == terminated[i]
+            pending[i] = bool(terminated[i]) and not pending[i]
+    assert autoreset, "the actions must end an episode for the autoreset to be rendered"
+    assert gym.make_vec("StatefulWorkflow-v0", num_envs=2).render() is None

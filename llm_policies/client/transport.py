@@ -34,19 +34,53 @@ Structured output (`response_format`):
 Retries (at most `max_retries` after the first attempt, each with a fresh per-attempt timeout):
   * retryable: HTTP 408, 429 and 5xx (except the negotiation case above), httpx transport
     errors (timeouts, refused or dropped connections, protocol errors) and malformed 2xx
-    bodies (not JSON, no choices/message). Malformed bodies are retried because in practice
-    they come from truncated transfers and overloaded proxies, not from deterministic bugs.
-  * not retryable: any other status (400, 401, 403, 404, 422, ...).
+    bodies (not JSON, no choices, no message, null or non-string content). Malformed bodies
+    are retried because in practice they come from truncated transfers and overloaded
+    proxies, not from deterministic bugs.
+  * not retryable: any other status (400, 401, 403, 404, 422, ...), and bodies that would be
+    the same again: too large, nested too deeply, or in an encoding that cannot be read.
   * delay before retry k (0-based): min(max_backoff, backoff * 2**k * (1 + 0.1 * u)), with u
     drawn from a `random.Random(jitter_seed)` so that tests see reproducible delays. When the
     response carries `Retry-After` (seconds or an HTTP date) that value is used instead, with
     no jitter, capped at `max_retry_after` (60 s by default; it is deliberately separate from
     max_backoff because a provider's explicit rate-limit window should be respected).
 
+Bounds (every call ends in bounded time and memory, whatever the server sends):
+  * `timeout`: wall-clock seconds for one attempt: connecting, sending and every read
+    together, not per read, so a server that drips bytes is cut when it runs out.
+  * `deadline`: wall-clock seconds for the whole call: every attempt, negotiation step and
+    backoff sleep. By default `timeout * (max_retries + 1) + max_backoff * max_retries`. A
+    retry that cannot start in time (a long Retry-After, say) is not made; the call returns
+    the last error. The sync client enforces both at every socket operation (its own httpcore
+    network backend clamps each connect, read and write to the time left); with a `transport`
+    of your own or an environment proxy, they are checked between reads. The async client
+    cancels the attempt at its end (`asyncio.timeout`). For `AsyncChatClient` the deadline
+    starts when the call first gets a connection slot: waiting behind other calls is not
+    the provider's time. Name resolution is not bounded by either (use an IP or localhost).
+  * `max_response_bytes` (2,000,000 by default): both the bytes received and the bytes they
+    decode to (gzip or deflate, decoded here in bounded steps, so a small bomb never expands
+    past the limit). A declared Content-Length over the limit is refused before reading.
+    Error bodies (non-2xx) are read up to 64 KiB and the rest ignored.
+  * JSON nesting deeper than `MAX_JSON_DEPTH` (64) is refused before parsing.
+  * `max_answer_chars` (16,000 by default): the answer text is cut to this many characters
+    (after scrubbing) and the result says `truncated=True`, so that counting tokens and
+    logging stay cheap whatever the server sends.
+
+Failures: every error result carries `error_kind`, one of `ERROR_KINDS`: "timeout" (an
+attempt ran out of time), "deadline" (the call did), "connection", "http" (a non-2xx
+status, see `http_status`), "too_large", "too_deep", "bad_encoding" (a charset,
+Content-Encoding or byte sequence that cannot be read), "malformed" (readable, but not a
+chat completion) and "request" (httpx refused to send). Nothing from the server, however
+malformed, makes `complete()` raise.
+
 Secrets: the API key is read from `api_key` or the environment variable `api_key_env` (absent
-is fine for local servers: then no Authorization header is sent). It is never part of a
-result, an error string (error bodies are scrubbed, since proxies sometimes echo headers),
-`repr()` or a log message.
+is fine for local servers: then no Authorization header is sent). Credentials in `base_url`
+("http://user:pass@host/v1") are sent as HTTP Basic auth when there is no key, and dropped
+from `base_url` itself, so `repr()`, `describe()`-style records and httpx's own log lines
+never show them. The key and URL credentials are scrubbed (`secrets.scrub`: raw,
+percent-encoded, JSON-escaped, base64) from every text the client returns: the answer itself
+(a server may echo the key inside a normal answer), error strings and `repr()`. Other layers
+can scrub their own text with `client.scrub(text)`.
 
 Concurrency: `ChatClient` is for one thread. `AsyncChatClient` is safe for many concurrent
 `await complete(...)` calls within one event loop; `concurrency` bounds the HTTP requests in
@@ -56,30 +90,59 @@ flight (the semaphore is held per attempt, not during backoff sleeps).
 from __future__ import annotations
 
 import asyncio
+import codecs
+import dataclasses
 import email.utils
 import json
+import math
+import numbers
 import os
 import random
+import re
+import threading
 import time
-from collections.abc import Awaitable, Callable, Mapping
+import zlib
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any, Literal
 
+import httpcore
 import httpx
+
+from llm_policies.client.secrets import REDACTED, redact_url, scrub, url_secrets
 
 MODES = ("json_schema", "json_object", "none")
 RESPONSE_FORMATS = ("auto", *MODES)
 NEGOTIATION_STATUSES = frozenset({400, 422, 500})
 NEGOTIATION_WORDS = ("response_format", "response format", "schema", "json_object", "grammar")
 RETRYABLE_STATUSES = frozenset({408, 429})
+ERROR_KINDS = (
+    "timeout", "deadline", "connection", "http", "too_large", "too_deep", "bad_encoding",
+    "malformed", "request",
+)
 MAX_ERROR_CHARS = 200
-REDACTED = "[REDACTED]"
+MAX_ERROR_BODY_BYTES = 65_536
+MAX_JSON_DEPTH = 64
+DEFAULT_MAX_RESPONSE_BYTES = 2_000_000
+DEFAULT_MAX_ANSWER_CHARS = 16_000
+ACCEPT_ENCODING = "gzip, deflate"
+__all__ = [
+    "ERROR_KINDS", "MAX_JSON_DEPTH", "REDACTED", "AsyncChatClient", "ChatClient", "ChatResult",
+]
+
+# A string token with an optional closing quote and possessive repeats: an unterminated string
+# runs to the end instead of being retried from every later quote, so the scan stays linear.
+_JSON_TOKENS = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[\[\]{}]', re.DOTALL)
 
 
 @dataclass(frozen=True)
 class ChatResult:
-    """The outcome of one `complete()` call; `text` is "" whenever `status` is "error"."""
+    """The outcome of one `complete()` call; `text` is "" whenever `status` is "error".
+
+    `truncated`: the answer was longer than `max_answer_chars` and `text` is its beginning.
+    `error_kind`: one of `ERROR_KINDS` for an error, None for an answer.
+    """
 
     text: str
     status: Literal["ok", "error"]
@@ -90,6 +153,8 @@ class ChatResult:
     latency_s: float
     retries: int
     response_format: str
+    truncated: bool = False
+    error_kind: str | None = None
 
 
 @dataclass(frozen=True)
@@ -99,15 +164,250 @@ class _Outcome:
     action: Literal["ok", "retry", "fail", "downgrade"]
     text: str = ""
     error: str | None = None
+    kind: str | None = None
     http_status: int | None = None
     prompt_tokens: int | None = None
     completion_tokens: int | None = None
     retry_after: float | None = None
+    truncated: bool = False
+
+
+class _Stop(Exception):
+    """Ends reading a response early with the outcome it deserves."""
+
+    def __init__(self, outcome: _Outcome) -> None:
+        super().__init__(outcome.error)
+        self.outcome = outcome
+
+
+def _number(name: str, value: Any, *, low: float, strict: bool, finite: bool = True) -> float:
+    """One ValueError format for numeric settings that cannot work, naming the parameter."""
+    bound = f"> {low:g}" if strict else f">= {low:g}"
+    ok = isinstance(value, numbers.Real) and not isinstance(value, bool)
+    if ok:
+        value = float(value)
+        ok = not math.isnan(value) and (not finite or math.isfinite(value))
+        ok = ok and (value > low if strict else value >= low)
+    if not ok:
+        raise ValueError(f"{name} must be a finite number {bound} (got {value!r})")
+    return value
+
+
+def _integer(name: str, value: Any, *, low: int) -> int:
+    if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
+        raise ValueError(f"{name} must be an integer >= {low} (got {value!r})")
+    return int(value)
+
+
+def _split_base_url(base_url: Any) -> tuple[str, tuple[str, str] | None]:
+    """The URL to show and request (no userinfo, no trailing "/") and its credentials."""
+    example = "like http://127.0.0.1:8080/v1"
+    if not isinstance(base_url, str):
+        raise ValueError(f"base_url must be a string, {example}")
+    shown = redact_url(base_url.strip())
+    try:
+        url = httpx.URL(base_url.strip())
+    except (httpx.InvalidURL, ValueError, TypeError):
+        raise ValueError(f"base_url is not a valid URL ({shown!r}), {example}") from None
+    if url.scheme not in ("http", "https") or not url.host:
+        raise ValueError(f"base_url needs an http:// or https:// scheme and a host, {example} "
+                         f"(got {shown!r})")
+    if url.query or url.fragment:
+        raise ValueError(f"base_url must not have a query or fragment (got {shown!r})")
+    auth = (url.username, url.password) if url.userinfo else None
+    return shown.rstrip("/"), auth
+
+
+def _json_depth_exceeds(text: str, limit: int) -> bool:
+    """Whether arrays/objects nest deeper than `limit` (brackets inside strings ignored).
+    The bracket count bounds the depth, so an ordinary reply costs two str.count calls."""
+    if text.count("[") + text.count("{") <= limit:
+        return False
+    depth = 0
+    for match in _JSON_TOKENS.finditer(text):
+        token = match.group(0)
+        if token in "[{":
+            depth += 1
+            if depth > limit:
+                return True
+        elif token in "]}":
+            depth -= 1
+    return False
+
+
+def _valid_unicode(text: str) -> str:
+    """JSON can carry lone surrogates ("\\ud800") that no UTF-8 log line can hold."""
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return text.encode("utf-8", "replace").decode("utf-8")
+    return text
+
+
+class _BodyReader:
+    """Accumulates a response body under a byte limit on both what arrives and what it
+    decodes to; gzip and deflate are decoded here, at most `limit + 1` bytes per step.
+
+    `hard`: exceeding the limit is a "too_large" failure (answers); otherwise reading stops
+    quietly and keeps the beginning (error bodies, where only the message matters).
+    """
+
+    def __init__(self, headers: httpx.Headers, limit: int, *, hard: bool) -> None:
+        self.limit = limit
+        self.hard = hard
+        self.full = False
+        self.received = 0
+        self.size = 0
+        self.parts: list[bytes] = []
+        codings = [c.strip().lower() for c in headers.get("content-encoding", "").split(",")]
+        codings = [c for c in codings if c and c != "identity"]
+        if len(codings) > 1:
+            raise self._bad(f"stacked content-encodings {', '.join(codings)!r}")
+        self.coding = codings[0] if codings else None
+        self._first = True
+        self._z: Any = None
+        if self.coding in ("gzip", "x-gzip"):
+            self._z = zlib.decompressobj(zlib.MAX_WBITS | 16)
+        elif self.coding == "deflate":
+            self._z = zlib.decompressobj()
+        elif self.coding is not None:
+            raise self._bad(f"unsupported content-encoding {self.coding[:40]!r}")
+        declared = headers.get("content-length", "").strip()
+        if hard and declared.isdigit() and int(declared) > limit:
+            raise self._large(f"Content-Length {declared} is over the {limit}-byte limit")
+
+    @staticmethod
+    def _bad(why: str) -> _Stop:
+        return _Stop(_Outcome("fail", error=f"bad encoding: {why}", kind="bad_encoding"))
+
+    def _large(self, why: str) -> _Stop:
+        return _Stop(_Outcome("fail", error=f"response too large: {why}", kind="too_large"))
+
+    def feed(self, chunk: bytes) -> None:
+        """Raises _Stop when the limit is crossed (hard) or sets `full` (soft)."""
+        self.received += len(chunk)
+        if self.received > self.limit:
+            if self.hard:
+                raise self._large(f"more than {self.limit} bytes received")
+            self.full = True
+        if self._z is None:
+            self._add(chunk)
+            return
+        data = chunk
+        while data and not self.full:
+            room = self.limit - self.size
+            try:
+                out = self._z.decompress(data, room + 1)
+            except zlib.error as exc:
+                if self.coding == "deflate" and self._first:  # raw deflate, without zlib header
+                    self._first = False
+                    self._z = zlib.decompressobj(-zlib.MAX_WBITS)
+                    continue
+                raise self._bad(f"corrupt {self.coding} data ({exc})") from None
+            self._first = False
+            self._add(out)
+            data = b"" if self._z.eof else self._z.unconsumed_tail
+
+    def _add(self, data: bytes) -> None:
+        if self.full:
+            return
+        if self.size + len(data) > self.limit:
+            if self.hard:
+                raise self._large(f"the body decodes to more than {self.limit} bytes")
+            data = data[: self.limit - self.size]
+            self.full = True
+        self.size += len(data)
+        self.parts.append(data)
+
+    def finish(self) -> bytes:
+        if self._z is not None and not self.full:
+            self._add(self._z.flush())
+        return b"".join(self.parts)
+
+
+class _Clock(threading.local):
+    """The end of the attempt in progress on this thread (time.monotonic), or None."""
+
+    end: float | None = None
+
+    def clamp(self, timeout: float | None, error: type[Exception]) -> float | None:
+        if self.end is None:
+            return timeout
+        left = self.end - time.monotonic()
+        if left <= 0:
+            raise error("out of time")
+        return left if timeout is None else min(timeout, left)
+
+
+class _ClampedStream(httpcore.NetworkStream):
+    """A socket stream whose every operation ends by the attempt's end."""
+
+    def __init__(self, stream: httpcore.NetworkStream, clock: _Clock) -> None:
+        self._stream = stream
+        self._clock = clock
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes:
+        return self._stream.read(max_bytes, self._clock.clamp(timeout, httpcore.ReadTimeout))
+
+    def write(self, buffer: bytes, timeout: float | None = None) -> None:
+        self._stream.write(buffer, self._clock.clamp(timeout, httpcore.WriteTimeout))
+
+    def close(self) -> None:
+        self._stream.close()
+
+    def start_tls(self, ssl_context: Any, server_hostname: str | None = None,
+                  timeout: float | None = None) -> httpcore.NetworkStream:
+        limit = self._clock.clamp(timeout, httpcore.ConnectTimeout)
+        return _ClampedStream(self._stream.start_tls(ssl_context, server_hostname, limit),
+                              self._clock)
+
+    def get_extra_info(self, info: str) -> Any:
+        return self._stream.get_extra_info(info)
+
+
+class _ClampedBackend(httpcore.NetworkBackend):
+    """httpcore's own sync backend, with each connect, read and write clamped to the time
+    the attempt has left: per-read timeouts alone let a dripping server hold a call forever."""
+
+    def __init__(self, clock: _Clock) -> None:
+        self._inner = httpcore.SyncBackend()
+        self._clock = clock
+
+    def connect_tcp(self, host: str, port: int, timeout: float | None = None,
+                    local_address: str | None = None,
+                    socket_options: Any = None) -> httpcore.NetworkStream:
+        limit = self._clock.clamp(timeout, httpcore.ConnectTimeout)
+        stream = self._inner.connect_tcp(host, port, limit, local_address, socket_options)
+        return _ClampedStream(stream, self._clock)
+
+    def connect_unix_socket(self, path: str, timeout: float | None = None,
+                            socket_options: Any = None) -> httpcore.NetworkStream:
+        limit = self._clock.clamp(timeout, httpcore.ConnectTimeout)
+        return _ClampedStream(self._inner.connect_unix_socket(path, limit, socket_options),
+                              self._clock)
+
+    def sleep(self, seconds: float) -> None:
+        self._inner.sleep(seconds)
+
+
+class _ClampedTransport(httpx.HTTPTransport):
+    """httpx's HTTP transport over `_ClampedBackend` (httpx has no network-backend option,
+    so the connection pool it builds is replaced by the same pool with the backend)."""
+
+    def __init__(self, clock: _Clock, limits: httpx.Limits) -> None:
+        super().__init__(limits=limits)
+        self._pool = httpcore.ConnectionPool(
+            ssl_context=httpx.create_ssl_context(),
+            max_connections=limits.max_connections,
+            max_keepalive_connections=limits.max_keepalive_connections,
+            keepalive_expiry=limits.keepalive_expiry,
+            network_backend=_ClampedBackend(clock),
+        )
 
 
 class _ChatCore:
-    """Request building, response classification and negotiation state, shared by both
-    clients so that the sync and async paths cannot drift apart."""
+    """Settings checks, request building, response classification and negotiation state,
+    shared by both clients so that the sync and async paths cannot drift apart."""
 
     def __init__(
         self,
@@ -117,6 +417,7 @@ class _ChatCore:
         api_key: str | None,
         api_key_env: str,
         timeout: float,
+        deadline: float | None,
         max_retries: int,
         backoff: float,
         max_backoff: float,
@@ -127,22 +428,30 @@ class _ChatCore:
         response_format: str,
         json_schema: Mapping[str, Any] | None,
         jitter_seed: int,
+        max_response_bytes: int,
+        max_answer_chars: int,
     ) -> None:
         if response_format not in RESPONSE_FORMATS:
-            raise ValueError(f"response_format must be one of {RESPONSE_FORMATS}")
+            raise ValueError(f"response_format must be one of {RESPONSE_FORMATS} "
+                             f"(got {response_format!r})")
         if response_format == "json_schema" and json_schema is None:
             raise ValueError('response_format="json_schema" needs a json_schema')
-        if max_retries < 0:
-            raise ValueError("max_retries must be >= 0")
-        self.base_url = base_url.rstrip("/")
+        if not isinstance(model, str) or not model:
+            raise ValueError(f"model must be a non-empty string (got {model!r})")
+        self.base_url, userinfo = _split_base_url(base_url)
         self.model = model
-        self.timeout = float(timeout)
-        self.max_retries = int(max_retries)
-        self.backoff = float(backoff)
-        self.max_backoff = float(max_backoff)
-        self.max_retry_after = float(max_retry_after)
-        self.temperature = float(temperature)
-        self.max_tokens = int(max_tokens)
+        self.timeout = _number("timeout", timeout, low=0, strict=True)
+        self.max_retries = _integer("max_retries", max_retries, low=0)
+        self.backoff = _number("backoff", backoff, low=0, strict=False)
+        self.max_backoff = _number("max_backoff", max_backoff, low=0, strict=False)
+        self.max_retry_after = _number("max_retry_after", max_retry_after, low=0, strict=False)
+        if deadline is None:
+            deadline = self.timeout * (self.max_retries + 1) + self.max_backoff * self.max_retries
+        self.deadline = _number("deadline", deadline, low=0, strict=True)
+        self.temperature = _number("temperature", temperature, low=0, strict=False)
+        self.max_tokens = _integer("max_tokens", max_tokens, low=1)
+        self.max_response_bytes = _integer("max_response_bytes", max_response_bytes, low=1)
+        self.max_answer_chars = _integer("max_answer_chars", max_answer_chars, low=1)
         self.seed = seed
         self.json_schema = dict(json_schema) if json_schema is not None else None
         self._auto = response_format == "auto" and json_schema is not None
@@ -155,7 +464,14 @@ class _ChatCore:
         self._confirmed = False  # has the current mode produced a successful reply yet?
         self._url = f"{self.base_url}/chat/completions"
         key = api_key if api_key is not None else os.environ.get(api_key_env)
-        self.__key = key or None  # private: never in repr(), results or error strings
+        key = key.strip() if isinstance(key, str) else key  # a key read from a file ends in "\n"
+        key = key or None
+        if key is not None and (not key.isascii() or not key.isprintable() or " " in key):
+            raise ValueError(f"the API key (api_key or ${api_key_env}) must be printable ASCII "
+                             "without spaces")
+        self.__key = key  # private: never in repr(), results or error strings
+        self._auth = httpx.BasicAuth(*userinfo) if userinfo and key is None else None
+        self.__secrets = (key, *url_secrets(base_url))
         self._rng = random.Random(jitter_seed)
 
     def __repr__(self) -> str:
@@ -166,20 +482,22 @@ class _ChatCore:
         """The structured-output mode the next call will start with."""
         return self._mode
 
+    def scrub(self, text: str) -> str:
+        """`text` without the API key or URL credentials, in any encoding secrets.scrub knows."""
+        return scrub(text, self.__secrets)
+
     def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        headers = {
+            "Content-Type": "application/json",
+            "Accept": "application/json",
+            "Accept-Encoding": ACCEPT_ENCODING,
+        }
         if self.__key:
             headers["Authorization"] = f"Bearer {self.__key}"
         return headers
 
-    def _scrub(self, text: str) -> str:
-        """Remove the API key from any text that may leave the client."""
-        if self.__key:
-            text = text.replace(self.__key, REDACTED)
-        return text
-
     def _short(self, text: str) -> str:
-        text = self._scrub(" ".join(text.split()))
+        text = self.scrub(" ".join(text[: 4 * MAX_ERROR_CHARS].split()))
         if len(text) > MAX_ERROR_CHARS:
             text = text[: MAX_ERROR_CHARS - 3] + "..."
         return text
@@ -225,13 +543,13 @@ class _ChatCore:
         value = headers.get("retry-after")
         if value is None:
             return None
-        value = value.strip()
+        value = value.strip()[:64]
         try:
             seconds = float(value)
         except ValueError:
             try:
                 when = email.utils.parsedate_to_datetime(value)
-            except (TypeError, ValueError, IndexError):
+            except (TypeError, ValueError, IndexError, OverflowError):
                 return None
             if when.tzinfo is None:
                 when = when.replace(tzinfo=UTC)
@@ -248,9 +566,11 @@ class _ChatCore:
 
     def _error_text(self, body: str) -> str:
         """The provider's error message when the body is OpenAI-shaped, else the raw body."""
+        if _json_depth_exceeds(body, MAX_JSON_DEPTH):
+            return body
         try:
             data = json.loads(body)
-        except ValueError:
+        except (ValueError, RecursionError):
             return body
         if isinstance(data, dict):
             err = data.get("error", data.get("detail", data.get("message")))
@@ -260,80 +580,130 @@ class _ChatCore:
                 return err
         return body
 
-    def _classify(self, response: httpx.Response, mode: str) -> _Outcome:
+    def _reader(self, response: httpx.Response) -> _BodyReader:
+        ok = 200 <= response.status_code < 300
+        limit = self.max_response_bytes if ok else min(self.max_response_bytes,
+                                                        MAX_ERROR_BODY_BYTES)
+        return _BodyReader(response.headers, limit, hard=ok)
+
+    def _classify(self, response: httpx.Response, raw: bytes, mode: str) -> _Outcome:
         status = response.status_code
-        body = response.text
         if 200 <= status < 300:
-            return self._parse_ok(body, status)
-        message = f"HTTP {status}: {self._short(self._error_text(body)) or response.reason_phrase}"
+            return self._parse_ok(response, raw)
+        body = raw.decode("utf-8", "replace")
+        detail = self._short(self._error_text(body)) or response.reason_phrase
+        message = f"HTTP {status}: {detail}"
         if self._auto and mode != MODES[-1] and status in NEGOTIATION_STATUSES:
             lowered = body.lower()
             if not self._confirmed or any(word in lowered for word in NEGOTIATION_WORDS):
-                return _Outcome("downgrade", error=message, http_status=status)
+                return _Outcome("downgrade", error=message, kind="http", http_status=status)
         if status in RETRYABLE_STATUSES or status >= 500:
             return _Outcome(
                 "retry",
                 error=message,
+                kind="http",
                 http_status=status,
                 retry_after=self._retry_after(response.headers),
             )
-        return _Outcome("fail", error=message, http_status=status)
+        return _Outcome("fail", error=message, kind="http", http_status=status)
 
-    def _parse_ok(self, body: str, status: int) -> _Outcome:
+    def _parse_ok(self, response: httpx.Response, raw: bytes) -> _Outcome:
+        status = response.status_code
+
         def malformed(why: str) -> _Outcome:
-            return _Outcome("retry", error=f"malformed response: {why}", http_status=status)
+            return _Outcome("retry", error=f"malformed response: {why}", kind="malformed",
+                            http_status=status)
 
+        def refused(kind: str, why: str) -> _Outcome:
+            return _Outcome("fail", error=why, kind=kind, http_status=status)
+
+        charset = response.charset_encoding or "utf-8"
+        try:
+            codecs.lookup(charset)
+            body = raw.decode(charset)
+        except LookupError:
+            return refused("bad_encoding", f"bad encoding: unknown charset {charset[:40]!r}")
+        except UnicodeDecodeError as exc:
+            return refused("bad_encoding", f"bad encoding: not valid {charset[:40]} "
+                                           f"(byte {exc.start})")
+        body = body.removeprefix("\ufeff")
+        if _json_depth_exceeds(body, MAX_JSON_DEPTH):
+            return refused("too_deep", f"too deeply nested: JSON deeper than {MAX_JSON_DEPTH}")
         try:
             data = json.loads(body)
+        except RecursionError:
+            return refused("too_deep", "too deeply nested: JSON parser recursion limit")
         except ValueError as exc:
             return malformed(f"not JSON ({self._short(str(exc))})")
         if not isinstance(data, dict):
             return malformed("body is not a JSON object")
         choices = data.get("choices")
-        if not isinstance(choices, list) or not choices or not isinstance(choices[0], dict):
+        if not isinstance(choices, list) or not choices:
             return malformed("no choices")
+        if not isinstance(choices[0], dict):
+            return malformed("choices[0] is not an object")
         message = choices[0].get("message")
         if not isinstance(message, dict):
             return malformed("no message in choices[0]")
         content = message.get("content")
         if content is None:
-            content = ""  # e.g. a reasoning model that spent max_tokens before answering
+            finish = choices[0].get("finish_reason")
+            reason = f" (finish_reason {self._short(finish)!r})" if isinstance(finish, str) else ""
+            return malformed(f"null content{reason}")
         if not isinstance(content, str):
             return malformed("message content is not a string")
+        text = self.scrub(_valid_unicode(content))
+        truncated = len(text) > self.max_answer_chars
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         return _Outcome(
             "ok",
-            text=content,
+            text=text[: self.max_answer_chars],
             http_status=status,
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
+            truncated=truncated,
         )
 
-    def _transport_error(self, exc: httpx.HTTPError) -> _Outcome:
-        if isinstance(exc, httpx.TimeoutException):
-            kind = "timeout"
-        elif isinstance(exc, httpx.TransportError):
-            kind = "connection error"
-        else:
-            kind = "request error"
+    def _transport_error(self, exc: Exception, attempt_end: float, call_end: float) -> _Outcome:
+        now = time.monotonic()
+        timed_out = isinstance(exc, httpx.TimeoutException | TimeoutError)
+        if timed_out and now >= call_end - 1e-3:
+            return _Outcome("fail", kind="deadline",
+                            error=f"deadline: no complete answer within the call's "
+                                  f"{self.deadline:g} s deadline")
+        if timed_out and now >= attempt_end - 1e-3:
+            return _Outcome("retry", kind="timeout",
+                            error=f"timeout: no complete answer within {self.timeout:g} s")
         detail = self._short(f"{type(exc).__name__}: {exc}")
-        action: Literal["retry", "fail"] = (
-            "retry" if isinstance(exc, httpx.TransportError) else "fail"
-        )
-        return _Outcome(action, error=f"{kind}: {detail}")
+        if timed_out:
+            return _Outcome("retry", kind="timeout", error=f"timeout: {detail}")
+        if isinstance(exc, httpx.TransportError):
+            return _Outcome("retry", kind="connection", error=f"connection error: {detail}")
+        return _Outcome("fail", kind="request", error=f"request error: {detail}")
+
+    def _out_of_time(self, outcome: _Outcome, call_end: float, delay: float) -> _Outcome | None:
+        """The outcome to return when a retry after `delay` could not start before the call's
+        deadline, else None."""
+        if time.monotonic() + delay < call_end:
+            return None
+        note = f" (no time left to retry within the {self.deadline:g} s deadline)"
+        return _Outcome("fail", error=(outcome.error or "") + note, kind=outcome.kind,
+                        http_status=outcome.http_status)
 
     def _result(self, outcome: _Outcome, started: float, retries: int, mode: str) -> ChatResult:
         ok = outcome.action == "ok"
         return ChatResult(
             text=outcome.text if ok else "",
             status="ok" if ok else "error",
-            error=None if ok else self._scrub(outcome.error or "unknown error"),
+            error=None if ok else self.scrub(outcome.error or "unknown error"),
             http_status=outcome.http_status,
             prompt_tokens=outcome.prompt_tokens,
             completion_tokens=outcome.completion_tokens,
             latency_s=time.perf_counter() - started,
             retries=retries,
             response_format=mode,
+            truncated=outcome.truncated,
+            error_kind=None if ok else (outcome.kind or "request"),
         )
 
 
@@ -352,6 +722,7 @@ class ChatClient(_ChatCore):
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         timeout: float = 60.0,
+        deadline: float | None = None,
         max_retries: int = 4,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
@@ -364,6 +735,8 @@ class ChatClient(_ChatCore):
         transport: httpx.BaseTransport | None = None,
         sleep: Callable[[float], None] | None = None,
         jitter_seed: int = 0,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
         super().__init__(
             base_url=base_url,
@@ -371,6 +744,7 @@ class ChatClient(_ChatCore):
             api_key=api_key,
             api_key_env=api_key_env,
             timeout=timeout,
+            deadline=deadline,
             max_retries=max_retries,
             backoff=backoff,
             max_backoff=max_backoff,
@@ -381,34 +755,69 @@ class ChatClient(_ChatCore):
             response_format=response_format,
             json_schema=json_schema,
             jitter_seed=jitter_seed,
+            max_response_bytes=max_response_bytes,
+            max_answer_chars=max_answer_chars,
         )
         self._sleep = sleep if sleep is not None else time.sleep
+        self._clock = _Clock()
+        limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
         self._http = httpx.Client(
-            timeout=httpx.Timeout(self.timeout), transport=transport, headers=self._headers()
+            timeout=httpx.Timeout(self.timeout),
+            transport=transport if transport is not None else _ClampedTransport(self._clock,
+                                                                                limits),
+            headers=self._headers(),
+            auth=self._auth,
         )
 
     def complete(self, messages: list[dict[str, Any]]) -> ChatResult:
         """POST one chat completion; never raises for provider or network problems."""
         started = time.perf_counter()
+        call_end = time.monotonic() + self.deadline
         retries = 0
         mode: str | None = None
         while True:
             mode = self._start_mode(mode)
-            try:
-                response = self._http.post(self._url, json=self._payload(messages, mode))
-                outcome = self._classify(response, mode)
-            except httpx.HTTPError as exc:
-                outcome = self._transport_error(exc)
+            outcome = self._attempt(messages, mode, call_end)
             if outcome.action == "downgrade":
                 mode = self._downgrade(mode)
-                continue
+                late = self._out_of_time(outcome, call_end, 0.0)
+                if late is None:
+                    continue
+                outcome = late
             if outcome.action == "ok":
                 self._confirm(mode)
             elif outcome.action == "retry" and retries < self.max_retries:
-                self._sleep(self._delay(retries, outcome.retry_after))
-                retries += 1
-                continue
+                delay = self._delay(retries, outcome.retry_after)
+                late = self._out_of_time(outcome, call_end, delay)
+                if late is None:
+                    self._sleep(delay)
+                    retries += 1
+                    continue
+                outcome = late
             return self._result(outcome, started, retries, mode)
+
+    def _attempt(self, messages: list[dict[str, Any]], mode: str, call_end: float) -> _Outcome:
+        attempt_end = min(time.monotonic() + self.timeout, call_end)
+        self._clock.end = attempt_end
+        try:
+            request = self._http.build_request("POST", self._url,
+                                               json=self._payload(messages, mode))
+            response = self._http.send(request, stream=True)
+            try:
+                reader = self._reader(response)
+                for chunk in _timed(response.iter_raw(), attempt_end):
+                    reader.feed(chunk)
+                    if reader.full:
+                        break
+                return self._classify(response, reader.finish(), mode)
+            except _Stop as stop:
+                return dataclasses.replace(stop.outcome, http_status=response.status_code)
+            finally:
+                response.close()
+        except (httpx.HTTPError, httpx.StreamError, TimeoutError) as exc:
+            return self._transport_error(exc, attempt_end, call_end)
+        finally:
+            self._clock.end = None
 
     def close(self) -> None:
         self._http.close()
@@ -418,6 +827,22 @@ class ChatClient(_ChatCore):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _timed(chunks: Iterator[bytes], end: float) -> Iterator[bytes]:
+    """The chunks of a body, ending in a timeout once `end` has passed (the check between
+    reads, for transports without the clamped backend)."""
+    for chunk in chunks:
+        if time.monotonic() > end:
+            raise TimeoutError("out of time")
+        yield chunk
+
+
+async def _atimed(chunks: AsyncIterator[bytes], end: float) -> AsyncIterator[bytes]:
+    async for chunk in chunks:
+        if time.monotonic() > end:
+            raise TimeoutError("out of time")
+        yield chunk
 
 
 class AsyncChatClient(_ChatCore):
@@ -432,6 +857,7 @@ class AsyncChatClient(_ChatCore):
         api_key: str | None = None,
         api_key_env: str = "OPENAI_API_KEY",
         timeout: float = 60.0,
+        deadline: float | None = None,
         max_retries: int = 4,
         backoff: float = 0.5,
         max_backoff: float = 8.0,
@@ -445,6 +871,8 @@ class AsyncChatClient(_ChatCore):
         sleep: Callable[[float], Awaitable[None]] | None = None,
         jitter_seed: int = 0,
         concurrency: int = 8,
+        max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
+        max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
     ) -> None:
         super().__init__(
             base_url=base_url,
@@ -452,6 +880,7 @@ class AsyncChatClient(_ChatCore):
             api_key=api_key,
             api_key_env=api_key_env,
             timeout=timeout,
+            deadline=deadline,
             max_retries=max_retries,
             backoff=backoff,
             max_backoff=max_backoff,
@@ -462,10 +891,10 @@ class AsyncChatClient(_ChatCore):
             response_format=response_format,
             json_schema=json_schema,
             jitter_seed=jitter_seed,
+            max_response_bytes=max_response_bytes,
+            max_answer_chars=max_answer_chars,
         )
-        if concurrency < 1:
-            raise ValueError("concurrency must be >= 1")
-        self.concurrency = int(concurrency)
+        self.concurrency = _integer("concurrency", concurrency, low=1)
         self._sleep = sleep if sleep is not None else asyncio.sleep
         self._semaphore = asyncio.Semaphore(self.concurrency)
         limits = httpx.Limits(
@@ -475,32 +904,61 @@ class AsyncChatClient(_ChatCore):
             timeout=httpx.Timeout(self.timeout),
             transport=transport,
             headers=self._headers(),
+            auth=self._auth,
             limits=limits,
         )
 
     async def complete(self, messages: list[dict[str, Any]]) -> ChatResult:
         """POST one chat completion; never raises for provider or network problems."""
         started = time.perf_counter()
+        call_end: float | None = None
         retries = 0
         mode: str | None = None
         while True:
             mode = self._start_mode(mode)
-            try:
-                async with self._semaphore:
-                    response = await self._http.post(self._url, json=self._payload(messages, mode))
-                outcome = self._classify(response, mode)
-            except httpx.HTTPError as exc:
-                outcome = self._transport_error(exc)
+            async with self._semaphore:
+                if call_end is None:
+                    call_end = time.monotonic() + self.deadline
+                outcome = await self._attempt(messages, mode, call_end)
             if outcome.action == "downgrade":
                 mode = self._downgrade(mode)
-                continue
+                late = self._out_of_time(outcome, call_end, 0.0)
+                if late is None:
+                    continue
+                outcome = late
             if outcome.action == "ok":
                 self._confirm(mode)
             elif outcome.action == "retry" and retries < self.max_retries:
-                await self._sleep(self._delay(retries, outcome.retry_after))
-                retries += 1
-                continue
+                delay = self._delay(retries, outcome.retry_after)
+                late = self._out_of_time(outcome, call_end, delay)
+                if late is None:
+                    await self._sleep(delay)
+                    retries += 1
+                    continue
+                outcome = late
             return self._result(outcome, started, retries, mode)
+
+    async def _attempt(self, messages: list[dict[str, Any]], mode: str,
+                       call_end: float) -> _Outcome:
+        attempt_end = min(time.monotonic() + self.timeout, call_end)
+        try:
+            async with asyncio.timeout(max(attempt_end - time.monotonic(), 0.0)):
+                request = self._http.build_request("POST", self._url,
+                                                   json=self._payload(messages, mode))
+                response = await self._http.send(request, stream=True)
+                try:
+                    reader = self._reader(response)
+                    async for chunk in _atimed(response.aiter_raw(), attempt_end):
+                        reader.feed(chunk)
+                        if reader.full:
+                            break
+                    return self._classify(response, reader.finish(), mode)
+                except _Stop as stop:
+                    return dataclasses.replace(stop.outcome, http_status=response.status_code)
+                finally:
+                    await response.aclose()
+        except (httpx.HTTPError, httpx.StreamError, TimeoutError) as exc:
+            return self._transport_error(exc, attempt_end, call_end)
 
     async def aclose(self) -> None:
         await self._http.aclose()

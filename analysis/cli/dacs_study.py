@@ -17,16 +17,20 @@ def add_parser(subparsers: Any) -> None:
         "dacs-study",
         help="seed 002's phases on DACSSteering-v0: accuracy, contamination, tokens",
         description=(
-            "Run seed 002's phases (N in {3, 5, 10}; homogeneous, crossfire, cascade; D up to "
-            "15) on DACSSteering-v0 with the reference orchestrators (dacs-reader on dacs "
-            "windows, flat-reader and flat-recency on flat windows, registry-only, uniform) "
-            "or with --policy llm on dacs and flat windows; print a table and write plots."
+            "Run seed 002's eight scenarios (agents: s1-s3 heterogeneous N = 3, 5, 10; "
+            "diversity: s4 homogeneous, s5 crossfire, s6 cascade; density: s7 D = 8 at N = 5, "
+            "s8 D = 15 at N = 3) on DACSSteering-v0 with the reference orchestrators "
+            "(dacs-reader on dacs windows, flat-reader and flat-recency on flat windows, "
+            "registry-only, uniform) or with --policy llm on dacs and flat windows; print a "
+            "table and write plots. No budget unless --window is given."
         ),
     )
     parser.add_argument("--policy", choices=("reference", "llm"), default="reference")
     parser.add_argument("--episodes", type=bounded_int(1), default=10, metavar="K",
-                        help="scenario seeds per arm (default 10, as seed 002's trials)")
-    parser.add_argument("--window", type=bounded_int(64), default=4096, metavar="W")
+                        help="scenario seeds per arm (default 10, seed 002's trials per cell)")
+    parser.add_argument("--window", type=bounded_int(128), default=None, metavar="W",
+                        help="window budget in tokens (default: none, nothing is cut, as in "
+                             "seed 002's runs)")
     parser.add_argument("--phases", nargs="+", choices=tuple(PHASES), default=list(PHASES))
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                         help="where the plots go (default: results)")

@@ -4,7 +4,8 @@ They read exactly what an LLM orchestrator reads, the window text of docs/DACS.m
 accuracy is a property of what the window holds: `reader` finds the requester's own fact (or,
 for a cascade request, the decision it must match) and guesses uniformly when the window no
 longer holds it; `flat-recency` takes the mention of the key nearest the request whoever it
-belongs to (an attribution-blind control that contaminates); `registry-only` reads registry
+belongs to, a fact or an earlier answer in a steering history (an attribution-blind control
+that contaminates); `registry-only` reads registry
 entries alone; `uniform` guesses. `dacs-reader` and `flat-reader` are the same reader, named
 for the context mode it is meant to face: the difference between them is the window, which
 is the point of seed 002.
@@ -25,6 +26,7 @@ _REQUEST = re.compile(
     r"^(agent-\d+) asks: which (.+?) should \1 use\?"
     r"(?: It must match the (.+?) decided for (agent-\d+)\.)?$")
 _OPTION = re.compile(r"^(\d+)\) (.*)$")
+_HISTORY = re.compile(r"^history: Q: which (.+?) should (agent-\d+) use\? A: (.*)$")
 
 
 @dataclass
@@ -32,7 +34,7 @@ class Mention:
     """One "key = value" statement in the window, in reading order."""
 
     agent: str
-    kind: str  # "fact", "decision" (full context) or "decided" (registry entry)
+    kind: str  # "fact", "decision", "history" (full context) or "decided" (registry entry)
     key: str
     value: str
 
@@ -75,6 +77,11 @@ def parse_window(text: str) -> ParsedWindow:
         if agent is None:
             continue
         if kind == "full context":
+            history = _HISTORY.match(line)
+            if history and history.group(3) != "none":
+                parsed.mentions.append(Mention(agent, "history", history.group(1),
+                                               history.group(3)))
+                continue
             for prefix, name in (("fact: ", "fact"), ("decision: ", "decision")):
                 if line.startswith(prefix) and " = " in line:
                     key, value = line[len(prefix):].split(" = ", 1)

@@ -2,8 +2,9 @@
 
 The question the env lets a study ask is how much of an orchestrator's error comes from what
 its window holds: the same seeded scenario can be answered from a flat window (every agent's
-full context, cut by the budget), a DACS window (the requester's full context plus registry
-entries) or registry entries only, and the info reports both accuracy and *contamination*
+full context with its steering history, cut by the budget), a DACS window (the requester's
+full context and recent steering history, never cut, plus the others' registry entries) or
+registry entries only, and the info reports both accuracy and *contamination*
 (answering with another agent's value). With `agent_chosen_focus` the policy itself decides
 which agent's full context to load, which is the paper's agent-triggered focus as an action.
 
@@ -14,6 +15,7 @@ per-episode block caches so a step only re-renders the blocks a cascade decision
 
 from __future__ import annotations
 
+import dataclasses
 import string
 from dataclasses import dataclass
 from typing import Any
@@ -22,6 +24,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
+from envs._core import tokens
 from envs.dacs.params import DacsParams
 from envs.dacs.scenario import (
     KEYS,
@@ -34,11 +37,14 @@ from envs.dacs.scenario import (
     generate,
     options_for,
 )
+from envs.dacs.scoring import keyword_score, mentions
 from envs.dacs.window import (
     Block,
     Window,
     assemble,
     block_order,
+    compressed_block,
+    fit_focus,
     full_block,
     registry_block,
     request_text,
@@ -46,6 +52,8 @@ from envs.dacs.window import (
 
 CHARSET = string.printable
 MAX_WINDOW_CHARS = 100_000
+MAX_REPLY_CHARS = 4096  # a free-text reply (scoring="keywords")
+UNBOUNDED = 10**12  # the budget of window=None: larger than any window
 
 
 @dataclass(frozen=True)
@@ -86,6 +94,9 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
     pending. At most N focus actions per request: a further one answers the request as wrong
     (failure "wrong", not contaminated) and gives the agent no value, so a cascade decision
     that depends on it becomes an ordinary one (depends_on -1, the requester's own value).
+    With scoring="keywords", Text: the reply, scored by seed 002's keyword rule
+    (envs/dacs/scoring.py); the value recorded for it is the right one when named, else the
+    first option it names, else none.
 
     ## Observation space
     window (Text), visible_facts / visible_decisions (10 x len(KEYS) value ids, -1 where not
@@ -106,7 +117,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
 
     ## Registered configurations
     envs/dacs/presets.py: DACSSteering-v0 (DacsParams' defaults: 5 agents, homogeneous, D = 3,
-    the DACS window of 4096 tokens, requester last, no focus actions).
+    the DACS window of 4096 tokens, natural order, no focus actions, multiple choice).
     """
 
     metadata = {"render_modes": ["ansi"], "render_fps": 1}
@@ -121,7 +132,9 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         self.render_mode = render_mode
 
         n_actions = N_OPTIONS + (self.n_agents if self.agent_chosen_focus else 0)
-        self.action_space = spaces.Discrete(n_actions)
+        self.action_space: spaces.Space[Any] = (
+            spaces.Text(MAX_REPLY_CHARS, min_length=0, charset=CHARSET)
+            if self.scoring == "keywords" else spaces.Discrete(n_actions))
         i16 = np.int16
         grid = (MAX_AGENTS, N_KEYS)
         self.observation_space = spaces.Dict(
@@ -155,8 +168,12 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         cascade = self.family == "cascade"
         self._decided: list[dict[int, int]] = [{} for _ in agents]
         self._given: list[int] = []  # value id given at each answered request
+        self._history: list[list[tuple[int, int]]] = [[] for _ in agents]
+        self._last_asked: list[int] = [-1 for _ in agents]  # index of each agent's last request
         self._full: list[Block] = [full_block(a, {} if cascade else None) for a in agents]
         self._registry: list[Block] = [registry_block(a, {} if cascade else None) for a in agents]
+        self._compressed: list[Block] = [compressed_block(a, {} if cascade else None)
+                                         for a in agents]
         self._step = 0
         self._correct = 0
         self._contaminated = 0
@@ -177,11 +194,16 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
             raise RuntimeError("call reset() before step()")
         if self._pending is None:
             raise RuntimeError("the episode has ended; call reset() before step()")
+        if self.scoring == "keywords":
+            if not isinstance(action, str):
+                raise ValueError(f"action must be a str (the reply text) with scoring="
+                                 f"'keywords'; got {action!r}")
+            return self._answer(*self._keyword_answer(action))
         if isinstance(action, bool | np.bool_) or not self.action_space.contains(action):
             raise ValueError(f"action must be an integer in 0..{self.action_space.n - 1}; "
                              f"got {action!r}")
         action = int(action)
-        pending, window = self._pending, self._current
+        pending = self._pending
         if action >= N_OPTIONS and self._focus_count < self.n_agents:
             focus = action - N_OPTIONS
             self._focus_count += 1
@@ -201,11 +223,27 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         if action < N_OPTIONS:
             given = pending.option_ids[action]
             correct = action == pending.correct
-            holders = self._scenario.holders(pending.key_id)
-            others = {v for j, v in holders.items() if j != pending.requester}
-            contaminated = not correct and given in others
+            foreign = self._scenario.foreign_values(pending.requester, pending.key_id)
+            contaminated = not correct and given in foreign
         else:  # focus beyond the cap: the request is answered as wrong
             given, correct, contaminated = -1, False, False
+        return self._answer(given, correct, contaminated)
+
+    def _keyword_answer(self, text: str) -> tuple[int, bool, bool]:
+        """(value id given, correct, contaminated) of a free-text reply: the value recorded
+        (history, cascade decisions) is the right one when named, else the first option named,
+        else none (-1)."""
+        pending = self._pending
+        score = self.score_text(text)
+        target = pending.option_ids[pending.correct]
+        named = [v for v, name in zip(pending.option_ids, pending.options, strict=True)
+                 if mentions(text, name)]
+        given = target if score["correct"] else (named[0] if named else -1)
+        return given, score["correct"], score["contaminated"]
+
+    def _answer(self, given: int, correct: bool, contaminated: bool
+                ) -> tuple[dict[str, Any], float, bool, bool, dict[str, Any]]:
+        pending, window = self._pending, self._current
         self._record(pending, given)
         self._correct += correct
         self._contaminated += contaminated
@@ -258,6 +296,17 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         """Per agent, key id -> the value id last given (recorded in cascade blocks)."""
         return [dict(d) for d in self._decided]
 
+    def score_text(self, text: str) -> dict[str, bool]:
+        """Seed 002's keyword scoring of a free-text reply to the pending request
+        (envs/dacs/scoring.py), without answering it: the env's own scoring stays multiple
+        choice, so RL and controllers are unaffected."""
+        if self._pending is None:
+            raise RuntimeError("no pending request; call reset() first")
+        pending = self._pending
+        score = keyword_score(text, self._scenario, pending.requester, pending.key_id,
+                              pending.key, pending.option_ids[pending.correct])
+        return {"correct": score.correct, "contaminated": score.contaminated}
+
     def render(self) -> str | None:
         if self.render_mode != "ansi" or self._current is None:
             return None
@@ -265,14 +314,20 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
 
     # -- internals -------------------------------------------------------------------------
     def _record(self, pending: PendingRequest, given: int) -> None:
+        """The answer enters the requester's steering history (every family) and, in
+        cascade, its recorded decisions; only that agent's blocks are rebuilt."""
         self._given.append(given)
-        if self.family != "cascade" or given < 0:
-            return
         agent = pending.requester
-        self._decided[agent][pending.key_id] = given
         ctx = self._scenario.agents[agent]
-        self._full[agent] = full_block(ctx, self._decided[agent])
-        self._registry[agent] = registry_block(ctx, self._decided[agent])
+        self._history[agent].append((pending.key_id, given))
+        self._last_asked[agent] = pending.index
+        cascade = self.family == "cascade"
+        if cascade and given >= 0:
+            self._decided[agent][pending.key_id] = given
+            self._registry[agent] = registry_block(ctx, self._decided[agent])
+            self._compressed[agent] = compressed_block(ctx, self._decided[agent])
+        self._full[agent] = full_block(ctx, self._decided[agent] if cascade else None,
+                                       self._history[agent])
 
     def _start_request(self) -> None:
         decision = self._scenario.requests[self._step]
@@ -305,23 +360,42 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
             self._pending.options,
             f"agent-{depends_on}" if depends_on >= 0 else None,
         )
+        self._request_tokens = tokens.count(self._request)
         self._rebuild_window()
+
+    def _sacrifice_order(self, focused: int) -> list[int]:
+        """The other agents in the order a focus window gives up their registry entries:
+        least recently active first (never-asked agents first, higher index first), the
+        agent a cascade request depends on last."""
+        source = self._pending.depends_on
+        others = [j for j in range(self.n_agents) if j != focused]
+        return sorted(others, key=lambda j: (j == source, self._last_asked[j], -j))
 
     def _rebuild_window(self) -> None:
         requester = self._pending.requester
+        budget = UNBOUNDED if self.window is None else self.window
         if self.agent_chosen_focus:
-            full = {self._focused}
+            focused = self._focused
         elif self.context_mode == "dacs":
-            full = {requester}
-        elif self.context_mode == "flat":
-            full = set(range(self.n_agents))
+            focused = requester
         else:
-            full = set()
-        blocks = [
-            self._full[i] if i in full else self._registry[i]
-            for i in block_order(self.n_agents, requester, self.order)
-        ]
-        self._current = assemble(blocks, self._request, self.window)
+            focused = -1
+        n = self.n_agents
+        if self.context_mode == "flat" and not self.agent_chosen_focus:
+            blocks = [self._full[i] for i in block_order(n, requester, self.order)]
+            self._current = assemble(blocks, self._request, budget)
+            return
+        if focused < 0:
+            blocks = [self._registry[i] for i in block_order(n, requester, self.order)]
+            self._current = assemble(blocks, self._request, budget)
+            return
+        kept, compressed, dropped = fit_focus(
+            focused, self._full[focused], dict(enumerate(self._registry)),
+            dict(enumerate(self._compressed)), self._sacrifice_order(focused),
+            max(budget - self._request_tokens, 0))
+        blocks = [kept[i] for i in block_order(n, requester, self.order, focused) if i in kept]
+        window = assemble(blocks, self._request, budget)
+        self._current = dataclasses.replace(window, compressed=compressed, dropped=dropped)
 
     def _observation(self) -> dict[str, Any]:
         window, pending = self._current, self._pending

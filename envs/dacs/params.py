@@ -15,7 +15,8 @@ from envs._core.checks import check_bool, check_choice, check_int, check_known, 
 from envs.dacs.scenario import FAMILIES, MAX_AGENTS, MAX_DECISIONS, MIN_AGENTS, MIN_DECISIONS
 
 CONTEXT_MODES = ("dacs", "flat", "registry")
-ORDERS = ("requester_first", "requester_last")
+ORDERS = ("natural", "requester_first", "requester_last")
+SCORINGS = ("choice", "keywords")
 MIN_BUDGET, MAX_BUDGET = 128, 1_000_000
 
 
@@ -24,26 +25,37 @@ class DacsParams:
     """One level of every factor of the DACS steering family (seed 002; docs/DACS.md).
 
     n_agents: N, the agents steered by the orchestrator, 3..10.
-    family: who holds what: "homogeneous" | "diverse" (disjoint keys, the control) |
-        "crossfire" | "cascade" (decisions that must match an earlier one) | "dense".
+    family: seed 002's scenario designs: "heterogeneous" (phase 1: a domain per agent) |
+        "homogeneous" (s4: one domain, the same keys) | "crossfire" (s5: a domain per agent,
+        no other agent's value offered) | "cascade" (s6: answers that must match a decision
+        given earlier to another agent) | "dense" (s7/s8: a domain per agent, D large);
+        and "conflict" (diagym's trap: paired agents with conflicting values for shared keys).
     decisions: D, requests per agent, 1..15 (an episode answers N x D of them).
-    context_mode: what the window holds: "dacs" (the requester's full context plus registry
-        entries) | "flat" (every full context, cut by the budget) | "registry" (entries only).
-    window: W, the window budget in cl100k_base tokens, 128..1_000_000.
-    order: where the requester's block sits: "requester_first" | "requester_last".
+    context_mode: what the window holds: "dacs" (the requester's full context, never cut,
+        plus registry entries compressed or dropped to fit) | "flat" (every full context, cut
+        by the budget) | "registry" (entries only).
+    window: W, the window budget in cl100k_base tokens, 128..1_000_000, or None: no budget
+        (nothing is cut, as in seed 002's runs).
+    order: block order: "natural" (agent index; a focused block first) | "requester_first" |
+        "requester_last" (position controls: the requester's block moved first or last).
     agent_chosen_focus: the policy chooses which agent's full context to load (focus actions
         4 + j); context_mode is then ignored.
     focus_cost: the reward paid per focus action, a finite number >= 0.
+    scoring: how an answer is scored: "choice" (an option index, Discrete actions: RL and
+        controllers) | "keywords" (seed 002's free-text scoring: the action is the reply text,
+        correct if it names the right value, contaminated if it names another agent's value;
+        no focus actions).
     """
 
     n_agents: int = 5
     family: str = "homogeneous"
     decisions: int = 3
     context_mode: str = "dacs"
-    window: int = 4096
-    order: str = "requester_last"
+    window: int | None = 4096
+    order: str = "natural"
     agent_chosen_focus: bool = False
     focus_cost: float = 0.0
+    scoring: str = "choice"
 
     def __post_init__(self) -> None:
         # Normalised in place (numpy integers to int, ints to float), as a frozen dataclass
@@ -53,11 +65,17 @@ class DacsParams:
             "family": check_choice("family", self.family, FAMILIES),
             "decisions": check_int("decisions", self.decisions, MIN_DECISIONS, MAX_DECISIONS),
             "context_mode": check_choice("context_mode", self.context_mode, CONTEXT_MODES),
-            "window": check_int("window", self.window, MIN_BUDGET, MAX_BUDGET),
+            "window": None if self.window is None
+            else check_int("window", self.window, MIN_BUDGET, MAX_BUDGET,
+                           f"an integer in {MIN_BUDGET}..{MAX_BUDGET} or None"),
             "order": check_choice("order", self.order, ORDERS),
             "agent_chosen_focus": check_bool("agent_chosen_focus", self.agent_chosen_focus),
             "focus_cost": check_nonnegative("focus_cost", self.focus_cost),
+            "scoring": check_choice("scoring", self.scoring, SCORINGS),
         }
+        if normal["scoring"] == "keywords" and normal["agent_chosen_focus"]:
+            raise ValueError("scoring must be 'choice' with agent_chosen_focus=True (a "
+                             "free-text reply has no focus actions); got 'keywords'")
         for name, value in normal.items():
             object.__setattr__(self, name, value)
 

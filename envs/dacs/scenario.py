@@ -1,12 +1,17 @@
 """Seeded DACS steering scenarios: who knows what, and which questions will be asked.
 
 Seed 002 measures *context pollution*: an orchestrator steering N agents answers one agent's
-question with another agent's value because both sit in its window. The scenario therefore has
-to make pollution possible and measurable: agents hold values for the same keys (homogeneous,
-crossfire, cascade, dense) or for disjoint keys (diverse, the control), every decision offers
-the other agents' real values as wrong options where they exist, and the contexts are long
-enough (about 350-600 cl100k tokens each) that a flat window of ten agents does not fit a
-4096-token budget while one full context plus nine short registry entries does.
+question with another agent's value because both sit in its window. The families follow seed
+002's scenario designs (its task suite): heterogeneous (phase 1: every agent from its own
+domain), homogeneous (s4: every agent from one domain, the same keys with its own values),
+crossfire (s5: distinct domains and no other agent's value ever offered: disjoint vocabulary),
+cascade (s6: one domain, and some answers must match a decision given earlier to another
+agent), dense (s7/s8: distinct domains, many decisions per agent). conflict is diagym's own
+trap: agents paired on shared keys with conflicting values. Wrong options are the other
+agents' values for the same attribute where the family offers them, then distractors nobody
+holds, and the contexts are long enough (about 350-600 cl100k tokens each) that a flat window
+of ten agents does not fit a 4096-token budget while one full context plus nine short
+registry entries does.
 
 Everything here is plain data drawn from numpy's PCG64 seeded by the scenario seed; the text
 of blocks and windows is rendered in envs/dacs/window.py, and the answers that depend on the
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FAMILIES = ("homogeneous", "diverse", "crossfire", "cascade", "dense")
+FAMILIES = ("heterogeneous", "homogeneous", "crossfire", "cascade", "dense", "conflict")
 MIN_AGENTS, MAX_AGENTS = 3, 10
 MIN_DECISIONS, MAX_DECISIONS = 1, 15
 N_OPTIONS = 4
@@ -70,6 +75,9 @@ VALUES: dict[str, tuple[str, ...]] = {
     f"{d}_{a}": values for d in DOMAINS for a, values in ATTRIBUTE_VALUES.items()
 }
 N_KEYS = len(KEYS)
+N_ATTRIBUTES = len(ATTRIBUTE_VALUES)
+# key id -> its attribute's index: key id = domain index * N_ATTRIBUTES + attribute index.
+ATTRIBUTE_OF: tuple[int, ...] = tuple(k % N_ATTRIBUTES for k in range(N_KEYS))
 MAX_VALUES = max(len(v) for v in VALUES.values())
 
 COMPONENTS = (
@@ -209,6 +217,14 @@ class Scenario:
                 out[agent.index] = value
         return out
 
+    def foreign_values(self, agent: int, key: int) -> set[int]:
+        """Value ids other agents hold for key id `key`'s attribute, under any key: the
+        values whose choice is wrong-agent contamination (one key per attribute and agent
+        in every family but conflict, so across domains this is the same attribute)."""
+        attribute = ATTRIBUTE_OF[key]
+        return {v for other in self.agents if other.index != agent
+                for k, v in other.facts if ATTRIBUTE_OF[k] == attribute}
+
 
 def options_for(decision: Decision, target: int) -> tuple[tuple[int, ...], int]:
     """(4 option value ids, correct index) of `decision` when the right value is `target`."""
@@ -261,26 +277,29 @@ def _interleave(rng: np.random.Generator, n_status: int, n_facts: int) -> list[t
     return out
 
 
-def _key_sets(rng: np.random.Generator, n: int, family: str) -> tuple[list[list[int]], list[int]]:
-    """Per-agent key ids and crossfire partners."""
-    keys = rng.permutation(N_KEYS).tolist()
+def _design(rng: np.random.Generator, n: int, family: str
+            ) -> tuple[list[list[int]], list[int], list[int]]:
+    """Per-agent key ids, conflict partners and domains (seed 002's scenario designs).
+
+    One domain for every agent (homogeneous, cascade: the same keys, own values); a distinct
+    domain per agent (heterogeneous, crossfire, dense: disjoint keys); conflict: agents
+    paired (0-1, 2-3, ...; with odd N the last agent joins the previous pair), a pair sharing
+    seeded keys from every domain with conflicting values.
+    """
     partners = [-1] * n
-    if family in ("homogeneous", "cascade", "dense"):
-        f = 10 if family == "dense" else int(rng.integers(6, 9))
-        return [keys[:f] for _ in range(n)], partners
-    if family == "diverse":
-        high = min(8, N_KEYS // n)
-        sets, at = [], 0
-        for _ in range(n):
-            f = int(rng.integers(6, high + 1))
-            sets.append(keys[at:at + f])
-            at += f
-        return sets, partners
-    # crossfire: pairs (0-1, 2-3, ...); with odd N the last agent joins the previous pair.
+    if family in ("homogeneous", "cascade"):
+        domain = int(rng.integers(len(DOMAINS)))
+        keys = [domain * N_ATTRIBUTES + a for a in range(N_ATTRIBUTES)]
+        return [list(keys) for _ in range(n)], partners, [domain] * n
+    if family in ("heterogeneous", "crossfire", "dense"):
+        domains = rng.permutation(len(DOMAINS))[:n].tolist()
+        sets = [[d * N_ATTRIBUTES + a for a in range(N_ATTRIBUTES)] for d in domains]
+        return sets, partners, domains
+    keys = rng.permutation(N_KEYS).tolist()
     groups = [list(range(i, min(i + 2, n))) for i in range(0, n, 2)]
     if len(groups[-1]) == 1:
         groups[-2].extend(groups.pop())
-    sets = [[] for _ in range(n)]
+    sets: list[list[int]] = [[] for _ in range(n)]
     at = 0
     for group in groups:
         f = int(rng.integers(6, 9))
@@ -289,23 +308,34 @@ def _key_sets(rng: np.random.Generator, n: int, family: str) -> tuple[list[list[
         at += f
         for agent in group:
             partners[agent] = agent ^ 1 if (agent ^ 1) in group else group[1]
-    return sets, partners
+    return sets, partners, [int(rng.integers(len(DOMAINS))) for _ in range(n)]
+
+
+def _values(rng: np.random.Generator, n: int, family: str,
+            key_sets: list[list[int]]) -> list[dict[int, int]]:
+    """Value ids, distinct among the agents that share a key (conflict) or an attribute
+    (every other family), so "another agent's value" is unambiguous across domains too."""
+    values: list[dict[int, int]] = [{} for _ in range(n)]
+    groups: dict[int, list[tuple[int, int]]] = {}
+    for agent, keys in enumerate(key_sets):
+        for key in keys:
+            group = key if family == "conflict" else ATTRIBUTE_OF[key]
+            groups.setdefault(group, []).append((agent, key))
+    for group in sorted(groups):
+        holdings = groups[group]
+        size = len(VALUES[KEYS[holdings[0][1]]])
+        drawn = rng.choice(size, size=len(holdings), replace=False)
+        for (agent, key), value in zip(holdings, drawn.tolist(), strict=True):
+            values[agent][key] = value
+    return values
 
 
 def generate(seed: int, n_agents: int, family: str, decisions: int) -> Scenario:
     """The scenario of `seed` for these parameters (assumed valid; the env validates them)."""
     rng = np.random.Generator(np.random.PCG64(seed))
     n = n_agents
-    key_sets, partners = _key_sets(rng, n, family)
-    # Values: distinct among the agents that share a key, so "another agent's value" is
-    # unambiguous.
-    values: list[dict[int, int]] = [{} for _ in range(n)]
-    all_keys = sorted({k for ks in key_sets for k in ks})
-    for key in all_keys:
-        holders = [i for i in range(n) if key in key_sets[i]]
-        drawn = rng.choice(len(VALUES[KEYS[key]]), size=len(holders), replace=False)
-        for agent, value in zip(holders, drawn.tolist(), strict=True):
-            values[agent][key] = value
+    key_sets, partners, domains = _design(rng, n, family)
+    values = _values(rng, n, family, key_sets)
 
     components = rng.permutation(len(COMPONENTS))[:n].tolist()
     agents = []
@@ -313,11 +343,12 @@ def generate(seed: int, n_agents: int, family: str, decisions: int) -> Scenario:
         component = COMPONENTS[components[i]]
         verb = TASK_VERBS[int(rng.integers(len(TASK_VERBS)))]
         goal = TASK_GOALS[int(rng.integers(len(TASK_GOALS)))]
-        domain = DOMAINS[int(rng.integers(len(DOMAINS)))]
+        domain = DOMAINS[domains[i]]
         n_status = int(rng.integers(MIN_STATUS, MAX_STATUS + 1))
         templates = rng.permutation(len(STATUS_TEMPLATES))[:n_status].tolist()
         status = tuple(_status_line(rng, STATUS_TEMPLATES[t], component) for t in templates)
-        facts = tuple((k, values[i][k]) for k in key_sets[i])
+        order = rng.permutation(len(key_sets[i])).tolist()
+        facts = tuple((key_sets[i][j], values[i][key_sets[i][j]]) for j in order)
         agents.append(
             AgentContext(
                 index=i,
@@ -342,16 +373,20 @@ def generate(seed: int, n_agents: int, family: str, decisions: int) -> Scenario:
             key_cycles[agent] = [keys[j] for j in rng.permutation(len(keys)).tolist()]
         key = key_cycles[agent].pop()
         own = values[agent][key]
-        holders = {j: values[j][key] for j in range(n) if key in values[j]}
-        others = [holders[j] for j in sorted(holders) if j != agent]
+        attribute = ATTRIBUTE_OF[key]
+        holdings = {(j, k): v for j in range(n) for k, v in values[j].items()
+                    if ATTRIBUTE_OF[k] == attribute}
+        others = sorted({v for (j, k), v in holdings.items() if j != agent and v != own})
         others = [others[j] for j in rng.permutation(len(others)).tolist()]
-        held = set(holders.values())
+        held = set(holdings.values())
         distractors = [v for v in range(len(VALUES[KEYS[key]])) if v not in held]
         distractors = [distractors[j] for j in rng.permutation(len(distractors)).tolist()]
         depends_on, source = -1, -1
-        if family == "crossfire":
-            partner_value = holders[partners[agent]]
+        if family == "conflict":
+            partner_value = values[partners[agent]][key]
             pool = [partner_value] + [v for v in others if v != partner_value] + distractors
+        elif family == "crossfire":
+            pool = distractors  # disjoint vocabulary: no other agent's value is ever offered
         else:
             pool = others + distractors
         if family == "cascade":

@@ -3,8 +3,11 @@
 Seed 002's claim is about what sits in the window when a request is answered, so the window
 is the environment's central object: which agents appear as full blocks and which as
 registry entries (`context_mode`), where the requester's block sits (`order`), and what a
-token budget W cuts off (prefix truncation: the request is always kept, the agent blocks keep
-their first W - request tokens). The numeric observation (which facts are fully visible) is
+token budget W removes. A focus window (dacs mode, or a focus action) follows seed 002: the
+focused agent's full context is never cut; the other agents' registry entries are compressed,
+then dropped, by a documented priority (fit_focus). Flat and registry windows are cut by
+prefix truncation (the request is always kept, the agent blocks keep their first
+W - request tokens). The numeric observation (which facts are fully visible) is
 derived from the same token layout, so text and numbers never disagree.
 
 Exact counting without re-encoding the whole window: every line ends with "\\n" and starts
@@ -28,6 +31,9 @@ from envs.dacs.params import CONTEXT_MODES, ORDERS  # noqa: F401  (the window's 
 from envs.dacs.scenario import KEYS, VALUES, AgentContext
 
 REGISTRY_MAX_TOKENS = 200
+# The steering history a full block shows: the agent's last Q/A pairs with the orchestrator
+# (seed 002's artifact serialises `steering_history[-10:]` in focus and flat windows alike).
+HISTORY_TURNS = 10
 
 
 @dataclass(frozen=True)
@@ -82,7 +88,9 @@ class Window:
 
     tokens: cl100k count of `text` (<= budget whenever the request alone fits it).
     agent_tokens: tokens of the uncut agent blocks; kept: how many of them stay as whole lines
-    (a line is visible iff its span's end <= kept); cut: whether anything was cut.
+    (a line is visible iff its span's end <= kept); cut: whether anything was cut (in a focus
+    window only F(a_i) itself when it alone exceeds the budget). compressed / dropped: the
+    agents whose registry entries a focus window compressed or left out (fit_focus).
     visible_facts / visible_decisions: (agent, key id, value id) of the fact lines /
     decisions (decision lines and registry "decided" lists) that are fully visible.
     """
@@ -97,6 +105,8 @@ class Window:
     lines: tuple[LineSpan, ...]
     visible_facts: tuple[tuple[int, int, int], ...]
     visible_decisions: tuple[tuple[int, int, int], ...]
+    compressed: tuple[int, ...] = ()
+    dropped: tuple[int, ...] = ()
 
 
 @functools.lru_cache(maxsize=1 << 16)
@@ -119,9 +129,19 @@ def _pair(key: int, value: int) -> str:
     return f"{name} = {VALUES[name][value]}"
 
 
-def full_block(agent: AgentContext, decided: Mapping[int, int] | None = None) -> Block:
+def history_line(agent: AgentContext, key: int, value: int) -> str:
+    """One steering exchange: what the agent asked and the value the orchestrator gave
+    (value -1: the request was lost to the focus cap and got no value)."""
+    name = KEYS[key]
+    answer = VALUES[name][value] if value >= 0 else "none"
+    return f"history: Q: which {name} should {agent.name} use? A: {answer}\n"
+
+
+def full_block(agent: AgentContext, decided: Mapping[int, int] | None = None,
+               history: Sequence[tuple[int, int]] = ()) -> Block:
     """The agent's full context: header, task, status and fact lines (in the agent's seeded
-    order), then one "decision:" line per key decided so far (cascade)."""
+    order), one "decision:" line per key decided so far (cascade), then its last
+    HISTORY_TURNS steering exchanges (`history`: (key id, value id given) oldest first)."""
     lines = [_line(f"## {agent.name} (full context)\n", "header")]
     for kind, i in agent.lines:
         if kind == "task":
@@ -133,6 +153,8 @@ def full_block(agent: AgentContext, decided: Mapping[int, int] | None = None) ->
             lines.append(_line(f"fact: {_pair(key, value)}\n", "fact", ((key, value),)))
     for key, value in (decided or {}).items():
         lines.append(_line(f"decision: {_pair(key, value)}\n", "decision", ((key, value),)))
+    for key, value in list(history)[-HISTORY_TURNS:]:
+        lines.append(_line(history_line(agent, key, value), "history"))
     return _block(agent.index, "full", lines)
 
 
@@ -159,6 +181,18 @@ def registry_block(agent: AgentContext, decided: Mapping[int, int] | None = None
     return block
 
 
+def compressed_block(agent: AgentContext, decided: Mapping[int, int] | None = None) -> Block:
+    """The agent's registry entry compressed to its task (and, in cascade, its decisions, the
+    only part another agent's request can depend on): what a dacs window keeps of an agent
+    when the full entries do not fit, as seed 002's artifact keeps a task line."""
+    header = _line(f"## {agent.name} (registry)\n", "header")
+    text = f"{agent.name} | task: {agent.short_task}"
+    shows = tuple((decided or {}).items())
+    if decided is not None:
+        text += " | decided: " + ("; ".join(_pair(k, v) for k, v in shows) or "none")
+    return _block(agent.index, "registry", [header, _line(text + "\n", "registry", shows)])
+
+
 def request_text(requester: str, key: str, options: Sequence[str], depends_on: str | None) -> str:
     """The request block (always last, never cut)."""
     ask = f"{requester} asks: which {key} should {requester} use?"
@@ -168,10 +202,44 @@ def request_text(requester: str, key: str, options: Sequence[str], depends_on: s
     return f"## request\n{ask}\noptions: {choices}\n"
 
 
-def block_order(n_agents: int, requester: int, order: str) -> list[int]:
-    """Agent indices in window order: index order with the requester moved first or last."""
+def block_order(n_agents: int, requester: int, order: str, focused: int | None = None
+                ) -> list[int]:
+    """Agent indices in window order. natural: index order, with a focused agent's full
+    block first (seed 002's F(a_i) + R_-i layout); requester_first / requester_last: index
+    order with the requester moved first or last (position controls)."""
+    if order == "natural":
+        if focused is None or focused < 0:
+            return list(range(n_agents))
+        return [focused, *(i for i in range(n_agents) if i != focused)]
     others = [i for i in range(n_agents) if i != requester]
     return [requester, *others] if order == "requester_first" else [*others, requester]
+
+
+def fit_focus(focused: int, full: Block, registry: Mapping[int, Block],
+              compressed: Mapping[int, Block], sacrifice: Sequence[int], room: int
+              ) -> tuple[dict[int, Block], tuple[int, ...], tuple[int, ...]]:
+    """Seed 002's rule for a focus window: F(a_i) is never cut; when the blocks exceed
+    `room`, the other agents' registry entries are compressed one at a time in `sacrifice`
+    order, then dropped in the same order, until they fit. Returns agent -> block kept, the
+    compressed agents and the dropped agents. If F(a_i) alone exceeds room, every other
+    entry is dropped and the caller's prefix truncation cuts F(a_i) (Window.cut)."""
+    kept: dict[int, Block] = {focused: full, **{j: b for j, b in registry.items()
+                                                if j != focused}}
+    total = sum(len(b.ids) for b in kept.values())
+    squeezed: list[int] = []
+    dropped: list[int] = []
+    for j in sacrifice:
+        if total <= room:
+            break
+        total += len(compressed[j].ids) - len(kept[j].ids)
+        kept[j] = compressed[j]
+        squeezed.append(j)
+    for j in sacrifice:
+        if total <= room:
+            break
+        total -= len(kept.pop(j).ids)
+        dropped.append(j)
+    return kept, tuple(j for j in squeezed if j not in dropped), tuple(dropped)
 
 
 def assemble(blocks: Sequence[Block], request: str, budget: int) -> Window:

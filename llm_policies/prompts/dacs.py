@@ -1,7 +1,8 @@
 """Chat prompts for DACSSteering-v0: the orchestrator's window, as seed 002's model saw it.
 
-The env already assembles the window (requester's full context plus registry entries, or the
-flat or registry-only variants) under its token budget W, exactly counted; this renderer only
+The env already assembles the window (requester's full context and steering history plus
+registry entries, or the flat or registry-only variants) under its token budget W, exactly
+counted; this renderer only
 adds the orchestrator's instructions and the answer format {"answer": <option index>}, so the
 model sees what the reference controllers parse and nothing more.
 """
@@ -29,8 +30,9 @@ ANSWER_SCHEMA: dict[str, Any] = {
 INSTRUCTIONS = (
     "You are the orchestrator of several software agents working in parallel. An agent has "
     "sent a steering request. The window below holds agent contexts: a full context "
-    "(task, status lines, facts, decisions already given) or a short registry entry per "
-    "agent, then the request with its numbered options. Answer for the requesting agent, "
+    "(task, status lines, facts, decisions already given, the agent's recent steering "
+    "exchanges as history lines) or a short registry entry per agent, then the request "
+    "with its numbered options. Answer for the requesting agent, "
     "using that agent's own facts (or the decision the request says it must match), not "
     "another agent's. Reply with exactly one JSON object {\"answer\": <option index>} and "
     "nothing else."

@@ -15,8 +15,7 @@ from analysis.cli import main
 from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller, parse_window
 from controllers.registry import make_reference_policy
 from controllers.rollout import rollout
-
-FAMILIES = ("homogeneous", "diverse", "crossfire", "cascade", "dense")
+from envs.dacs.scenario import FAMILIES
 
 
 def _play(env: gym.Env, policy: Any, seed: int) -> list[dict[str, Any]]:
@@ -54,7 +53,34 @@ def test_readers_are_perfect_when_everything_fits(family: str, mode: str) -> Non
                for r in records)
 
 
-@pytest.mark.parametrize("order", ["requester_last", "requester_first"])
+@pytest.mark.parametrize("family", FAMILIES)
+def test_dacs_reader_is_perfect_at_n10_whenever_the_focused_block_fits(family: str) -> None:
+    """Seed 002's rule: F(a_i) is never cut, so the requester's facts are always in a dacs
+    window that fits F(a_i) plus the request: perfect at W = 768 for every decision (N = 10,
+    where the whole dacs window is about 1,060 tokens); at W = 512 on every decision that
+    fits (for a cascade dependent one, F(a_i) plus the source's compressed entry)."""
+    env = gym.make("DACSSteering-v0", n_agents=10, family=family, decisions=3, window=768)
+    records = rollout(env, dacs_controller("dacs-reader"), episodes=10, seed=0)
+    assert all(r.metrics["accuracy"] == 1.0 for r in records)
+    env = gym.make("DACSSteering-v0", n_agents=10, family=family, decisions=3, window=512)
+    fitting = []
+    for seed in range(5):
+        observation, info = env.reset(seed=seed)
+        policy = dacs_controller("dacs-reader")
+        policy.reset(seed=seed)
+        done = False
+        while not done:
+            core = env.unwrapped
+            window, source = core.current_window, core.pending.depends_on
+            # A cascade answer's evidence is the source's entry, given up last of all.
+            fits = not window.cut and source not in window.dropped
+            observation, _, done, _, info = env.step(policy.act(observation, info))
+            if fits:
+                fitting.append(info["correct"])
+    assert len(fitting) > 20 and all(fitting)
+
+
+@pytest.mark.parametrize("order", ["natural", "requester_last", "requester_first"])
 def test_flat_reader_fails_exactly_where_the_layout_cuts_the_evidence(order: str) -> None:
     """Correct on every decision whose evidence line survived the cut; on the others a
     uniform guess among 4 options (accuracy 1/4 within binomial noise)."""
@@ -69,7 +95,7 @@ def test_flat_reader_fails_exactly_where_the_layout_cuts_the_evidence(order: str
     if order == "requester_first":
         assert not hidden  # the requester's block comes first and is never cut
         return
-    assert len(hidden) > 200
+    assert len(hidden) > 100
     rate = np.mean(hidden)
     assert abs(rate - 0.25) < 4 * np.sqrt(0.25 * 0.75 / len(hidden))
 
@@ -85,18 +111,35 @@ def test_flat_reader_accuracy_falls_with_n_as_the_layout_predicts() -> None:
         observed[n_agents] = np.mean([s["correct"] for s in steps])
         sd = np.sqrt(0.25 * 0.75 * (~visible).sum()) / len(steps)
         assert abs(observed[n_agents] - expected[n_agents]) <= 4 * sd + 1e-12
-    assert expected[3] == expected[5] == 1.0 and expected[10] < 0.6
+    # Natural order: the cut removes the highest-index agents' blocks at N = 10.
+    assert expected[3] == expected[5] == 1.0 and expected[10] < 0.95
 
 
-def test_recency_contaminates_homogeneous_scenarios_but_not_diverse_ones() -> None:
-    def contamination(family: str) -> float:
-        env = gym.make("DACSSteering-v0", n_agents=5, family=family, context_mode="flat",
-                       order="requester_first")
+def test_recency_contaminates_homogeneous_scenarios_under_the_natural_order() -> None:
+    """Natural order, no budget: the last mention of a shared key belongs to the highest
+    index holding it, so flat-recency is right for agent N-1 and contaminates for most other
+    requesters (wrong only by guessing when the last agent's value is not among the options)."""
+    n = 5
+    env = gym.make("DACSSteering-v0", n_agents=n, family="homogeneous", decisions=4,
+                   context_mode="flat", window=None)
+    steps = [s for seed in range(10) for s in _play(env, dacs_controller("flat-recency"), seed)]
+    last = [s["correct"] for s in steps if s["requester"] == n - 1]
+    others = [s for s in steps if s["requester"] != n - 1]
+    assert last and all(last)
+    assert np.mean([s["contaminated"] for s in others]) > 0.5
+    assert np.mean([s["contaminated"] for s in steps]) > 0.5
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+def test_recency_never_contaminates_in_crossfire(n: int) -> None:
+    """s5's disjoint vocabulary: the only mention of the requested key is the requester's."""
+    for window in (None, 4096):
+        env = gym.make("DACSSteering-v0", n_agents=n, family="crossfire", decisions=4,
+                       context_mode="flat", window=window)
         records = rollout(env, dacs_controller("flat-recency"), episodes=10, seed=0)
-        return float(np.mean([r.metrics["contamination"] for r in records]))
-
-    assert contamination("homogeneous") > 0.5
-    assert contamination("diverse") == 0.0
+        assert all(r.metrics["contamination"] == 0.0 for r in records)
+        if window is None:
+            assert all(r.metrics["accuracy"] == 1.0 for r in records)
 
 
 def test_registry_only_follows_cascade_decisions_and_guesses_facts() -> None:
@@ -120,6 +163,11 @@ def test_window_parser_reads_the_request_and_mentions() -> None:
     assert parsed.options == list(pending.options)
     facts = [m for m in parsed.mentions if m.kind == "fact"]
     assert len(facts) == sum(len(a.facts) for a in env.unwrapped.scenario.agents)
+    assert not [m for m in parsed.mentions if m.kind == "history"]
+    observation, *_ = env.step(pending.correct)
+    history = [m for m in parse_window(observation["window"]).mentions if m.kind == "history"]
+    assert [(m.agent, m.key, m.value) for m in history] == [
+        (f"agent-{pending.requester}", pending.key, pending.options[pending.correct])]
 
 
 def test_reference_policies_by_name() -> None:
@@ -149,7 +197,23 @@ def test_dacs_study_prints_every_arm(tmp_path: Any, capsys: pytest.CaptureFixtur
     out = capsys.readouterr().out
     rows = [line for line in out.splitlines() if line.startswith("| agents")]
     assert len(rows) == 3 * 5
+    assert [row.split(" | ")[1] for row in rows[::5]] == [
+        "s1 N=3 D=3 heterogeneous", "s2 N=5 D=3 heterogeneous", "s3 N=10 D=3 heterogeneous"]
+    assert "no budget (nothing cut)" in out
     assert (tmp_path / "dacs_agents.png").stat().st_size > 0
+
+
+def test_dacs_study_defaults_are_seed_002s_cells() -> None:
+    from analysis.studies.dacs_study.design import EPISODES, PHASES, cell_label
+
+    cells = [cell_label(c) for phase in PHASES.values() for c in phase]
+    assert [c.split()[0] for c in cells] == [f"s{i}" for i in range(1, 9)]
+    sizes = {c["name"]: (c["family"], c["n_agents"], c["decisions"])
+             for phase in PHASES.values() for c in phase}
+    assert sizes["s4"] == ("homogeneous", 3, 4) and sizes["s5"] == ("crossfire", 5, 4)
+    assert sizes["s6"] == ("cascade", 5, 3)
+    assert sizes["s7"] == ("dense", 5, 8) and sizes["s8"] == ("dense", 3, 15)
+    assert EPISODES == 10
 
 
 def test_dacs_study_log_resumes_without_losing_or_duplicating(

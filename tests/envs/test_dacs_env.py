@@ -50,15 +50,18 @@ CHECK_KWARGS = [
     {"agent_chosen_focus": True, "focus_cost": 0.1},
     {"family": "cascade", "agent_chosen_focus": True, "n_agents": 3, "window": 300},
     {"family": "dense", "decisions": 15, "n_agents": 10, "window": 2000},
+    {"family": "dense", "decisions": 15, "n_agents": 10, "context_mode": "flat", "window": None},
+    {"scoring": "keywords", "family": "heterogeneous"},
 ]
+CHOICE_KWARGS = [k for k in CHECK_KWARGS if k.get("scoring") != "keywords"]
 
 
 # -- registration and Gymnasium's checker ---------------------------------------------------
 def test_registered_with_contract_defaults() -> None:
     env = make()
     assert (env.n_agents, env.family, env.decisions) == (5, "homogeneous", 3)
-    assert (env.context_mode, env.window, env.order) == ("dacs", 4096, "requester_last")
-    assert (env.agent_chosen_focus, env.focus_cost) == (False, 0.0)
+    assert (env.context_mode, env.window, env.order) == ("dacs", 4096, "natural")
+    assert (env.agent_chosen_focus, env.focus_cost, env.scoring) == (False, 0.0, "choice")
     assert env.action_space == gym.spaces.Discrete(4)
     assert make(agent_chosen_focus=True, n_agents=7).action_space == gym.spaces.Discrete(11)
     expected = {"window", "visible_facts", "visible_decisions", "requester", "key", "options",
@@ -73,7 +76,7 @@ def test_check_env(kwargs: dict[str, Any]) -> None:
     check_env(env.unwrapped, skip_render_check=False)
 
 
-@pytest.mark.parametrize("kwargs", CHECK_KWARGS, ids=str)
+@pytest.mark.parametrize("kwargs", CHOICE_KWARGS, ids=str)
 def test_same_seed_same_trajectory(kwargs: dict[str, Any]) -> None:
     def trajectory() -> list[Any]:
         env = make(**kwargs)
@@ -331,7 +334,7 @@ def test_a_line_ending_exactly_at_the_budget_is_visible_and_one_token_less_cuts_
         assert text not in window.text and window.tokens <= exact - 1
 
 
-@pytest.mark.parametrize("mode", ["flat", "dacs"])
+@pytest.mark.parametrize("mode", ["flat", "registry"])
 def test_blocks_ending_exactly_at_the_budget_are_not_cut(mode: str) -> None:
     """A window whose agent blocks end exactly at the budget is whole and reports no cut;
     one token less cuts the last line."""
@@ -352,6 +355,150 @@ def test_blocks_ending_exactly_at_the_budget_are_not_cut(mode: str) -> None:
     assert window.cut and window.kept == last.start
     assert window.visible_facts == tuple(
         (s.agent, k, v) for s in full.lines[:-1] if s.kind == "fact" for k, v in s.shows)
+
+
+def test_a_dacs_window_one_token_short_compresses_an_entry_and_cuts_nothing() -> None:
+    """Seed 002's rule: F(a_i) is never cut; one token short of the whole window, the least
+    recently active other agent's registry entry is compressed (here, at the first request,
+    nobody has asked yet: the highest index)."""
+    env = make(n_agents=3, context_mode="dacs", window=100_000)
+    env.reset(seed=2)
+    full = env.current_window
+    exact = full.agent_tokens + full.request_tokens
+    env = make(n_agents=3, context_mode="dacs", window=exact - 1)
+    env.reset(seed=2)
+    window = env.current_window
+    requester = env.pending.requester
+    last = max(j for j in range(3) if j != requester)
+    assert not window.cut and window.compressed == (last,) and window.dropped == ()
+    assert window.visible_facts == full.visible_facts
+    assert window.tokens == tokens.count(window.text) <= exact - 1
+
+
+def focused_block_text(env: DACSSteeringEnv, agent: int) -> str:
+    return env._full[agent].text
+
+
+@FAST
+@given(
+    seed=st.integers(0, 2**32),
+    n=st.integers(3, 10),
+    family=st.sampled_from(FAMILIES),
+    order=st.sampled_from(ORDERS),
+    w=st.integers(128, 3000),
+)
+def test_the_focused_block_is_never_cut_when_it_fits(
+    seed: int, n: int, family: str, order: str, w: int
+) -> None:
+    """Whenever F(a_i) plus the request fits W, the window holds F(a_i) whole; what gives way
+    is the other agents' entries: compressed first, dropped after, in the sacrifice order
+    (the cascade source last), and never the focused block."""
+    env = make(n_agents=n, family=family, order=order, window=w, decisions=3)
+    env.reset(seed=seed)
+    terminated = False
+    while not terminated:
+        p, window = env.pending, env.current_window
+        block = focused_block_text(env, p.requester)
+        fits = len(env._full[p.requester].ids) + window.request_tokens <= w
+        if fits:
+            assert not window.cut and block in window.text
+            assert set(window.visible_facts) >= {
+                (p.requester, k, v) for k, v in env.scenario.agents[p.requester].facts}
+            sacrifice = env._sacrifice_order(p.requester)
+            given_up = [j for j in sacrifice if j in window.compressed or j in window.dropped]
+            assert given_up == sacrifice[:len(given_up)]  # a prefix of the sacrifice order
+            assert set(window.dropped) <= set(sacrifice[:len(window.dropped)])
+            if window.dropped:  # dropping starts only once every other entry is compressed
+                assert set(window.compressed) | set(window.dropped) == set(sacrifice)
+        else:
+            assert window.cut and window.dropped == tuple(env._sacrifice_order(p.requester))
+        assert window.tokens == tokens.count(window.text) <= w
+        _, _, terminated, _, _ = env.step(p.correct)
+
+
+def test_a_cascade_source_entry_is_given_up_last() -> None:
+    checked = 0
+    for seed in range(20):
+        env = make(family="cascade", n_agents=10, decisions=3, window=700)
+        env.reset(seed=seed)
+        terminated = False
+        while not terminated:
+            p, window = env.pending, env.current_window
+            if p.depends_on >= 0 and window.compressed:
+                assert env._sacrifice_order(p.requester)[-1] == p.depends_on
+                assert p.depends_on not in window.dropped or len(window.dropped) == 9
+                checked += 1
+            _, _, terminated, _, _ = env.step(p.correct)
+    assert checked >= 5
+
+
+def test_natural_order_is_agent_index_with_the_focused_block_first() -> None:
+    for seed in range(4):
+        flat = make(n_agents=6, context_mode="flat", window=None)
+        dacs = make(n_agents=6, context_mode="dacs", window=None)
+        flat.reset(seed=seed)
+        dacs.reset(seed=seed)
+        requester = dacs.pending.requester
+        assert [b.agent for b in flat.current_window.blocks] == list(range(6))
+        assert [b.agent for b in dacs.current_window.blocks] == [
+            requester, *(j for j in range(6) if j != requester)]
+        assert dacs.current_window.blocks[0].kind == "full"
+
+
+def test_steering_history_enters_the_windows() -> None:
+    """After each answer the requester's full block ends with its last (at most
+    HISTORY_TURNS) Q/A pairs: in a dacs window the focused agent's, in a flat window
+    every agent's."""
+    from envs.dacs.window import HISTORY_TURNS
+
+    for mode in ("dacs", "flat"):
+        env = make(family="dense", n_agents=3, decisions=15, context_mode=mode, window=None)
+        env.reset(seed=5)
+        asked: dict[int, list[str]] = {0: [], 1: [], 2: []}
+        terminated = False
+        while not terminated:
+            p = env.pending
+            text = env.current_window.text
+            agents = [p.requester] if mode == "dacs" else [0, 1, 2]
+            for agent in agents:
+                for line in asked[agent][-HISTORY_TURNS:]:
+                    assert line in text
+                for line in asked[agent][:-HISTORY_TURNS]:
+                    assert text.count(line) <= asked[agent][-HISTORY_TURNS:].count(line)
+            if mode == "dacs":
+                others = {j for j in range(3) if j != p.requester}
+                assert all(f"should agent-{j} use? A:" not in text for j in others)
+            answer = (p.correct + 1) % 4 if p.index % 3 == 0 else p.correct
+            asked[p.requester].append(
+                f"history: Q: which {p.key} should agent-{p.requester} use? "
+                f"A: {p.options[answer]}\n")
+            _, _, terminated, _, _ = env.step(answer)
+
+
+@pytest.mark.parametrize("mode", ["dacs", "flat"])
+def test_window_tokens_grow_with_the_decision_count_in_dense(mode: str) -> None:
+    """The steering history enters the windows, so mean window tokens rise strictly with D
+    (same seeds, same N)."""
+    means = []
+    for d in (1, 4, 8, 15):
+        env = make(family="dense", n_agents=5, decisions=d, context_mode=mode, window=None)
+        total = []
+        for seed in range(4):
+            metrics = play(env, seed, oracle)[-1][-1]["episode_metrics"]
+            total.extend(metrics["window_tokens"])
+        means.append(float(np.mean(total)))
+    assert all(a < b for a, b in zip(means, means[1:], strict=False)), means
+
+
+def test_no_budget_cuts_nothing() -> None:
+    for mode in CONTEXT_MODES:
+        env = make(n_agents=10, family="dense", decisions=15, context_mode=mode, window=None)
+        obs, _ = env.reset(seed=1)
+        for _ in range(30):
+            window = env.current_window
+            assert not window.cut and window.compressed == window.dropped == ()
+            assert window.tokens == tokens.count(obs["window"])
+            obs, *_ = env.step(env.pending.correct)
 
 
 def test_budgets_at_4096() -> None:
@@ -397,20 +544,57 @@ def test_homogeneous_small_n_fills_with_distractors() -> None:
         assert others <= set(p.option_ids) and len(set(p.option_ids)) == 4
 
 
-def test_diverse_options_belong_to_nobody_else() -> None:
-    env = make(family="diverse", n_agents=10, decisions=5)
+def domains_of(env: DACSSteeringEnv) -> list[set[str]]:
+    return [{KEYS[k].split("_")[0] for k, _ in a.facts} for a in env.scenario.agents]
+
+
+@pytest.mark.parametrize("n", [3, 5, 10])
+def test_crossfire_vocabulary_is_disjoint(n: int) -> None:
+    """s5: a domain per agent, disjoint keys, values distinct across agents, and no option
+    is a value another agent holds (for any key): choosing wrong never contaminates."""
+    env = make(family="crossfire", n_agents=n, decisions=4)
     for seed in range(3):
-        for p in all_pendings(env, seed):
-            holders = env.scenario.holders(p.key_id)
-            assert set(holders) == {p.requester}
-            assert p.option_ids[p.correct] == holders[p.requester]
-        sets = [{k for k, _ in a.facts} for a in env.scenario.agents]
-        assert sum(len(s) for s in sets) == len(set().union(*sets))
+        for p in all_pendings(env, seed, policy=lambda e: (e.pending.correct + 1) % 4):
+            assert set(env.scenario.holders(p.key_id)) == {p.requester}
+            foreign = env.scenario.foreign_values(p.requester, p.key_id)
+            assert not foreign & set(p.option_ids)
+        domains = domains_of(env)
+        assert all(len(d) == 1 for d in domains) and len(set().union(*domains)) == n
+        assert play(env, seed, lambda e: (e.pending.correct + 1) % 4)[-1][-1][
+            "episode_metrics"]["contamination"] == 0.0
+
+
+@pytest.mark.parametrize("family", ["heterogeneous", "dense"])
+def test_heterogeneous_offers_other_domains_values_as_lures(family: str) -> None:
+    """Phase 1 and s7/s8: a domain per agent (disjoint keys); the wrong options are other
+    agents' values for the same attribute, and choosing one is contamination."""
+    env = make(family=family, n_agents=5, decisions=3)
+    for seed in range(3):
+        env.reset(seed=seed)
+        domains = domains_of(env)
+        assert all(len(d) == 1 for d in domains) and len(set().union(*domains)) == 5
+        terminated = False
+        while not terminated:
+            p = env.pending
+            assert set(env.scenario.holders(p.key_id)) == {p.requester}
+            foreign = env.scenario.foreign_values(p.requester, p.key_id)
+            wrong = [i for i in range(4) if i != p.correct]
+            assert {p.option_ids[i] for i in wrong} <= foreign and len(foreign) == 4
+            _, _, terminated, _, info = env.step(wrong[0])
+            assert info["contaminated"] and not info["correct"]
+
+
+def test_homogeneous_agents_share_one_domain() -> None:
+    env = make(family="homogeneous", n_agents=5, decisions=4)
+    for seed in range(3):
+        env.reset(seed=seed)
+        domains = domains_of(env)
+        assert all(d == domains[0] and len(d) == 1 for d in domains)
 
 
 @pytest.mark.parametrize("n", [3, 4, 5, 10])
-def test_crossfire_includes_the_partners_value(n: int) -> None:
-    env = make(family="crossfire", n_agents=n, decisions=4)
+def test_conflict_includes_the_partners_value(n: int) -> None:
+    env = make(family="conflict", n_agents=n, decisions=4)
     for seed in range(3):
         agents = None
         for p in all_pendings(env, seed):
@@ -510,16 +694,20 @@ def test_focus_loads_one_full_context_and_is_capped() -> None:
         ({"n_agents": 2}, "n_agents must be an integer in 3..10; got 2"),
         ({"n_agents": 11}, "n_agents must be an integer in 3..10; got 11"),
         ({"n_agents": 5.0}, "n_agents must be an integer in 3..10; got 5.0"),
-        ({"family": "mixed"}, "family must be one of 'homogeneous' | 'diverse' | 'crossfire' "
-                              "| 'cascade' | 'dense'; got 'mixed'"),
+        ({"family": "mixed"}, "family must be one of 'heterogeneous' | 'homogeneous' | "
+                              "'crossfire' | 'cascade' | 'dense' | 'conflict'; got 'mixed'"),
         ({"decisions": 0}, "decisions must be an integer in 1..15; got 0"),
         ({"decisions": 16}, "decisions must be an integer in 1..15; got 16"),
         ({"context_mode": "full"},
          "context_mode must be one of 'dacs' | 'flat' | 'registry'; got 'full'"),
-        ({"window": 100}, "window must be an integer in 128..1000000; got 100"),
-        ({"window": True}, "window must be an integer in 128..1000000; got True"),
-        ({"order": "first"},
-         "order must be one of 'requester_first' | 'requester_last'; got 'first'"),
+        ({"window": 100}, "window must be an integer in 128..1000000 or None; got 100"),
+        ({"window": True}, "window must be an integer in 128..1000000 or None; got True"),
+        ({"order": "first"}, "order must be one of 'natural' | 'requester_first' | "
+                             "'requester_last'; got 'first'"),
+        ({"scoring": "judge"}, "scoring must be one of 'choice' | 'keywords'; got 'judge'"),
+        ({"scoring": "keywords", "agent_chosen_focus": True},
+         "scoring must be 'choice' with agent_chosen_focus=True (a free-text reply has no "
+         "focus actions); got 'keywords'"),
         ({"agent_chosen_focus": 1}, "agent_chosen_focus must be True | False; got 1"),
         ({"focus_cost": -1.0}, "focus_cost must be a finite number >= 0; got -1.0"),
         ({"focus_cost": float("nan")}, "focus_cost must be a finite number >= 0; got nan"),
@@ -531,6 +719,48 @@ def test_bad_kwargs(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(ValueError) as excinfo:
         gym.make(ENV_ID, **kwargs)
     assert str(excinfo.value) == message
+
+
+def test_keyword_scoring_reads_the_reply_text() -> None:
+    """Seed 002's keyword rule: correct iff the reply names the right value (whole words,
+    case-insensitive), contaminated iff it names another agent's value; the value recorded
+    in the history is the one named."""
+    env = make(scoring="keywords", family="homogeneous", n_agents=5, context_mode="flat",
+               window=None)
+    env.reset(seed=3)
+    p = env.pending
+    right = p.options[p.correct]
+    foreign = env.scenario.foreign_values(p.requester, p.key_id)
+    lure = next(i for i in range(4) if p.option_ids[i] in foreign and i != p.correct)
+    assert env.score_text(f"Use {right.upper()}.") == {"correct": True, "contaminated": False}
+    assert env.score_text(f"{right}x") == {"correct": False, "contaminated": False}
+    assert env.score_text(f"either {right} or {p.options[lure]}") == {
+        "correct": True, "contaminated": True}
+    _, reward, _, _, info = env.step(f"go with {p.options[lure]}")
+    assert reward == 0.0 and info["contaminated"] and info["failure"] == "wrong"
+    line = f"history: Q: which {p.key} should agent-{p.requester} use? A: {p.options[lure]}\n"
+    assert line in env.current_window.text
+    with pytest.raises(ValueError, match="action must be a str"):
+        env.step(0)
+
+
+def test_keyword_scoring_matches_choice_scoring_on_the_option_text() -> None:
+    """Replying with exactly the chosen option's text scores as choosing that option."""
+    for family in ("homogeneous", "heterogeneous", "conflict"):
+        text_env = make(scoring="keywords", family=family, decisions=2)
+        choice_env = make(family=family, decisions=2)
+        rng = np.random.default_rng(0)
+        for seed in range(3):
+            text_env.reset(seed=seed)
+            choice_env.reset(seed=seed)
+            terminated = False
+            while not terminated:
+                a = int(rng.integers(4))
+                reply = text_env.pending.options[a]
+                _, r1, terminated, _, i1 = text_env.step(reply)
+                _, r2, _, _, i2 = choice_env.step(a)
+                assert (r1, i1["correct"], i1["contaminated"]) == (
+                    r2, i2["correct"], i2["contaminated"])
 
 
 def test_bad_actions_and_calls() -> None:

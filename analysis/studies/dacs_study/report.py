@@ -1,5 +1,6 @@
-"""The DACS study's table and plots; the efficiency ratio of a cell is the flat arm's mean
-window tokens over the dacs arm's, as in seed 002."""
+"""The DACS study's table and plots, cells named as seed 002 names them (s1..s8 with N and D);
+the efficiency ratio of a cell is the flat arm's mean window tokens over the dacs arm's, as
+in seed 002."""
 
 from __future__ import annotations
 
@@ -22,11 +23,12 @@ def efficiency(results: list[ArmResult]) -> dict[tuple[str, str], float]:
     return ratios
 
 
-def format_table(results: list[ArmResult], window: int) -> str:
+def format_table(results: list[ArmResult], window: int | None) -> str:
     ratios = efficiency(results)
+    budget = "no budget (nothing cut)" if window is None else f"W = {window}"
     lines = [
-        f"{ENV_ID} at W = {window}: accuracy and wrong-agent contamination over all "
-        "decisions; window tokens at steering time; efficiency = flat / dacs mean tokens.",
+        f"{ENV_ID}, {budget}: accuracy and wrong-agent contamination over all decisions; "
+        "window tokens at steering time; efficiency = flat / dacs mean tokens.",
         "",
         "| Phase | Cell | Policy | Window | Accuracy | Contamination | Mean tokens | "
         "p95 tokens | Efficiency |",
@@ -44,30 +46,32 @@ def format_table(results: list[ArmResult], window: int) -> str:
 
 
 def plot_study(results: list[ArmResult], out: Path) -> list[Path]:
-    """Accuracy, contamination and tokens against N (phase agents) and D (phase density)."""
+    """Per phase: accuracy, contamination and tokens per cell (x axis: seed 002's cell names),
+    one line per arm."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
     out.mkdir(parents=True, exist_ok=True)
     paths = []
-    for phase, axis_key, axis_name in (("agents", "n_agents", "N agents"),
-                                       ("density", "decisions", "decisions per agent D")):
+    for phase in dict.fromkeys(r.phase for r in results):
         rows = [r for r in results if r.phase == phase]
-        if not rows:
-            continue
+        cells = list(dict.fromkeys(cell_label(r.cell) for r in rows))
         figure = Figure(figsize=(13, 3.8), dpi=100)
         FigureCanvasAgg(figure)
         for k, (metric, title) in enumerate((("accuracy", "steering accuracy"),
                                              ("contamination", "wrong-agent contamination"),
                                              ("mean_tokens", "window tokens"))):
             axis = figure.add_subplot(1, 3, k + 1)
-            for policy, mode in sorted({(r.policy, r.context_mode) for r in rows}):
+            for policy, mode in dict.fromkeys((r.policy, r.context_mode) for r in rows):
                 arm = [r for r in rows if (r.policy, r.context_mode) == (policy, mode)]
-                axis.plot([r.cell[axis_key] for r in arm], [getattr(r, metric) for r in arm],
-                          marker="o", label=f"{policy} ({mode})")
-            axis.set_xlabel(axis_name)
+                axis.plot([cells.index(cell_label(r.cell)) for r in arm],
+                          [getattr(r, metric) for r in arm], marker="o",
+                          label=f"{policy} ({mode})")
+            axis.set_xticks(range(len(cells)))
+            axis.set_xticklabels([c.rsplit(" ", 1)[0] for c in cells], fontsize=7)
             axis.set_title(title)
         figure.axes[0].legend(fontsize=7)
+        figure.suptitle(f"{ENV_ID}, phase {phase}", fontsize=9)
         figure.tight_layout()
         path = out / f"dacs_{phase}.png"
         figure.savefig(path)

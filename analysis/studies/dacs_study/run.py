@@ -12,7 +12,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.studies.dacs_study.design import ENV_ID, PHASES, REFERENCE_ARMS
+from analysis.studies.dacs_study.design import (
+    ENV_ID,
+    EPISODES,
+    PHASES,
+    REFERENCE_ARMS,
+    env_kwargs,
+)
 from analysis.summary import summarise
 from controllers.rollout import rollout_parallel
 from controllers.runlog import RunLog
@@ -49,16 +55,16 @@ def text_env(kwargs: dict[str, Any]) -> Any:
 
 
 def run_study(make_policy: Callable[[str, Any], Any],
-              arms: tuple[tuple[str, str], ...] = REFERENCE_ARMS, episodes: int = 10,
-              window: int = 4096, phases: tuple[str, ...] = tuple(PHASES),
+              arms: tuple[tuple[str, str], ...] = REFERENCE_ARMS, episodes: int = EPISODES,
+              window: int | None = None, phases: tuple[str, ...] = tuple(PHASES),
               progress: bool = False, log: Path | None = None, resume: bool = False,
               workers: int = 1,
               make_env: Callable[[dict[str, Any]], Any] = reference_env) -> list[ArmResult]:
     """Every phase x cell x arm on scenario seeds 0 .. episodes - 1.
 
-    make_policy(name, env) builds the arm's policy; a log that already holds a run needs
-    resume=True (controllers.runlog's one rule). `workers` episodes of an arm are in flight
-    at once (for policies that wait on a server)."""
+    window None: no budget (nothing is cut). make_policy(name, env) builds the arm's policy;
+    a log that already holds a run needs resume=True (controllers.runlog's one rule).
+    `workers` episodes of an arm are in flight at once (for policies that wait on a server)."""
     RunLog.check_target(log, resume)
     jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms]
     bar = None
@@ -68,11 +74,12 @@ def run_study(make_policy: Callable[[str, Any], Any],
         bar = tqdm(total=len(jobs), desc="dacs-study arms", unit="arm", disable=None)
     results = []
     for phase, cell, (policy_name, mode) in jobs:
-        kwargs = {**cell, "context_mode": mode, "window": window}
+        kwargs = {**env_kwargs(cell), "context_mode": mode, "window": window}
         records = rollout_parallel(
             lambda kwargs=kwargs: make_env(kwargs),
             lambda env, name=policy_name: make_policy(name, env),
-            episodes, seed=0, workers=workers, log=log, resume=log is not None)
+            episodes, seed=0, workers=workers, log=log, resume=log is not None,
+            run_name=f"{phase} {policy_name} {mode} {cell}")
         steering = summarise(records).steering
         if steering is None:
             raise ValueError(f"{ENV_ID} episodes of {policy_name} report no steering metrics")

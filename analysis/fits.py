@@ -3,56 +3,56 @@
 Why this module exists and why it looks like this:
 
 * Seed 000 (section 3.2) scores effective recall R against the realised coordination share
-  p = c/W under a fixed window W and fits five descriptive families: logistic, power law,
-  exponential, quadratic and piecewise-linear. It summarises the cliff by the logistic midpoint
-  p0 and the residual task budget theta = W (1 - p0), and predicts other windows with
-  p0(W') = 1 - theta / W'. This module reproduces those fits so the paper's theta can be
-  checked from its own input table and so new sweeps can be summarised the same way.
-* Every family has exactly three parameters, so the Gaussian least-squares AIC
-  (n ln(RSS/n) + 2k, the error variance profiled out; the common +2 for it is dropped because
-  it cancels in every comparison) ranks the families exactly as their residual sums of squares.
-  AIC is still reported because it is the paper's vocabulary and it stays comparable if a
-  family with a different parameter count is added.
+  p = c/W under a fixed window W and fits five descriptive families; it summarises the cliff
+  by the logistic midpoint p0 and the residual task budget theta = W (1 - p0), and predicts
+  other windows with p0(W') = 1 - theta / W'. The paper writes out only the logistic; the
+  other four forms, their parameter counts and the AIC are those of the authors' artifact
+  (`src/rcwt_curve_fitting.py` of the RCWT repository), so a comparison of families here is
+  the comparison the authors made.
+* AIC is the Gaussian one of the artifact: 2k + n ln(2 pi RSS/n) + n, with k the curve's own
+  parameter count (the error variance, profiled out, is not counted). The families differ in
+  k (power law and exponential have two parameters), so AIC does not rank them as RSS does.
+* A least-squares optimum exists for any data, but it describes the curve only when the data
+  pin it down. `identify` states the rule: a fit is *not identified* when (1) it has no
+  finite optimum (fewer than three points, non-finite values), (2) its fitted curve is flat,
+  changing by less than MIN_DROP across the observed p (a curve at its floor or ceiling has no
+  cliff to place), (3) the R^2 of the cells' mean scores (`cell_r2`; the ordinary R^2 when
+  each row is a cell, as in Table A1) is undefined or below R2_MIN, or (4) a parameter sits
+  on a bound of its search box (the optimum lies outside what the family can express, e.g. a
+  logistic midpoint pushed to p0 = 0 by scores at the floor, or a steepness at K_MAX for a
+  step the sampled shares cannot resolve), or (5) there are no more distinct shares than parameters
+  (the curve interpolates and has nothing left to test). Tables then report no parameters
+  and no theta, only R^2, RMSE, AIC and the reasons.
 * The cliff makes naive curve_fit starts fragile (a logistic started at the wrong midpoint
-  sits on a flat plateau with zero gradient). Each family is therefore "variable projection"
-  first: its nonlinear parameters are searched on a grid while the parameters that enter
-  linearly are solved in closed form, and only then polished by `scipy.optimize.curve_fit`
-  inside bounds. The polish cannot make things worse: the better of grid and polish is kept.
-* Degenerate inputs (constant scores, fewer points than parameters, non-finite values) must
-  not stop a report, so fitting never raises: it returns a `FitResult` with `converged=False`
-  and/or NaN statistics.
+  sits on a plateau with zero gradient). Each iterative family is therefore "variable
+  projection" first: its nonlinear parameters are searched on a grid while R0, which enters
+  linearly, is solved in closed form; then `scipy.optimize.curve_fit` polishes inside the
+  bounds, and the better of grid point and polish is kept.
+* Degenerate inputs must not stop a report, so fitting never raises: it returns a
+  `FitResult` with `converged=False` and/or NaN statistics, which `identify` rejects.
 * The paper's intervals are a call-level bootstrap stratified over the two prompt orders
   (section 6), so `bootstrap_theta` resamples rows with replacement within each `order`
-  stratum, keeping each stratum's size. The same code resamples cells when given one row per
-  cell.
+  stratum, keeping each stratum's size.
 
-Parameterisations (p in [0, 1], scores on the paper's [0, 1] effective-accuracy scale):
+The families (p in [0, 1], scores on the paper's [0, 1] effective-accuracy scale); the boxes
+are wide enough that a describable curve never touches them:
 
-* logistic          R = R0 / (1 + exp(k (p - p0))),     R0 in (0, 1.2], k in [0, 1000],
-  p0 in [0, 1]. The k cap is a transition width of about 4/k = 0.4 % of the window: steeper
-  than any cliff the sampled grid can resolve, and it keeps a step-like fit finite.
-* power law         R = a - b p^c,  a in [0, 2], b in [0, 10], c in [0.05, 200]. Chosen over
-  a (1 - p)^b because with large c it is flat at small p and falls steeply near p = 1, i.e. it
-  can describe a flat start and a cliff (but not a floor after the cliff).
-* exponential       R = a - b exp(c (p - 1)),  a in [0, 2], b in [0, 50], c in [0, 200]. This is
-  a - b' exp(c p) with b' = b exp(-c); anchoring at p = 1 makes b the drop below a at p = 1,
-  which keeps b of order one instead of exp(-c)-small and the fit well conditioned.
-* quadratic         R = a + b p + c p^2, ordinary least squares (exact; no iteration).
-* piecewise-linear  R = level + slope * max(0, p - p_b): flat at `level` up to the breakpoint
-  p_b, then linear with `slope` (negative for a decline). p_b is profiled: grid search over
-  the observed p range, least squares for (level, slope) at each p_b, then a bounded 1-D
-  refinement of p_b.
+* logistic          R0 / (1 + exp(k (p - p0))); R0 in [1e-6, 1.2], k in [0, K_MAX], p0 in
+  [0, 1]. K_MAX is a transition width of about 4/k = 0.4 % of the window.
+* power_law         R0 (1 - p)^alpha (0 for p >= 1); R0 in [0, 1.2], alpha in [0, 1000].
+* exponential       R0 exp(-lambda p); R0 in [0, 1.2], lambda in [0, 1000].
+* quadratic         R0 - a p - b p^2, ordinary least squares (exact, unbounded).
+* piecewise_linear  R0 for p <= p_star, else R0 max(0, 1 - beta (p - p_star)/(1 - p_star)):
+  a plateau, a linear fall, clamped at 0; R0 in [0, 1.2], p_star in [0, 0.999], beta in
+  [0, BETA_MAX].
 
 Input data: docs/rcwt/table_a1.csv is transcribed from the paper's Appendix Table A1 (seed
 000, W = 4096): realised share p (as a fraction) and the effective scores of Gemini 2.0 Flash,
 Claude Haiku 4.5 and GPT-4.1-mini, each cell pooled over both prompt orders (40 calls).
-
-How the paper's Table 1 theta is reproduced (checked against that CSV, not hard-coded): an
-unweighted least-squares fit of the logistic above to the nine cell means of each model, with
-R0 free (not fixed at the baseline score), over the whole p range (not only the cliff), against
-realised p. Fitting against the target q instead gives the same midpoint once mapped to p,
-because p = q (W - u) / W up to integer flooring is an affine map of q and the logistic family
-is closed under affine maps of its argument (only k rescales).
+Fitting against realised p rather than the target q gives the same logistic midpoint once
+mapped to p, since p = q (W - u) / W (up to flooring) is affine in q and the logistic family
+is closed under affine maps of its argument; the other families are not, which is why the
+share is always the realised one here.
 """
 
 from __future__ import annotations
@@ -66,20 +66,35 @@ from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
-from scipy.optimize import OptimizeWarning, curve_fit, minimize_scalar
+from scipy.optimize import OptimizeWarning, curve_fit
 from scipy.special import expit
 
 FAMILIES = ("logistic", "power_law", "exponential", "quadratic", "piecewise_linear")
-PARAM_NAMES: dict[str, tuple[str, str, str]] = {
+PARAM_NAMES: dict[str, tuple[str, ...]] = {
     "logistic": ("R0", "k", "p0"),
-    "power_law": ("a", "b", "c"),
-    "exponential": ("a", "b", "c"),
-    "quadratic": ("a", "b", "c"),
-    "piecewise_linear": ("level", "slope", "p_b"),
+    "power_law": ("R0", "alpha"),
+    "exponential": ("R0", "lambda"),
+    "quadratic": ("R0", "a", "b"),
+    "piecewise_linear": ("R0", "p_star", "beta"),
 }
-N_PARAMS = 3
 K_MAX = 1000.0
 R0_MAX = 1.2
+EXPONENT_MAX = 1000.0
+BETA_MAX = 1000.0
+P_STAR_MAX = 0.999
+# The search box of every iterative family, in PARAM_NAMES order (lower, upper).
+BOUNDS: dict[str, tuple[tuple[float, ...], tuple[float, ...]]] = {
+    "logistic": ((1e-6, 0.0, 0.0), (R0_MAX, K_MAX, 1.0)),
+    "power_law": ((0.0, 0.0), (R0_MAX, EXPONENT_MAX)),
+    "exponential": ((0.0, 0.0), (R0_MAX, EXPONENT_MAX)),
+    "quadratic": ((-math.inf,) * 3, (math.inf,) * 3),
+    "piecewise_linear": ((0.0, 0.0, 0.0), (R0_MAX, P_STAR_MAX, BETA_MAX)),
+}
+# The identification rule (module docstring): thresholds on the [0, 1] score scale.
+R2_MIN = 0.5
+MIN_DROP = 0.1
+BOUND_TOL = 1e-6  # a parameter within this fraction of its box's width of a bound is on it
+MIN_POINTS = 3  # below this no family is fitted, so every family sees the same data
 DEFAULT_RESAMPLES = 2000
 # A perfect fit (RSS = 0, e.g. constant scores) would make ln(RSS/n) = -inf; the floor keeps
 # AIC finite. It is far below any real residual on a [0, 1] score scale.
@@ -94,25 +109,28 @@ def logistic(p: Any, r0: float, k: float, p0: float) -> np.ndarray:
     return r0 * expit(-k * (np.asarray(p, dtype=float) - p0))
 
 
-def power_law(p: Any, a: float, b: float, c: float) -> np.ndarray:
-    """a - b p^c (p >= 0)."""
-    return a - b * np.power(np.clip(np.asarray(p, dtype=float), 0.0, None), c)
+def power_law(p: Any, r0: float, alpha: float) -> np.ndarray:
+    """R0 (1 - p)^alpha, with 1 - p clipped at 0 as the artifact does."""
+    return r0 * np.power(np.maximum(0.0, 1.0 - np.asarray(p, dtype=float)), alpha)
 
 
-def exponential(p: Any, a: float, b: float, c: float) -> np.ndarray:
-    """a - b exp(c (p - 1)): b is the drop below a at p = 1."""
-    return a - b * np.exp(c * (np.asarray(p, dtype=float) - 1.0))
+def exponential(p: Any, r0: float, lam: float) -> np.ndarray:
+    """R0 exp(-lambda p)."""
+    return r0 * np.exp(-lam * np.asarray(p, dtype=float))
 
 
-def quadratic(p: Any, a: float, b: float, c: float) -> np.ndarray:
-    """a + b p + c p^2."""
+def quadratic(p: Any, r0: float, a: float, b: float) -> np.ndarray:
+    """R0 - a p - b p^2."""
     p = np.asarray(p, dtype=float)
-    return a + b * p + c * p * p
+    return r0 - a * p - b * p * p
 
 
-def piecewise_linear(p: Any, level: float, slope: float, p_b: float) -> np.ndarray:
-    """level up to p_b, then level + slope (p - p_b)."""
-    return level + slope * np.maximum(0.0, np.asarray(p, dtype=float) - p_b)
+def piecewise_linear(p: Any, r0: float, p_star: float, beta: float) -> np.ndarray:
+    """R0 up to p_star, then a linear fall that reaches 0 at p_star + (1 - p_star)/beta and
+    stays there (the clamp keeps a steep fall from predicting negative recall)."""
+    p = np.asarray(p, dtype=float)
+    fall = beta * np.maximum(0.0, p - p_star) / np.maximum(1.0 - p_star, 1e-9)
+    return r0 * np.maximum(0.0, 1.0 - fall)
 
 
 CURVES: dict[str, Callable[..., np.ndarray]] = {
@@ -124,13 +142,24 @@ CURVES: dict[str, Callable[..., np.ndarray]] = {
 }
 
 
+def gaussian_aic(rss: float, n: int, k: int) -> float:
+    """2k + n ln(2 pi RSS/n) + n: -2 log-likelihood of Gaussian errors at the variance's
+    maximum-likelihood value RSS/n, plus 2 per curve parameter (seed 000's artifact)."""
+    return 2 * k + n * math.log(2 * math.pi * max(rss, _RSS_FLOOR) / n) + n
+
+
 # --------------------------------------------------------------------------- results
 
 
 @dataclass(frozen=True)
 class FitResult:
-    """One family fitted to one data set. Statistics are NaN when undefined (e.g. R^2 of
-    constant scores, or every statistic when there are fewer points than parameters)."""
+    """One family fitted to one data set.
+
+    params are the least-squares values inside the family's box (NaN without an optimum);
+    they describe the curve only when `identified` (see `identify`; `reasons` says why not).
+    r2 is over the rows given; r2_cells over the cells' mean scores (`cell_r2`), which is
+    what the identification rule reads. Statistics are NaN when undefined (R^2 of constant
+    scores, or everything with fewer than MIN_POINTS points)."""
 
     family: str
     params: dict[str, float] = field(hash=False)
@@ -139,6 +168,16 @@ class FitResult:
     aic: float
     n: int
     converged: bool
+    reasons: tuple[str, ...] = ()
+    r2_cells: float = math.nan
+
+    @property
+    def identified(self) -> bool:
+        return not self.reasons
+
+    @property
+    def k(self) -> int:
+        return len(PARAM_NAMES[self.family])
 
     def predict(self, p: Any) -> np.ndarray:
         """The fitted curve at p (NaN everywhere if the fit has no parameters)."""
@@ -146,13 +185,62 @@ class FitResult:
         return CURVES[self.family](p, *values)
 
 
+def identify(family: str, values: Sequence[float], p: np.ndarray, r2: float,
+             converged: bool) -> tuple[str, ...]:
+    """Why a fit is not identified (empty when it is): the rule of the module docstring."""
+    if not converged or not np.all(np.isfinite(values)):
+        return ("no finite least-squares optimum",)
+    reasons = []
+    observed = np.unique(p)
+    k = len(PARAM_NAMES[family])
+    if observed.size <= k:
+        reasons.append(f"{observed.size} distinct shares for {k} parameters")
+    fitted = CURVES[family](observed, *values)
+    drop = float(np.max(fitted) - np.min(fitted))
+    if drop < MIN_DROP:
+        reasons.append(f"flat: the fitted curve changes by {drop:.3g} < {MIN_DROP} across "
+                       "the observed p")
+    if not math.isfinite(r2):
+        reasons.append("R^2 undefined (constant scores)")
+    elif r2 < R2_MIN:
+        reasons.append(f"R^2 {r2:.3f} < {R2_MIN}")
+    lows, highs = BOUNDS[family]
+    for name, value, lo, hi in zip(PARAM_NAMES[family], values, lows, highs, strict=True):
+        if not (math.isfinite(lo) and math.isfinite(hi)):
+            continue
+        tol = BOUND_TOL * (hi - lo)
+        if value <= lo + tol:
+            reasons.append(f"{name} at its lower bound {lo:g}")
+        elif value >= hi - tol:
+            reasons.append(f"{name} at its upper bound {hi:g}")
+    return tuple(reasons)
+
+
+def cell_r2(score: np.ndarray, fitted: np.ndarray, cells: np.ndarray) -> float:
+    """R^2 of the curve against each cell's mean score, cells weighted by their row counts:
+    1 - sum_c n_c (mean score_c - mean fit_c)^2 / sum_c n_c (mean score_c - mean score)^2.
+
+    With one row per cell (Table A1's cell means) this is the ordinary R^2. With 0/1 calls it
+    leaves out the binomial noise within cells, which no curve of the share can explain: a
+    sharp, well-described cliff over calls that are right 90 % of the time on its plateau
+    still has a row-level R^2 far below 1. NaN when the cell means are all equal."""
+    _, inverse, counts = np.unique(cells, return_inverse=True, return_counts=True)
+    mean_score = np.bincount(inverse, weights=score) / counts
+    mean_fit = np.bincount(inverse, weights=fitted) / counts
+    between = float(np.sum(counts * (mean_score - score.mean()) ** 2))
+    if not between > 1e-300:
+        return math.nan
+    return 1.0 - float(np.sum(counts * (mean_score - mean_fit) ** 2)) / between
+
+
 def _nan_result(family: str, n: int) -> FitResult:
     params = {name: math.nan for name in PARAM_NAMES[family]}
-    return FitResult(family, params, math.nan, math.nan, math.nan, n, False)
+    return FitResult(family, params, math.nan, math.nan, math.nan, n, False,
+                     ("no finite least-squares optimum",))
 
 
 def _result(family: str, values: Sequence[float], p: np.ndarray, score: np.ndarray,
-            converged: bool) -> FitResult:
+            converged: bool, cells: np.ndarray) -> FitResult:
     n = len(p)
     fitted = CURVES[family](p, *values)
     rss = float(np.sum((score - fitted) ** 2))
@@ -161,18 +249,24 @@ def _result(family: str, values: Sequence[float], p: np.ndarray, score: np.ndarr
         return _nan_result(family, n)
     r2 = 1.0 - rss / tss if tss > 0 else math.nan
     rmse = math.sqrt(rss / n)
-    aic = n * math.log(max(rss, _RSS_FLOOR) / n) + 2 * N_PARAMS
+    aic = gaussian_aic(rss, n, len(PARAM_NAMES[family]))
     params = {name: float(v) for name, v in zip(PARAM_NAMES[family], values, strict=True)}
-    return FitResult(family, params, r2, rmse, aic, n, bool(converged))
+    r2_cells = cell_r2(score, fitted, cells)
+    reasons = identify(family, values, p, r2_cells, converged)
+    return FitResult(family, params, r2, rmse, aic, n, bool(converged), reasons, r2_cells)
 
 
-def _clean(p: Any, score: Any) -> tuple[np.ndarray, np.ndarray]:
+def _clean(p: Any, score: Any, cells: Any | None = None
+           ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     p = np.asarray(p, dtype=float).ravel()
     score = np.asarray(score, dtype=float).ravel()
     if p.shape != score.shape:
         raise ValueError(f"p and score differ in length: {p.size} != {score.size}")
+    labels = p if cells is None else np.asarray(cells).ravel()
+    if labels.shape != p.shape:
+        raise ValueError(f"cells and p differ in length: {labels.size} != {p.size}")
     keep = np.isfinite(p) & np.isfinite(score)
-    return p[keep], score[keep]
+    return p[keep], score[keep], labels[keep]
 
 
 # --------------------------------------------------------------------------- fitting
@@ -183,17 +277,18 @@ def _rss(family: str, values: Sequence[float], p: np.ndarray, score: np.ndarray)
     return value if math.isfinite(value) else math.inf
 
 
-def _polish(family: str, start: np.ndarray, bounds: tuple[list[float], list[float]],
-            p: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, bool]:
-    """curve_fit from `start` inside `bounds`; returns the better of start and polish."""
-    lo, hi = np.asarray(bounds[0], float), np.asarray(bounds[1], float)
+def _polish(family: str, start: np.ndarray, p: np.ndarray,
+            score: np.ndarray) -> tuple[np.ndarray, bool]:
+    """curve_fit from `start` inside the family's box; returns the better of start and
+    polish (and whether curve_fit ran)."""
+    lo, hi = (np.asarray(b, float) for b in BOUNDS[family])
     start = np.clip(start, lo, hi)
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", OptimizeWarning)
             warnings.simplefilter("ignore", RuntimeWarning)
             popt, _ = curve_fit(CURVES[family], p, score, p0=start, bounds=(lo, hi),
-                                maxfev=5000)
+                                maxfev=10000)
     except (RuntimeError, ValueError, np.linalg.LinAlgError):
         return start, False
     if _rss(family, popt, p, score) <= _rss(family, start, p, score):
@@ -201,111 +296,86 @@ def _polish(family: str, start: np.ndarray, bounds: tuple[list[float], list[floa
     return start, True
 
 
-def _two_term_lstsq(basis: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray,
-                                                                   np.ndarray]:
-    """For each grid row g (shape (G, n)), least squares of score ~ alpha + beta g.
-    Returns (alpha, beta, rss), each of shape (G,)."""
-    gm = basis.mean(axis=1, keepdims=True)
-    sm = score.mean()
-    gc = basis - gm
-    sxx = np.sum(gc * gc, axis=1)
-    sxy = gc @ (score - sm)
+def _collapse(p: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(distinct p, mean score, count): least squares on rows equals weighted least squares
+    on these up to a constant, so grid searches cost the distinct shares, not the rows."""
+    shares, inverse, counts = np.unique(p, return_inverse=True, return_counts=True)
+    means = np.bincount(inverse, weights=score) / counts
+    return shares, means, counts.astype(float)
+
+
+def _scale_grid(basis: np.ndarray, means: np.ndarray, weights: np.ndarray,
+                r0_bounds: tuple[float, float]) -> tuple[np.ndarray, np.ndarray]:
+    """For each grid row g (shape (G, m)): the best R0 for score ~ R0 g (clipped to its
+    bounds) and the weighted RSS (up to the within-share constant)."""
+    gg = basis * basis @ weights
+    gs = basis @ (weights * means)
     with np.errstate(divide="ignore", invalid="ignore"):
-        beta = np.where(sxx > 1e-300, sxy / sxx, 0.0)
-    alpha = sm - beta * gm[:, 0]
-    rss = np.sum((score[None, :] - alpha[:, None] - beta[:, None] * basis) ** 2, axis=1)
-    return alpha, beta, rss
+        r0 = np.where(gg > 1e-300, gs / gg, 0.0)
+    r0 = np.clip(r0, *r0_bounds)
+    rss = ((means[None, :] - r0[:, None] * basis) ** 2) @ weights
+    return r0, rss
 
 
 def _fit_logistic(p: np.ndarray, score: np.ndarray, start: Sequence[float] | None = None,
                   coarse: bool = False) -> tuple[np.ndarray, bool]:
     """Grid over (k, p0) with closed-form R0, then curve_fit; `start` adds a warm start and
     `coarse` shrinks the grid (used by the bootstrap, where the warm start does most work)."""
-    shares = np.unique(p)
+    shares, means, weights = _collapse(p, score)
     midpoints = np.clip((shares[:-1] + shares[1:]) / 2, 0.0, 1.0)
     p0_grid = np.unique(np.concatenate([np.linspace(0.0, 1.0, 26 if coarse else 101),
                                         midpoints]))
     k_grid = np.geomspace(0.5, K_MAX, 10 if coarse else 28)
     kk, pp = np.meshgrid(k_grid, p0_grid, indexing="ij")
     kk, pp = kk.ravel(), pp.ravel()
-    g = expit(-kk[:, None] * (p[None, :] - pp[:, None]))
-    gg = np.sum(g * g, axis=1)
-    with np.errstate(divide="ignore", invalid="ignore"):
-        r0 = np.where(gg > 1e-300, (g @ score) / gg, 0.0)
-    r0 = np.clip(r0, 1e-6, R0_MAX)
-    rss = np.sum((score[None, :] - r0[:, None] * g) ** 2, axis=1)
+    g = expit(-kk[:, None] * (shares[None, :] - pp[:, None]))
+    r0, rss = _scale_grid(g, means, weights, (1e-6, R0_MAX))
     best = int(np.argmin(rss))
-    grid_start = np.array([r0[best], kk[best], pp[best]])
-    bounds = ([1e-6, 0.0, 0.0], [R0_MAX, K_MAX, 1.0])
-    values, ok = _polish("logistic", grid_start, bounds, p, score)
+    values, ok = _polish("logistic", np.array([r0[best], kk[best], pp[best]]), p, score)
     if start is not None and np.all(np.isfinite(start)):
-        warm, warm_ok = _polish("logistic", np.asarray(start, float), bounds, p, score)
+        warm, warm_ok = _polish("logistic", np.asarray(start, float), p, score)
         if _rss("logistic", warm, p, score) < _rss("logistic", values, p, score):
             values, ok = warm, warm_ok
     return values, ok
 
 
-def _fit_projected(family: str, p: np.ndarray, score: np.ndarray, c_grid: np.ndarray,
-                   basis: Callable[[np.ndarray], np.ndarray],
-                   bounds: tuple[list[float], list[float]]) -> tuple[np.ndarray, bool]:
-    """Families of the form a - b * basis_c(p): grid over c, closed-form (a, b)."""
-    alpha, beta, rss = _two_term_lstsq(basis(c_grid), score)
-    a, b = alpha, -beta  # score = a - b * basis
-    lo, hi = bounds
-    feasible = (a >= lo[0]) & (a <= hi[0]) & (b >= lo[1]) & (b <= hi[1])
-    rss = np.where(feasible, rss, np.inf)
-    if not np.any(np.isfinite(rss)):
-        best = int(np.argmin(np.abs(b - np.clip(b, lo[1], hi[1]))))
-    else:
-        best = int(np.argmin(rss))
-    start = np.array([a[best], b[best], c_grid[best]])
-    return _polish(family, start, bounds, p, score)
+def _fit_scaled(family: str, p: np.ndarray, score: np.ndarray,
+                grids: Sequence[np.ndarray]) -> tuple[np.ndarray, bool]:
+    """Families R0 * g(p; theta): a grid over theta (the outer product of `grids`),
+    closed-form R0, then curve_fit from the best grid point."""
+    shares, means, weights = _collapse(p, score)
+    mesh = [m.ravel() for m in np.meshgrid(*grids, indexing="ij")]
+    basis = CURVES[family](shares[None, :], 1.0, *(m[:, None] for m in mesh))
+    lows, highs = BOUNDS[family]
+    r0, rss = _scale_grid(basis, means, weights, (lows[0], highs[0]))
+    best = int(np.argmin(rss))
+    start = np.array([r0[best], *(m[best] for m in mesh)])
+    return _polish(family, start, p, score)
 
 
 def _fit_power_law(p: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, bool]:
-    c_grid = np.geomspace(0.05, 200.0, 60)
-    pc = np.clip(p, 0.0, None)
-    return _fit_projected("power_law", p, score, c_grid,
-                          lambda c: np.power(pc[None, :], c[:, None]),
-                          ([0.0, 0.0, 0.05], [2.0, 10.0, 200.0]))
+    grid = np.concatenate([[0.0], np.geomspace(0.01, EXPONENT_MAX, 90)])
+    return _fit_scaled("power_law", p, score, [grid])
 
 
 def _fit_exponential(p: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, bool]:
-    c_grid = np.concatenate([[0.0], np.geomspace(0.1, 200.0, 60)])
-    return _fit_projected("exponential", p, score, c_grid,
-                          lambda c: np.exp(c[:, None] * (p[None, :] - 1.0)),
-                          ([0.0, 0.0, 0.0], [2.0, 50.0, 200.0]))
+    grid = np.concatenate([[0.0], np.geomspace(0.01, EXPONENT_MAX, 90)])
+    return _fit_scaled("exponential", p, score, [grid])
 
 
 def _fit_quadratic(p: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, bool]:
-    design = np.column_stack([np.ones_like(p), p, p * p])
+    design = np.column_stack([np.ones_like(p), -p, -p * p])
     coef, _, rank, _ = np.linalg.lstsq(design, score, rcond=None)
-    return coef, bool(rank == N_PARAMS)
+    return coef, bool(rank == 3)
 
 
 def _fit_piecewise(p: np.ndarray, score: np.ndarray) -> tuple[np.ndarray, bool]:
-    lo, hi = float(p.min()), float(p.max())
-    grid = np.unique(np.concatenate([np.linspace(lo, hi, 201), p]))
-    hinge = np.maximum(0.0, p[None, :] - grid[:, None])
-    level, slope, rss = _two_term_lstsq(hinge, score)
-    best = int(np.argmin(rss))
-    values = np.array([level[best], slope[best], grid[best]])
-    if grid.size < 3:
-        return values, True
-
-    def profile(pb: float) -> float:
-        alpha, beta, r = _two_term_lstsq(np.maximum(0.0, p - pb)[None, :], score)
-        return float(r[0])
-
-    left = grid[max(best - 1, 0)]
-    right = grid[min(best + 1, grid.size - 1)]
-    if right <= left:
-        return values, True
-    res = minimize_scalar(profile, bounds=(left, right), method="bounded")
-    if res.success and res.fun < rss[best]:
-        alpha, beta, _ = _two_term_lstsq(np.maximum(0.0, p - res.x)[None, :], score)
-        values = np.array([alpha[0], beta[0], float(res.x)])
-    return values, bool(res.success)
+    shares = np.unique(p)
+    midpoints = (shares[:-1] + shares[1:]) / 2
+    p_star = np.unique(np.clip(np.concatenate([np.linspace(0.0, P_STAR_MAX, 101), shares,
+                                               midpoints]), 0.0, P_STAR_MAX))
+    beta = np.concatenate([[0.0], np.geomspace(0.05, BETA_MAX, 60)])
+    return _fit_scaled("piecewise_linear", p, score, [p_star, beta])
 
 
 _FITTERS: dict[str, Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, bool]]] = {
@@ -317,12 +387,15 @@ _FITTERS: dict[str, Callable[[np.ndarray, np.ndarray], tuple[np.ndarray, bool]]]
 }
 
 
-def fit_family(family: str, p: Any, score: Any) -> FitResult:
-    """Least-squares fit of one family; never raises on degenerate data (see module doc)."""
+def fit_family(family: str, p: Any, score: Any, cells: Any | None = None) -> FitResult:
+    """Least-squares fit of one family; never raises on degenerate data (see module doc).
+
+    cells: a label per row naming its design cell (e.g. the target q), for the cell-mean R^2
+    the identification rule reads; by default each distinct p is a cell."""
     if family not in _FITTERS:
-        raise ValueError(f"unknown family {family!r}; expected one of {FAMILIES}")
-    p, score = _clean(p, score)
-    if p.size < N_PARAMS:
+        raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
+    p, score, labels = _clean(p, score, cells)
+    if p.size < MIN_POINTS:
         return _nan_result(family, int(p.size))
     try:
         values, converged = _FITTERS[family](p, score)
@@ -330,17 +403,25 @@ def fit_family(family: str, p: Any, score: Any) -> FitResult:
         return _nan_result(family, int(p.size))
     if not np.all(np.isfinite(values)):
         return _nan_result(family, int(p.size))
-    return _result(family, values, p, score, converged)
+    return _result(family, values, p, score, converged, labels)
 
 
-def fit_all(p: Any, score: Any, window: int | None = None) -> dict[str, FitResult]:
-    """All five families fitted to scores against realised share p, keyed by family.
+def fit_all(p: Any, score: Any, window: int | None = None,
+            cells: Any | None = None) -> dict[str, FitResult]:
+    """All five families fitted to scores against realised share p, keyed by family
+    (`cells` as in `fit_family`).
 
     `window` does not change the fits (they are in p); it is accepted so that callers pass the
     same arguments here as to `bootstrap_theta`, and is validated when given."""
     if window is not None and window <= 0:
         raise ValueError(f"window must be positive, got {window}")
-    return {family: fit_family(family, p, score) for family in FAMILIES}
+    return {family: fit_family(family, p, score, cells) for family in FAMILIES}
+
+
+def best_family(fits: Mapping[str, FitResult]) -> str | None:
+    """The family with the lowest finite AIC (identified or not), or None."""
+    finite = {name: fit.aic for name, fit in fits.items() if math.isfinite(fit.aic)}
+    return min(finite, key=finite.__getitem__) if finite else None
 
 
 # --------------------------------------------------------------------------- theta
@@ -364,7 +445,8 @@ def predict_p0(theta_tokens: Any, window: float) -> Any:
 
 
 class ThetaBootstrap(NamedTuple):
-    """Point estimates and percentile intervals; unpacks as a 4-tuple."""
+    """Point estimates and percentile intervals; unpacks as a 4-tuple. All NaN when the
+    full-data logistic is not identified."""
 
     p0: float
     p0_interval: tuple[float, float]
@@ -385,35 +467,39 @@ def stratified_indices(order: Any, rng: np.random.Generator) -> np.ndarray:
 
 def bootstrap_theta(p: Any, score: Any, order: Any | None, window: float,
                     resamples: int = DEFAULT_RESAMPLES, seed: int = 0,
-                    confidence: float = 0.95) -> ThetaBootstrap:
+                    confidence: float = 0.95, cells: Any | None = None) -> ThetaBootstrap:
     """Stratified bootstrap of the logistic midpoint p0 and theta = W (1 - p0).
 
     Rows (calls, or cells when given one row per cell) are resampled with replacement within
     each `order` stratum (all rows form one stratum when `order` is None), the logistic is
     refitted (warm-started from the full-data fit), and percentile intervals are taken over
-    the resamples whose fit is finite. Intervals are NaN if no resample gives one."""
+    the resamples whose fit is finite. Nothing is estimated when the full-data fit is not
+    identified (`cells` as in `fit_family`): an interval around an unidentified midpoint
+    would look like a result."""
     p_arr = np.asarray(p, dtype=float).ravel()
     s_arr = np.asarray(score, dtype=float).ravel()
     labels = np.zeros(p_arr.size, dtype=int) if order is None else np.asarray(order).ravel()
     if not (p_arr.size == s_arr.size == labels.size):
         raise ValueError("p, score and order must have the same length")
+    cell_arr = p_arr if cells is None else np.asarray(cells).ravel()
+    if cell_arr.size != p_arr.size:
+        raise ValueError("p and cells must have the same length")
     keep = np.isfinite(p_arr) & np.isfinite(s_arr)
-    p_arr, s_arr, labels = p_arr[keep], s_arr[keep], labels[keep]
+    p_arr, s_arr, labels, cell_arr = p_arr[keep], s_arr[keep], labels[keep], cell_arr[keep]
 
-    point = fit_family("logistic", p_arr, s_arr)
+    point = fit_family("logistic", p_arr, s_arr, cell_arr)
+    nan_pair = (math.nan, math.nan)
+    if not point.identified:
+        return ThetaBootstrap(math.nan, nan_pair, math.nan, nan_pair)
     p0_hat = point.params["p0"]
     start = [point.params[name] for name in PARAM_NAMES["logistic"]]
-    nan_pair = (math.nan, math.nan)
-    if not math.isfinite(p0_hat):
-        return ThetaBootstrap(math.nan, nan_pair, math.nan, nan_pair)
 
     rng = np.random.default_rng(seed)
     draws = np.full(resamples, np.nan)
     for i in range(resamples):
         idx = stratified_indices(labels, rng)
-        p_i, s_i = p_arr[idx], s_arr[idx]
         try:
-            values, _ = _fit_logistic(p_i, s_i, start=start, coarse=True)
+            values, _ = _fit_logistic(p_arr[idx], s_arr[idx], start=start, coarse=True)
         except (ValueError, RuntimeError, np.linalg.LinAlgError):
             continue
         draws[i] = values[2]
@@ -430,7 +516,8 @@ def bootstrap_theta(p: Any, score: Any, order: Any | None, window: float,
 
 
 def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a CSV with header model,p,score[,order]; p and score as floats."""
+    """Rows of a CSV with header model,p,score[,order][,q]; p, score and q as floats (q, the
+    target ratio of a sweep's row, names its cell for the cell-mean R^2)."""
     with open(path, newline="") as handle:
         reader = csv.DictReader(handle)
         missing = {"model", "p", "score"} - set(reader.fieldnames or ())
@@ -445,6 +532,11 @@ def read_rows(path: str | Path) -> list[dict[str, Any]]:
                 raise ValueError(f"{path}:{line}: bad p/score value") from error
             if raw.get("order"):
                 row["order"] = raw["order"]
+            if raw.get("q"):
+                try:
+                    row["q"] = float(raw["q"])
+                except ValueError as error:
+                    raise ValueError(f"{path}:{line}: bad q value") from error
             rows.append(row)
     return rows
 
@@ -453,40 +545,65 @@ def _json_float(value: float) -> float | None:
     return float(value) if math.isfinite(value) else None
 
 
-def _group(rows: Iterable[Mapping[str, Any]]) -> dict[str, tuple[list[float], list[float]]]:
-    groups: dict[str, tuple[list[float], list[float]]] = {}
+def _group(rows: Iterable[Mapping[str, Any]]
+           ) -> dict[str, tuple[list[float], list[float], list[float] | None]]:
+    """Per model: p, score, and the rows' q as cell labels (None unless every row has q)."""
+    groups: dict[str, tuple[list[float], list[float], list[Any]]] = {}
     for row in rows:
-        ps, ss = groups.setdefault(str(row["model"]), ([], []))
+        ps, ss, qs = groups.setdefault(str(row["model"]), ([], [], []))
         ps.append(float(row["p"]))
         ss.append(float(row["score"]))
-    return groups
+        qs.append(row.get("q"))
+    return {model: (ps, ss, qs if all(q is not None for q in qs) else None)
+            for model, (ps, ss, qs) in groups.items()}
+
+
+def _family_entry(fit: FitResult, best_aic: float) -> dict[str, Any]:
+    delta = fit.aic - best_aic if math.isfinite(fit.aic) and math.isfinite(best_aic) else math.nan
+    return {
+        "identified": fit.identified,
+        "not_identified": list(fit.reasons),
+        "params": ({k: _json_float(v) for k, v in fit.params.items()} if fit.identified
+                   else None),
+        "k": fit.k,
+        "r2": _json_float(fit.r2),
+        "r2_cells": _json_float(fit.r2_cells),
+        "rmse": _json_float(fit.rmse),
+        "aic": _json_float(fit.aic),
+        "delta_aic": _json_float(delta),
+    }
 
 
 def fit_table(rows: Iterable[Mapping[str, Any]], window: float) -> dict[str, dict[str, Any]]:
-    """Per model (in order of first appearance): logistic p0, k, R0, theta and R^2, plus every
-    family's params/R^2/RMSE/AIC. Non-finite numbers become None so the result is strict
-    JSON. An `order` column, if present, does not affect the point fits."""
+    """Per model (in order of first appearance): the logistic's p0, k, R0 and theta when it is
+    identified (else None, with the reasons under "not_identified"), its R^2 (rows and cell
+    means; a `q` in every row of a model names the cells), every family's R^2 / RMSE / AIC /
+    delta AIC and params (None when not identified), and the family with the lowest AIC.
+    Non-finite numbers become None so the result is strict JSON. An `order`
+    column, if present, does not affect the point fits."""
     table: dict[str, dict[str, Any]] = {}
-    for model, (ps, ss) in _group(rows).items():
-        fits = fit_all(ps, ss, int(window))
+    for model, (ps, ss, qs) in _group(rows).items():
+        fits = fit_all(ps, ss, int(window), qs)
         lg = fits["logistic"]
+        best = best_family(fits)
+        best_aic = fits[best].aic if best is not None else math.nan
+
+        def shown(name: str, fit: FitResult = lg) -> float | None:
+            return _json_float(fit.params[name]) if fit.identified else None
+
         table[model] = {
-            "p0": _json_float(lg.params["p0"]),
-            "k": _json_float(lg.params["k"]),
-            "R0": _json_float(lg.params["R0"]),
-            "theta": _json_float(theta(lg.params["p0"], window)),
+            "identified": lg.identified,
+            "not_identified": list(lg.reasons),
+            "p0": shown("p0"),
+            "k": shown("k"),
+            "R0": shown("R0"),
+            "theta": _json_float(theta(lg.params["p0"], window)) if lg.identified else None,
             "r2": _json_float(lg.r2),
+            "r2_cells": _json_float(lg.r2_cells),
             "n": lg.n,
-            "families": {
-                name: {
-                    "params": {k: _json_float(v) for k, v in fit.params.items()},
-                    "r2": _json_float(fit.r2),
-                    "rmse": _json_float(fit.rmse),
-                    "aic": _json_float(fit.aic),
-                    "converged": fit.converged,
-                }
-                for name, fit in fits.items()
-            },
+            "best_family": best,
+            "best_family_identified": fits[best].identified if best is not None else False,
+            "families": {name: _family_entry(fit, best_aic) for name, fit in fits.items()},
         }
     return table
 
@@ -495,9 +612,10 @@ def fit_table(rows: Iterable[Mapping[str, Any]], window: float) -> dict[str, dic
 
 
 def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | Path) -> Path:
-    """One panel per model: scores against p, every family's fitted curve, and a vertical
-    line at the logistic p0 annotated with theta. Uses the Agg canvas directly (no pyplot
-    state), so it is safe in headless and threaded runs."""
+    """One panel per model: scores against p, every family's fitted curve (dotted when not
+    identified), and a vertical line at the logistic p0 annotated with theta when it is
+    identified. Uses the Agg canvas directly (no pyplot state), so it is safe in headless
+    and threaded runs."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
@@ -508,10 +626,10 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
     axes = fig.subplots(1, n_models, squeeze=False)[0]
     styles = {"logistic": "-", "power_law": "--", "exponential": "-.", "quadratic": ":",
               "piecewise_linear": (0, (5, 1, 1, 1))}
-    for ax, (model, (ps, ss)) in zip(axes, groups.items(), strict=False):
+    for ax, (model, (ps, ss, qs)) in zip(axes, groups.items(), strict=False):
         p_arr, s_arr = np.asarray(ps), np.asarray(ss)
         ax.scatter(p_arr, s_arr, color="black", s=18, zorder=3, label="data")
-        fits = fit_all(p_arr, s_arr, int(window))
+        fits = fit_all(p_arr, s_arr, int(window), qs)
         finite = p_arr[np.isfinite(p_arr)]
         lo = float(finite.min()) if finite.size else 0.0
         hi = float(finite.max()) if finite.size else 1.0
@@ -519,10 +637,13 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
         for name, fit in fits.items():
             if math.isfinite(fit.params[PARAM_NAMES[name][0]]):
                 r2 = f"{fit.r2:.3f}" if math.isfinite(fit.r2) else "nan"
+                note = "" if fit.identified else ", not identified"
                 ax.plot(grid, fit.predict(grid), linestyle=styles[name], linewidth=1.2,
-                        label=f"{name} (R²={r2})")
-        p0 = fits["logistic"].params["p0"]
-        if math.isfinite(p0):
+                        alpha=1.0 if fit.identified else 0.4,
+                        label=f"{name} (R²={r2}{note})")
+        lg = fits["logistic"]
+        if lg.identified:
+            p0 = lg.params["p0"]
             ax.axvline(p0, color="grey", linewidth=0.8)
             ax.annotate(f"p0 = {p0:.3f}\nθ = {theta(p0, window):.0f} tokens",
                         xy=(p0, 0.5), xytext=(-6, 0), textcoords="offset points",

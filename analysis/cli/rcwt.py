@@ -18,6 +18,7 @@ from analysis.cli.common import (
     llm_endpoint,
 )
 from analysis.studies.rcwt.design import ENV_ID, Q_GRID, WORKFLOW_ID
+from llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS
 
 LOG_NAME = "calls.jsonl"
 
@@ -53,8 +54,10 @@ def add_parser(subparsers: Any) -> None:
             "For each target ratio q and both orders (coord_first, reason_first), assemble the "
             "first request of scenario seeds 0..N-1 into exactly W tokens (instructions and "
             "request; other agents' full blocks as coordination; the requester's full block as "
-            f"evidence), score the policy 0/1, and write DIR/{LOG_NAME} (one line per call; "
-            "--resume continues it), DIR/sweep.csv, DIR/fits.json and DIR/fits.png."
+            "evidence; by default the artifact's layout, context as the system message and "
+            "the task last as the user message, and blocks of <= 10 tokens not sent), score "
+            f"the policy 0/1, and write DIR/{LOG_NAME} (one line per call; --resume continues "
+            "it), DIR/sweep.csv, DIR/fits.json and DIR/fits.png."
         ),
     )
     sweep.add_argument("--env", default=ENV_ID, choices=(ENV_ID, WORKFLOW_ID), metavar="ID",
@@ -70,6 +73,15 @@ def add_parser(subparsers: Any) -> None:
     sweep.add_argument("--q", type=_percent, nargs="+", metavar="PCT",
                        default=[round(100 * q, 6) for q in Q_GRID],
                        help="target ratios in percent (default: 0 25 50 75 90 92 94 96 98)")
+    sweep.add_argument("--layout", choices=LAYOUTS, default=ARTIFACT_LAYOUT,
+                       help="context_system (default, the artifact's: context blocks as the "
+                            "system message, the task last as the user message) or "
+                            "instructions_first (one text: instructions, then the blocks); "
+                            f"{WORKFLOW_ID} sweeps always use its renderer's instructions_first")
+    sweep.add_argument("--drop-at-most", type=bounded_int(0), default=ARTIFACT_DROP, metavar="N",
+                       help="do not send a coordination or evidence block whose target is "
+                            f"1..N tokens (default {ARTIFACT_DROP}, the artifact's rule; 0 "
+                            "keeps every block)")
     sweep.add_argument("--out", type=Path, required=True, metavar="DIR")
     sweep.add_argument("--resume", action="store_true",
                        help=f"continue DIR/{LOG_NAME}: skip the calls it already holds")
@@ -83,8 +95,9 @@ def add_parser(subparsers: Any) -> None:
         "fit",
         help="fit the five families and theta to an RCWT CSV (model,p,score[,order])",
         description=(
-            "Per model: logistic p0, k, theta = W (1 - p0) and R^2, then every family's R^2 "
-            "and AIC (analysis.fits.fit_table)."
+            "Per model: logistic p0, k, theta = W (1 - p0) and R^2 (or 'not identified' and "
+            "why), then every family's R^2, Gaussian AIC and delta AIC, and the family with "
+            "the lowest AIC (analysis.fits.fit_table)."
         ),
     )
     fit.add_argument("csv", type=Path, metavar="FILE.csv")
@@ -108,13 +121,15 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
         shared = {"window": args.window, "trials": args.trials, "log": log, "q": q,
                   "env_kwargs": args.env_kwargs, "resume": args.resume,
                   "on_call": lambda _record: bar.update(1)}
+        if args.env == ENV_ID:
+            shared.update(layout=args.layout, drop_at_most=args.drop_at_most)
         if args.policy != "llm":
             return run.run_sweep(run.FlatReader(), **shared)
         settings = stack.enter_context(llm_endpoint(args))
         if args.env == WORKFLOW_ID:
             return run.run_workflow_sweep(settings.client_kwargs(),
                                           system_role=settings.system_role, **shared)
-        policy = run.LLMAnswer(**settings.client_kwargs())
+        policy = run.LLMAnswer(settings.system_role, **settings.client_kwargs())
         stack.callback(policy.close)
         return run.run_sweep(policy, workers=args.concurrency, **shared)
 

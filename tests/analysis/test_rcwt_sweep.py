@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 from pathlib import Path
 
 import numpy as np
@@ -20,13 +21,19 @@ from analysis.studies.rcwt.design import assemble_trial, build_trials, layout_cl
 from analysis.studies.rcwt.report import write_csv, write_outputs
 from analysis.studies.rcwt.run import FlatReader, LLMAnswer, run_sweep
 from controllers.runlog import ResumeNeeded
-from llm_policies.prompts.budget import ORDERS
+from envs._core.tokens import count
+from llm_policies.prompts.budget import ARTIFACT_DROP, LAYOUTS, ORDERS
 from tests.llm_fake_server import FakeServer, Reply
 
 W = 768
 # Plateaus sampled sparsely, the cliff region (p* in about 0.19..0.74 at W = 768) every 2 %.
 FINE_Q = tuple(np.round(np.concatenate([[0.0, 0.1, 0.2], np.arange(0.22, 0.95, 0.02),
                                         [0.96, 0.98]]), 6).tolist())
+
+
+def _has_block(text: str) -> bool:
+    """Whether `text` holds an agent block header line ("## agent-<i> (full context)")."""
+    return re.search(r"^## agent-\d+ \(full context\)$", text, re.MULTILINE) is not None
 
 
 def _lines(path: Path) -> list[dict]:
@@ -37,16 +44,33 @@ def _calls(path: Path) -> list[dict]:
     return [e for e in _lines(path) if e["type"] == "call"]
 
 
-def test_every_prompt_has_exactly_w_tokens() -> None:
+def test_every_prompt_has_exactly_w_tokens_less_the_dropped_blocks() -> None:
     trials = build_trials(3)
+    dropped = 0
     for window in (700, 1500):
         for trial in trials:
-            for q in (0.0, 0.25, 0.5, 0.9, 0.98, 1.0):
+            for q in (0.0, 0.01, 0.25, 0.5, 0.9, 0.98, 0.99, 1.0):
                 for order in ORDERS:
-                    a = assemble_trial(trial, window, q, order)
-                    assert a.tokens == window == a.u + a.c + a.r
-                    assert a.c == math.floor(q * (window - a.u))
-                    assert a.p == a.c / window
+                    for layout in LAYOUTS:
+                        a = assemble_trial(trial, window, q, order, layout=layout)
+                        assert a.c_target == math.floor(q * (window - a.u))
+                        assert a.u + a.c_target + a.r_target == window
+                        assert a.tokens == count(a.text) == a.u + a.c + a.r
+                        lost = sum(a.c_target if n == "coordination" else a.r_target
+                                   for n in a.dropped)
+                        assert a.tokens == window - lost
+                        assert all(0 < t <= ARTIFACT_DROP for t in (
+                            a.c_target if n == "coordination" else a.r_target
+                            for n in a.dropped))
+                        assert a.p == a.c / window
+                        dropped += bool(a.dropped)
+                    # The artifact's layout: the task (request and answer format) is the
+                    # user message, read last; the agent blocks are the system message.
+                    system, user = assemble_trial(trial, window, q, order).messages()
+                    assert system["role"] == "system" and _has_block(system["content"])
+                    assert user["content"].lstrip() == trial.instructions.lstrip()
+                    assert not _has_block(user["content"])
+    assert dropped  # q = 0.01 and 0.99 put a block at <= 10 tokens
 
 
 @pytest.fixture(scope="module")
@@ -157,7 +181,12 @@ def test_llm_sweep_against_fake_server(tmp_path: Path) -> None:
         policy.close()
         sent = server.requests
     assert len(records) == len(sent) == 8
-    assert all(len(r["messages"]) == 1 and r["messages"][0]["role"] == "user" for r in sent)
+    for request in sent:  # the artifact's layout: context as system, the task last as user
+        system, user = request["messages"]
+        assert system["role"] == "system" and user["role"] == "user"
+        assert _has_block(system["content"]) and "## request" not in system["content"]
+        assert "## request" in user["content"] and not _has_block(user["content"])
+        assert count(system["content"]) + count(user["content"]) == 700
     assert [r["category"] for r in records[:4]] == [
         "ok", "invalid_json", "invalid_action", "invalid_schema"]
     assert all(r["score"] == 0 and r["answer"] is None for r in records[1:4])
@@ -168,6 +197,20 @@ def test_llm_sweep_against_fake_server(tmp_path: Path) -> None:
     out = write_outputs(records, tmp_path, 700, resamples=20)
     assert out.fits["fake-model"]["categories"]["invalid_json"] == 1
     assert out.plot.exists() and read_rows(out.csv)[0]["model"] == "fake-model"
+
+
+def test_llm_sweep_without_a_system_role_sends_one_message_ending_with_the_task(
+        tmp_path: Path) -> None:
+    with FakeServer(lambda _r: Reply(content='{"answer": 0}')) as server:
+        policy = LLMAnswer(False, base_url=server.base_url, model="fake-model", max_retries=0)
+        run_sweep(policy, window=700, trials=1, log=tmp_path / "calls.jsonl", q=(0.5,),
+                  orders=("coord_first",))
+        policy.close()
+        (request,) = server.requests
+    (message,) = request["messages"]
+    assert message["role"] == "user" and count(message["content"]) == 700
+    assert _has_block(message["content"].split("## request")[0])
+    assert not _has_block(message["content"].split("## request")[1])
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -191,6 +234,30 @@ def test_rcwt_fit_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Non
     assert args.func(args) == 0
     text = capsys.readouterr().out
     assert "theta" in text and "piecewise_linear" in text
+
+
+def test_rcwt_fit_cli_on_the_papers_table_names_every_family_and_the_winner(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The paper's Table A1 as input: every model gets every family's R^2 and AIC, theta or
+    the reasons it is not identified, and the lowest-AIC family (no expected values here)."""
+    table_a1 = Path(__file__).resolve().parents[2] / "docs" / "rcwt" / "table_a1.csv"
+    args = _parser().parse_args(["rcwt", "fit", str(table_a1), "--window", "4096", "--json"])
+    assert args.func(args) == 0
+    table = json.loads(capsys.readouterr().out)
+    assert len(table) == 3
+    for entry in table.values():
+        families = entry["families"]
+        assert set(families) == {"logistic", "power_law", "exponential", "quadratic",
+                                 "piecewise_linear"}
+        for fam in families.values():
+            assert isinstance(fam["r2"], float) and isinstance(fam["aic"], float)
+            assert (fam["params"] is None) == (not fam["identified"]) == bool(
+                fam["not_identified"])
+        assert entry["best_family"] == min(families, key=lambda f: families[f]["aic"])
+        assert families[entry["best_family"]]["delta_aic"] == 0.0
+        assert (entry["theta"] is None) == (not entry["identified"])
+        if entry["theta"] is not None:
+            assert entry["theta"] == pytest.approx(theta(entry["p0"], 4096))
 
 
 def test_rcwt_sweep_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -2,7 +2,8 @@
 
 The budget sweep is only meaningful if every count is exact for the text actually sent, so
 the central property is: each block has its target count on its own, the joined text
-tokenizes as the concatenation of the blocks, and so tokens == u + c + r == W.
+tokenizes as the concatenation of the blocks, and so tokens == u + c + r == W (less exactly
+the blocks the small-block rule drops).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envs._core import tokens
-from llm_policies.prompts.budget import assemble, fit_block
+from llm_policies.prompts.budget import ARTIFACT_DROP, LAYOUTS, assemble, fit_block
 
 SOURCE = st.text(min_size=1, max_size=200).filter(lambda s: s.strip() != "")
 ANY_TEXT = st.text(max_size=200)
@@ -86,6 +87,80 @@ def test_assembly_is_exact(
     assert a.tokens == len(tokens.encode(a.text)) == W
 
 
+@settings(max_examples=200, deadline=None)
+@given(
+    instructions=ANY_TEXT,
+    coordination=SOURCE,
+    evidence=SOURCE,
+    extra=st.integers(0, 300),
+    q=st.floats(0, 1),
+    order=st.sampled_from(["coord_first", "reason_first"]),
+    drop=st.sampled_from([0, ARTIFACT_DROP, 40]),
+)
+def test_task_last_assembly_is_exact(
+    instructions: str, coordination: str, evidence: str, extra: int, q: float, order: str,
+    drop: int,
+) -> None:
+    head = instructions.lstrip()
+    W = max(tokens.count(head), 1) + extra
+    a = assemble(instructions, coordination, evidence, W=W, q=q, order=order,
+                 layout="context_system", drop_at_most=drop)
+    assert a.u == tokens.count(head) and a.blocks[2] == head == a.user
+    assert a.c_target == math.floor(q * (W - a.u)) and a.u + a.c_target + a.r_target == W
+    for name, target, sent in (("coordination", a.c_target, a.c), ("evidence", a.r_target, a.r)):
+        assert (name in a.dropped) == (0 < target <= drop)
+        assert sent == (0 if name in a.dropped else target)
+        assert tokens.count(a.block(name)) == sent
+    assert a.p == a.c / W
+    # Exact on the text sent, as one string and as two messages.
+    assert a.text == "".join(a.blocks) == a.system + a.user
+    assert tokens.encode(a.text) == [t for b in a.blocks for t in tokens.encode(b)]
+    assert a.tokens == len(tokens.encode(a.text)) == a.u + a.c + a.r
+    assert a.tokens == W - sum(a.c_target if n == "coordination" else a.r_target
+                               for n in a.dropped)
+    assert sum(tokens.count(m["content"]) for m in a.messages()) == a.tokens
+
+
+def test_the_artifact_layout_puts_context_in_the_system_message_and_the_task_last() -> None:
+    for order, first in (("coord_first", "Coordination"), ("reason_first", "Evidence")):
+        a = assemble("Answer the question.", "Coordination note. ", "Evidence line. ", W=80,
+                     q=0.5, order=order, layout="context_system")
+        system, user = a.messages()
+        assert system["role"] == "system" and user["role"] == "user"
+        assert user["content"] == "Answer the question."
+        assert system["content"].startswith(first)
+        assert "Coordination note" in system["content"] and "Evidence line" in system["content"]
+        assert "Answer the question" not in system["content"]
+        assert a.text.endswith("Answer the question.")  # read last in the one-string view too
+        assert a.messages(system_role=False) == [{"role": "user", "content": a.text}]
+    old = assemble("Answer the question.", "Coordination note. ", "Evidence line. ", W=80, q=0.5)
+    assert old.layout == "instructions_first" and old.text.startswith("Answer the question.\n")
+    assert old.messages() == [{"role": "user", "content": old.text}]
+
+
+@pytest.mark.parametrize("layout", LAYOUTS)
+def test_blocks_of_at_most_ten_tokens_are_dropped_and_eleven_kept(layout: str) -> None:
+    """The artifact's rule at its boundary: a target of exactly 10 tokens is not sent, 11 is.
+    W - u = 100, so q = 0.10 / 0.11 gives c = 10 / 11, and q = 0.90 / 0.89 gives r = 10 / 11."""
+    instructions = "Rules."
+    u = tokens.count(instructions if layout == "context_system" else instructions + "\n")
+    kwargs: dict[str, Any] = {"W": u + 100, "layout": layout, "drop_at_most": ARTIFACT_DROP}
+    source = "alpha beta gamma delta. "
+    for q, name, target in ((0.10, "coordination", 10), (0.90, "evidence", 10),
+                            (0.11, "coordination", 11), (0.89, "evidence", 11)):
+        a = assemble(instructions, source, source, q=q, **kwargs)
+        assert (a.c_target if name == "coordination" else a.r_target) == target
+        sent = a.c if name == "coordination" else a.r
+        if target <= ARTIFACT_DROP:
+            assert a.dropped == (name,) and sent == 0 and a.block(name) == ""
+            assert a.tokens == kwargs["W"] - target
+        else:
+            assert a.dropped == () and sent == target
+            assert tokens.count(a.block(name)) == target and a.tokens == kwargs["W"]
+        kept = assemble(instructions, source, source, q=q, **{**kwargs, "drop_at_most": 0})
+        assert kept.dropped == () and kept.tokens == kwargs["W"]
+
+
 def test_orders_place_the_blocks() -> None:
     kwargs: dict[str, Any] = {"W": 60, "q": 0.5}
     first = assemble("Rules.", "Coordination note. ", "Evidence line. ", order="coord_first",
@@ -134,6 +209,9 @@ def test_multi_token_characters_still_fit_exactly() -> None:
         ({"q": float("nan")}, "q must be a number in [0, 1]; got nan"),
         ({"order": "sideways"},
          "order must be one of 'coord_first' | 'reason_first'; got 'sideways'"),
+        ({"layout": "sideways"},
+         "layout must be one of 'context_system' | 'instructions_first'; got 'sideways'"),
+        ({"drop_at_most": -1}, "drop_at_most must be an integer >= 0; got -1"),
         ({"W": 3}, "the instruction block has u=6 tokens, more than the budget W=3"),
         ({"coordination": " \n"},
          "the coordination text is empty (or only whitespace) but its block needs 47 tokens "

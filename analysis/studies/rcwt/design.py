@@ -6,8 +6,11 @@ scenarios already have exactly that split: the requester's own full-context bloc
 evidence (it holds the fact the request asks about) and the other agents' full blocks are
 coordination content (same format, same keys, other values). A trial is one scenario seed and
 its first request; its prompt is `budget.assemble(instructions + request + answer format,
-coordination = other agents' blocks, evidence = requester's block, W, q, order)`, so the
-counts u, c, r and p = c / W hold for the exact text sent.
+coordination = other agents' blocks, evidence = requester's block, W, q, order, layout,
+drop_at_most)`, so the counts u, c, r and p = c / W hold for the exact text sent. The
+default layout and small-block rule are the artifact's (`budget.ARTIFACT_LAYOUT`: context
+blocks as the system message, the task as the user message, read last; blocks of <= 10
+tokens not sent); `instructions_first` keeps the instructions at the top of one text.
 
 Why the layout cliff: for the programmed `flat-reader` the threshold is known in advance from
 the token layout (`layout_cliff`): a trial is answerable iff the requester's fact line for the
@@ -26,7 +29,14 @@ from typing import Any
 from envs._core.tokens import count, encode
 from envs.dacs.scenario import generate
 from envs.dacs.window import Block, full_block, request_text
-from llm_policies.prompts.budget import ORDERS, Assembly, assemble
+from llm_policies.prompts.budget import (
+    ARTIFACT_DROP,
+    ARTIFACT_LAYOUT,
+    LAYOUTS,
+    ORDERS,
+    Assembly,
+    assemble,
+)
 
 ENV_ID = "DACSSteering-v0"
 WORKFLOW_ID = "StatefulWorkflow-v0"
@@ -35,8 +45,8 @@ N_OPTIONS = 4
 
 INSTRUCTIONS = (
     "You are the orchestrator of several software agents working in parallel. An agent has "
-    "sent the steering request below. After it come agent context blocks, each headed "
-    "\"## agent-<i> (full context)\" and holding that agent's task, status lines and facts; "
+    "sent the steering request below. The agent context blocks given with it are each headed "
+    "\"## agent-<i> (full context)\" and hold that agent's task, status lines and facts; "
     "a block may be repeated, and the last copy of a block may be cut off. Answer for the "
     "requesting agent, using that agent's own facts, not another agent's."
 )
@@ -105,10 +115,12 @@ def build_trials(trials: int, env_kwargs: Mapping[str, Any] | None = None) -> li
         env.close()
 
 
-def assemble_trial(trial: Trial, W: int, q: float, order: str) -> Assembly:
-    """The trial's prompt under window W, target ratio q and block order."""
+def assemble_trial(trial: Trial, W: int, q: float, order: str, *,
+                   layout: str = ARTIFACT_LAYOUT, drop_at_most: int = ARTIFACT_DROP
+                   ) -> Assembly:
+    """The trial's prompt under window W, target ratio q, block order and layout."""
     return assemble(trial.instructions, trial.coordination, trial.evidence, W=W, q=q,
-                    order=order)
+                    order=order, layout=layout, drop_at_most=drop_at_most)
 
 
 # --------------------------------------------------------------------------- layout cliff
@@ -119,9 +131,9 @@ class Cliff:
     """Where a trial becomes answerable for a reader of whole fact values.
 
     required_r: the smallest evidence budget r whose block holds the requester's fact value
-    complete. In coord_first the evidence block ends the prompt, so the value may end the
-    text (the fact line without its "\\n" token); in reason_first the block is r - 1 tokens
-    of source plus an appended "\\n", so the whole line must fit (one token more).
+    complete. Where the evidence block ends the text (instructions_first, coord_first) the
+    value may end it (the fact line without its "\\n" token); elsewhere the block is r - 1
+    tokens of source plus an appended "\\n", so the whole line must fit (one token more).
     theta: u + required_r, the smallest non-coordination budget (W - c) that answers it.
     max_c: the largest coordination size that still answers it (W - theta); p_star = max_c / W.
     """
@@ -138,6 +150,7 @@ class Cliff:
 
 
 def layout_cliff(seed: int, W: int, *, order: str = "reason_first",
+                 layout: str = ARTIFACT_LAYOUT,
                  env_kwargs: Mapping[str, Any] | None = None,
                  trial: Trial | None = None) -> Cliff:
     """The trial's answerability threshold, from the token layout alone (no reader run).
@@ -149,6 +162,8 @@ def layout_cliff(seed: int, W: int, *, order: str = "reason_first",
     """
     if order not in ORDERS:
         raise ValueError(f"order must be one of {ORDERS}; got {order!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {LAYOUTS}; got {layout!r}")
     trial = trial if trial is not None else build_trial(seed, env_kwargs)
     at = 0
     span: tuple[int, int] | None = None
@@ -163,8 +178,10 @@ def layout_cliff(seed: int, W: int, *, order: str = "reason_first",
     if span is None:
         raise ValueError(f"seed {trial.seed}: the requester has no fact for {trial.key!r}")
     start, end = span
-    required = end - 1 if order == "coord_first" else end
-    u = count(trial.instructions)
+    evidence_ends_text = layout == "instructions_first" and order == "coord_first"
+    required = end - 1 if evidence_ends_text else end
+    u = count(trial.instructions if layout == "instructions_first" else
+              trial.instructions.lstrip())
     theta_tokens = u + required
     max_c = W - theta_tokens
     return Cliff(seed=trial.seed, order=order, u=u, fact_start=start, fact_end=end,

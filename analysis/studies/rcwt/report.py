@@ -45,18 +45,18 @@ def cell_table(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
 
 def summarise(records: Sequence[Mapping[str, Any]], window: int,
               resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
-    """fit_table of the calls plus, per model, theta's order-stratified bootstrap interval
-    and the answer categories."""
+    """fit_table of the calls (each target q a cell) plus, per model, theta's
+    order-stratified bootstrap interval and the answer categories."""
     from analysis.fits import bootstrap_theta, fit_table
 
-    rows = [{"model": r["model"], "p": r["p"], "score": r["score"], "order": r["order"]}
-            for r in records]
+    rows = [{"model": r["model"], "p": r["p"], "score": r["score"], "order": r["order"],
+             "q": r["q"]} for r in records]
     table = fit_table(rows, window)
     for model, entry in table.items():
         mine = [r for r in records if r["model"] == model]
         boot = bootstrap_theta([r["p"] for r in mine], [r["score"] for r in mine],
                                [r["order"] for r in mine], window, resamples=resamples,
-                               seed=seed)
+                               seed=seed, cells=[r["q"] for r in mine])
         entry["bootstrap"] = {
             "resamples": resamples,
             "p0_interval": [_finite(v) for v in boot.p0_interval],
@@ -91,7 +91,8 @@ def write_outputs(records: Sequence[Mapping[str, Any]], out: Path, window: int,
     fits = summarise(records, window, resamples=resamples)
     fits_path = out / "fits.json"
     fits_path.write_text(json.dumps(fits, indent=2) + "\n")
-    rows = [{"model": r["model"], "p": r["p"], "score": r["score"]} for r in records]
+    rows = [{"model": r["model"], "p": r["p"], "score": r["score"], "q": r["q"]}
+            for r in records]
     png = plot_fits(rows, window, out / "fits.png")
     return SweepOutputs(csv_path, fits_path, png, fits)
 
@@ -100,16 +101,34 @@ def _num(value: Any, spec: str) -> str:
     return "nan" if value is None else format(value, spec)
 
 
+def _theta_text(entry: Mapping[str, Any]) -> str:
+    if entry["theta"] is None:
+        return "not identified (" + "; ".join(entry["not_identified"]) + ")"
+    return f"{entry['theta']:.1f}"
+
+
 def format_fit_table(table: dict[str, Any]) -> str:
-    """Per model: p0, k, theta, r2 of the logistic, then each family's R^2 and AIC."""
-    lines = [f"{'model':<20} {'p0':>7} {'k':>8} {'theta':>8} {'r2':>7}"]
+    """Per model: the logistic's p0, k, theta and R^2 (or why it is not identified), then
+    every family's R^2, AIC, delta AIC and parameters, and the family with the lowest AIC."""
+    lines = [f"{'model':<20} {'p0':>7} {'k':>8} {'r2':>7}  theta"]
     for model, entry in table.items():
         lines.append(f"{model:<20} {_num(entry['p0'], '.4f'):>7} {_num(entry['k'], '.2f'):>8} "
-                     f"{_num(entry['theta'], '.1f'):>8} {_num(entry['r2'], '.4f'):>7}")
+                     f"{_num(entry['r2'], '.4f'):>7}  {_theta_text(entry)}")
     for model, entry in table.items():
-        lines.append(f"\n{model}: family            R^2        AIC")
+        lines.append(f"\n{model}: {'family':<17} {'k':>2} {'R^2':>8} {'AIC':>9} {'dAIC':>7}  "
+                     "parameters")
         for name, fam in entry["families"].items():
-            lines.append(f"  {name:<22} {_num(fam['r2'], '.4f'):>8} {_num(fam['aic'], '.2f'):>10}")
+            if fam["identified"]:
+                shown = ", ".join(f"{k} {_num(v, '.4g')}" for k, v in fam["params"].items())
+            else:
+                shown = "not identified: " + "; ".join(fam["not_identified"])
+            lines.append(f"  {name:<22} {fam['k']:>2} {_num(fam['r2'], '.4f'):>8} "
+                         f"{_num(fam['aic'], '.2f'):>9} {_num(fam['delta_aic'], '.2f'):>7}  "
+                         f"{shown}")
+        best = entry["best_family"]
+        if best is not None:
+            note = "" if entry["best_family_identified"] else " (not identified)"
+            lines.append(f"  lowest AIC: {best}{note}")
     return "\n".join(lines)
 
 
@@ -124,8 +143,13 @@ def format_sweep(cells: list[dict[str, Any]], fits: dict[str, Any]) -> str:
     for model, entry in fits.items():
         lo, hi = entry["bootstrap"]["theta_interval"]
         cats = ", ".join(f"{k} {v}" for k, v in entry["categories"].items())
+        if entry["theta"] is None:
+            lines.append(f"{model}: theta {_theta_text(entry)}; R^2 "
+                         f"{_num(entry['r2'], '.4f')}; answers: {cats}")
+            continue
         lines.append(f"{model}: theta {_num(entry['theta'], '.1f')} tokens (95% bootstrap, "
                      f"order strata: [{_num(lo, '.1f')}, {_num(hi, '.1f')}]); p0 "
                      f"{_num(entry['p0'], '.4f')}, k {_num(entry['k'], '.2f')}, R^2 "
-                     f"{_num(entry['r2'], '.4f')}; answers: {cats}")
+                     f"{_num(entry['r2'], '.4f')} over calls, {_num(entry['r2_cells'], '.4f')} "
+                     f"over cell means; lowest AIC: {entry['best_family']}; answers: {cats}")
     return "\n".join(lines)

@@ -40,7 +40,7 @@ from analysis.studies.rcwt.design import (
 from controllers.dacs.readers import evidence, parse_window
 from controllers.runlog import RunLog
 from envs._core import rng
-from llm_policies.prompts.budget import ORDERS, Assembly
+from llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS, ORDERS, Assembly
 from llm_policies.prompts.dacs import ANSWER_SCHEMA
 from llm_policies.text_actions import ANSWER_KEY, parse_json_action
 
@@ -51,12 +51,13 @@ PROVIDER_ERROR = "provider_error"
 
 
 class AnswerPolicy(Protocol):
-    """A policy: `answer(prompt_text) -> option index or None`. Optional extras the sweep
-    uses when present: `reset(*, seed)` before each call, `last_call` (a dict merged into the
-    call record: category, provider tokens...), `name`, `describe()` and `fork()` (a copy for
+    """A policy: `answer(prompt) -> option index or None`, `prompt` the assembled
+    budget.Assembly (its `text`, or its chat `messages()`). Optional extras the sweep uses
+    when present: `reset(*, seed)` before each call, `last_call` (a dict merged into the call
+    record: category, provider tokens...), `name`, `describe()` and `fork()` (a copy for
     another worker thread)."""
 
-    def __call__(self, prompt: str) -> int | None: ...
+    def __call__(self, prompt: Assembly) -> int | None: ...
 
 
 class FlatReader:
@@ -93,8 +94,8 @@ class FlatReader:
         wanted = evidence(parsed)  # the first copy: a repeated block's last may be cut
         return (wanted[0].value if wanted else None), parsed.options
 
-    def __call__(self, prompt: str) -> int | None:
-        value, options = self.value(prompt)
+    def __call__(self, prompt: Assembly | str) -> int | None:
+        value, options = self.value(prompt.text if isinstance(prompt, Assembly) else prompt)
         if value is not None and value in options:
             self.last_call = {"category": "read"}
             return options.index(value)
@@ -110,17 +111,20 @@ class FlatReader:
 class LLMAnswer:
     """A chat model behind an OpenAI-compatible endpoint (llm_policies.client.transport.ChatClient).
 
-    messages = [user: the assembled text] (the instructions are inside the W tokens, so no
-    system turn is needed and models without a system role work). The reply must be
-    {"answer": i} (text_actions.parse_json_action); anything else scores 0 with the parse
-    category, and a provider failure scores 0 as "provider_error". `settings` are ChatClient
-    keyword arguments; each instance (and each `fork()`) owns one client.
+    messages = the assembly's `messages(system_role)`: in the artifact's layout [system: the
+    context blocks, user: the task]; with system_role=False (chat templates that drop system
+    messages, e.g. llama.cpp's gemma format), or in `instructions_first`, one user message
+    holding the same W tokens. The reply must be {"answer": i}
+    (text_actions.parse_json_action); anything else scores 0 with the parse category, and a
+    provider failure scores 0 as "provider_error". `settings` are ChatClient keyword
+    arguments; each instance (and each `fork()`) owns one client.
     """
 
-    def __init__(self, **settings: Any) -> None:
+    def __init__(self, system_role: bool = True, **settings: Any) -> None:
         from llm_policies.client.transport import ChatClient
 
         settings.setdefault("json_schema", ANSWER_SCHEMA)
+        self.system_role = system_role
         self.settings = settings
         self.client = ChatClient(**settings)
         self.name = str(settings.get("model", "llm"))
@@ -128,16 +132,17 @@ class LLMAnswer:
 
     def describe(self) -> dict[str, Any]:
         keys = ("model", "base_url", "temperature", "max_tokens", "seed", "response_format")
-        return {"policy": "llm", **{k: self.settings.get(k) for k in keys}}
+        return {"policy": "llm", "system_role": self.system_role,
+                **{k: self.settings.get(k) for k in keys}}
 
     def fork(self) -> LLMAnswer:
-        return LLMAnswer(**self.settings)
+        return LLMAnswer(self.system_role, **self.settings)
 
     def close(self) -> None:
         self.client.close()
 
-    def __call__(self, prompt: str) -> int | None:
-        result = self.client.complete([{"role": "user", "content": prompt}])
+    def __call__(self, prompt: Assembly) -> int | None:
+        result = self.client.complete(prompt.messages(self.system_role))
         info: dict[str, Any] = {
             "response": result.text, "status": result.status, "error": result.error,
             "http_status": result.http_status, "provider_prompt_tokens": result.prompt_tokens,
@@ -165,11 +170,16 @@ def policy_name(policy: Any) -> str:
 
 
 def _check_sweep(window: Any, trials: Any, workers: Any, q: Sequence[float],
-                 orders: Sequence[str]) -> tuple[float, ...]:
+                 orders: Sequence[str], layout: Any = ARTIFACT_LAYOUT,
+                 drop_at_most: Any = ARTIFACT_DROP) -> tuple[float, ...]:
     """Validate a sweep's arguments (errors name the parameter); returns the q grid."""
     for name, value in (("window", window), ("trials", trials), ("workers", workers)):
         if isinstance(value, bool) or not isinstance(value, int) or value < 1:
             raise ValueError(f"{name} must be an integer >= 1; got {value!r}")
+    if layout not in LAYOUTS:
+        raise ValueError(f"layout must be one of {', '.join(LAYOUTS)}; got {layout!r}")
+    if isinstance(drop_at_most, bool) or not isinstance(drop_at_most, int) or drop_at_most < 0:
+        raise ValueError(f"drop_at_most must be an integer >= 0; got {drop_at_most!r}")
     for order in orders:
         if order not in ORDERS:
             raise ValueError(f"order must be one of {ORDERS}; got {order!r}")
@@ -188,9 +198,14 @@ def run_sweep(
     resume: bool = False,
     model: str | None = None,
     workers: int = 1,
+    layout: str = ARTIFACT_LAYOUT,
+    drop_at_most: int = ARTIFACT_DROP,
     on_call: Callable[[dict[str, Any]], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every (q, order, seed) call of the sweep, one "call" line each in `log`.
+
+    layout and drop_at_most are budget.assemble's (default: the artifact's layout and its
+    <= 10-token drop rule); both are part of the run, so a resume cannot mix layouts.
 
     Seeds 0..trials-1 are shared by every cell (paired). With resume, keys already in the log
     for this run (same W, env kwargs and policy) are not called again. `on_call(record)` runs
@@ -199,10 +214,11 @@ def run_sweep(
     shared policy when it has no fork). Returns the records of the requested cells, sorted by
     (order, q, seed), old and new alike.
     """
-    grid = _check_sweep(window, trials, workers, q, orders)
+    grid = _check_sweep(window, trials, workers, q, orders, layout, drop_at_most)
     model_name = model or policy_name(policy)
     run = {"rcwt": ENV_ID, "env_kwargs": dict(env_kwargs or {}), "window": window,
-           "trial": "first request", "policy": _describe(policy), "model": model_name}
+           "trial": "first request", "policy": _describe(policy), "model": model_name,
+           "layout": layout, "drop_at_most": drop_at_most}
     run_log = RunLog(Path(log), run, resume=resume)
     try:
         done = run_log.results
@@ -223,7 +239,9 @@ def run_sweep(
 
         def one(item: tuple[float, str, Trial]) -> dict[str, Any]:
             qv, order, trial = item
-            record = _call(worker_policy(), trial, window, qv, order, model_name)
+            prompt = assemble_trial(trial, window, qv, order, layout=layout,
+                                    drop_at_most=drop_at_most)
+            record = _call(worker_policy(), trial, prompt, model_name)
             record = run_log.write_result(record)
             if on_call is not None:
                 on_call(record)
@@ -242,14 +260,13 @@ def run_sweep(
     return [records[k] for k in wanted if k in records]
 
 
-def _call(policy: Any, trial: Trial, window: int, q: float, order: str,
-          model: str) -> dict[str, Any]:
-    prompt = assemble_trial(trial, window, q, order)
+def _call(policy: Any, trial: Trial, prompt: Assembly, model: str) -> dict[str, Any]:
+    q, order = prompt.q, prompt.order
     reset = getattr(policy, "reset", None)
     if callable(reset):
         reset(seed=trial.seed)
     started = time.perf_counter()
-    answer = policy(prompt.text)
+    answer = policy(prompt)
     latency = time.perf_counter() - started
     extra = dict(getattr(policy, "last_call", None) or {})
     if answer is not None and (isinstance(answer, bool) or not isinstance(answer, int | np.integer)
@@ -261,8 +278,9 @@ def _call(policy: Any, trial: Trial, window: int, q: float, order: str,
     category = extra.pop("category", "ok" if answer is not None else "no_answer")
     return {
         "type": "call", "key": call_key(q, order, trial.seed), "model": model,
-        "q": q, "order": order, "seed": trial.seed, "W": window, "u": prompt.u, "c": prompt.c,
-        "r": prompt.r, "p": prompt.p, "tokens": prompt.tokens,
+        "q": q, "order": order, "seed": trial.seed, "W": prompt.W, "u": prompt.u, "c": prompt.c,
+        "r": prompt.r, "p": prompt.p, "tokens": prompt.tokens, "c_target": prompt.c_target,
+        "r_target": prompt.r_target, "dropped": list(prompt.dropped), "layout": prompt.layout,
         "score": int(answer is not None and answer == trial.correct),
         "answer": answer, "correct": trial.correct, "category": category,
         "requester": trial.requester, "asked": trial.key,
@@ -274,16 +292,16 @@ def evidence_is_prefix(trial: Trial, prompt: Assembly) -> bool:
     """Whether the prompt's evidence block is a plain prefix of the repeated requester block.
 
     False for budget.fit_block's rare filler fallback (when no nearby character prefix has
-    exactly the target count, e.g. a cut right after a line's "\\n" in reason_first, where
-    the appended "\\n" would merge into "\\n\\n"): that block is a shorter prefix plus "000"
+    exactly the target count, e.g. a cut right after a line's "\\n" where the appended
+    "\\n" would merge into "\\n\\n"): that block is a shorter prefix plus "000"
     fillers, so it can miss a fact line that layout_cliff counts as inside.
     """
     if prompt.r == 0:
         return True
-    if prompt.order == "coord_first":
-        block = prompt.blocks[2]
-    else:
-        block = prompt.blocks[1][:-1]  # fit_block appended one "\\n"
+    index = prompt.names.index("evidence")
+    block = prompt.blocks[index]
+    if prompt.newline_added[index]:
+        block = block[:-1]  # fit_block appended one "\\n"
     source = trial.evidence.lstrip()
     return (source * (len(block) // max(len(source), 1) + 2)).startswith(block)
 
@@ -303,7 +321,8 @@ def run_workflow_sweep(
 ) -> list[dict[str, Any]]:
     """The RCWT sweep on StatefulWorkflow with a chat model: one episode per (q, order, seed),
     every decision's prompt assembled to exactly W tokens (rules as instructions, synthetic
-    coordination, the task/observation/history as evidence); score = episode success.
+    coordination, the task/observation/history as evidence) by the workflow renderer, which
+    keeps budget.assemble's `instructions_first` layout; score = episode success.
 
     One "call" line per episode (with its decisions' tokens and categories) keeps the
     record format of the DACS sweep, so `write_outputs` fits it the same way; resume skips

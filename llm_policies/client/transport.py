@@ -584,7 +584,11 @@ class _ChatCore:
         ok = 200 <= response.status_code < 300
         limit = self.max_response_bytes if ok else min(self.max_response_bytes,
                                                         MAX_ERROR_BODY_BYTES)
-        return _BodyReader(response.headers, limit, hard=ok)
+        headers = response.headers
+        if response.is_stream_consumed:  # in memory already (MockTransport): decoded bytes
+            headers = httpx.Headers({k: v for k, v in headers.items()
+                                     if k.lower() != "content-encoding"})
+        return _BodyReader(headers, limit, hard=ok)
 
     def _classify(self, response: httpx.Response, raw: bytes, mode: str) -> _Outcome:
         status = response.status_code
@@ -805,7 +809,7 @@ class ChatClient(_ChatCore):
             response = self._http.send(request, stream=True)
             try:
                 reader = self._reader(response)
-                for chunk in _timed(response.iter_raw(), attempt_end):
+                for chunk in _timed(_raw_chunks(response), attempt_end):
                     reader.feed(chunk)
                     if reader.full:
                         break
@@ -827,6 +831,16 @@ class ChatClient(_ChatCore):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+def _raw_chunks(response: httpx.Response) -> Iterator[bytes]:
+    """The body as it came over the wire; a response a transport built in memory (httpx reads
+    those at once) is its content, still bounded by the reader."""
+    return iter((response.content,)) if response.is_stream_consumed else response.iter_raw()
+
+
+async def _one(content: bytes) -> AsyncIterator[bytes]:
+    yield content
 
 
 def _timed(chunks: Iterator[bytes], end: float) -> Iterator[bytes]:
@@ -948,7 +962,9 @@ class AsyncChatClient(_ChatCore):
                 response = await self._http.send(request, stream=True)
                 try:
                     reader = self._reader(response)
-                    async for chunk in _atimed(response.aiter_raw(), attempt_end):
+                    chunks = (_one(response.content) if response.is_stream_consumed
+                              else response.aiter_raw())
+                    async for chunk in _atimed(chunks, attempt_end):
                         reader.feed(chunk)
                         if reader.full:
                             break

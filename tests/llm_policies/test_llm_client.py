@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import json
 import socket
 import threading
 import time
@@ -313,3 +314,20 @@ def test_fake_server_survives_a_client_hanging_up_mid_delay() -> None:
     assert time.perf_counter() - started < 1.0  # closing did not wait for the delay
     assert server.errors == []
     assert set(threading.enumerate()) <= before  # no handler or serve thread left behind
+
+
+def test_a_transport_that_answers_in_memory_is_read_like_a_server() -> None:
+    """httpx reads a response built from bytes at once (MockTransport): the client must take
+    its content as the body rather than fail on a consumed stream."""
+    import httpx
+
+    body = json.dumps({"choices": [{"index": 0, "finish_reason": "stop",
+                                    "message": {"role": "assistant", "content": "hello"}}],
+                       "usage": {"prompt_tokens": 3, "completion_tokens": 1}}).encode()
+    transport = httpx.MockTransport(
+        lambda _request: httpx.Response(200, content=body,
+                                        headers={"Content-Type": "application/json"}))
+    client = ChatClient(base_url="http://mock/v1", model="m", transport=transport,
+                        response_format="none")
+    result = client.complete([{"role": "user", "content": "hi"}])
+    assert (result.status, result.text, result.completion_tokens) == ("ok", "hello", 1)

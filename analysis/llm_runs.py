@@ -17,14 +17,18 @@ from typing import Any
 import gymnasium as gym
 
 from llm_policies.client.transport import ChatClient
+from llm_policies.families import text_family
+from llm_policies.oracle import InProcessChat
 from llm_policies.policy import LLMPolicy, renderer_for
 from llm_policies.text_actions import TextActionWrapper
 
 
 @dataclass(frozen=True)
 class ChatSettings:
-    """Where the model is and how it is sampled; `budget` (RCWT: every prompt exactly W
-    cl100k_base tokens) and `system_role` shape the prompts, the rest the client."""
+    """Where the model is and how it is sampled and decoded; `budget` (RCWT: every prompt
+    exactly W cl100k_base tokens) and `system_role` shape the prompts, the rest the client.
+    response_format is the decoding: json_schema / json_object constrained, none
+    unconstrained, auto negotiated (llm_policies.policy.decoding)."""
 
     base_url: str
     model: str
@@ -54,6 +58,19 @@ def llm_policy_factory(settings: ChatSettings) -> Callable[[Any], LLMPolicy]:
     def make_policy(env: Any) -> LLMPolicy:
         renderer = renderer_for(env, budget=settings.budget, system_role=settings.system_role)
         client = ChatClient(**settings.client_kwargs(), json_schema=renderer.schema)
-        return LLMPolicy(client, renderer)
+        return LLMPolicy(client, renderer, response_format=settings.response_format)
+
+    return make_policy
+
+
+def oracle_policy_factory(*, budget: int | None = None,
+                          system_role: bool = True) -> Callable[[Any], LLMPolicy]:
+    """make_policy(env) for the text oracle: an LLMPolicy whose chat model is the env family's
+    oracle (llm_policies/oracle.py) in this process, so the run exercises the prompts, the
+    parser and the text wrapper as a model's run does, with no server."""
+
+    def make_policy(env: Any) -> LLMPolicy:
+        renderer = renderer_for(env, budget=budget, system_role=system_role)
+        return LLMPolicy(InProcessChat(text_family(env).oracle()), renderer)
 
     return make_policy

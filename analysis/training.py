@@ -25,6 +25,7 @@ import csv
 import dataclasses
 import inspect
 import json
+import logging
 import os
 import platform
 import time
@@ -40,6 +41,7 @@ from controllers.sb3.policy import CONFIG_NAME, MODEL_NAME, SB3Policy, algo_clas
 
 EVAL_SEED = 1_000_000_000  # held-out: training seeds are seed .. seed + n_envs - 1 and chains
 CURVE_NAME = "curve.csv"
+LOGGER = logging.getLogger("diagym.training")
 CURVE_FIELDS = ("steps", "success", "return", "wall_s")
 RESERVED_HYPERPARAMETERS = ("policy", "env", "seed", "device", "verbose")  # train() sets these
 
@@ -168,6 +170,8 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
         raw_space = gym.make(config.env, **config.env_kwargs).observation_space
     if resuming:
         model = algo_class(config.algo).load(model_path, env=vec, device="cpu")
+        if curve_path.exists():
+            _cut_torn_row(curve_path)
         rows = read_curve(curve_path) if curve_path.exists() else []
         if rows and rows[-1]["steps"] > model.num_timesteps:
             raise ValueError(f"out: {curve_path} ends at {int(rows[-1]['steps'])} steps but "
@@ -254,16 +258,43 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     return model_path
 
 
-def read_curve(path: Path) -> list[dict[str, float]]:
-    with Path(path).open() as handle:
-        return [{k: float(v) for k, v in row.items()} for row in csv.DictReader(handle)]
+def read_curve(path: Path, report: bool = True) -> list[dict[str, float]]:
+    """The curve's rows. A row that is not a number in every field (torn by a kill mid-write,
+    or a stray line) is skipped and, with `report`, named in one warning line, as the run log
+    does, so it never blocks a resume."""
+    rows, skipped = [], 0
+    with Path(path).open(newline="", encoding="utf-8", errors="replace") as handle:
+        for row in csv.DictReader(handle):
+            try:
+                if None in row:
+                    raise ValueError("more fields than the header")
+                rows.append({k: float(row[k]) for k in CURVE_FIELDS})
+            except (KeyError, TypeError, ValueError):
+                skipped += 1
+    if skipped and report:
+        LOGGER.warning("diagym: warning: curve %s: skipped %d row%s that %s not whole; the "
+                       "run resumes from the others", path, skipped, "s" * (skipped != 1),
+                       "are" if skipped != 1 else "is")
+    return rows
+
+
+def _cut_torn_row(path: Path) -> None:
+    """Cut a last row without its newline (a kill mid-append), so the next row starts on a
+    line of its own instead of being glued to the torn one."""
+    data = path.read_bytes()
+    cut = data.rfind(b"\n") + 1
+    if cut < len(data):
+        with path.open("r+b") as handle:
+            handle.truncate(cut)
+        LOGGER.warning("diagym: warning: curve %s: cut 1 torn last row; the run resumes from "
+                       "the others", path)
 
 
 def plot_curve(curve_csv: Path, out_png: Path, title: str) -> Path:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    rows = read_curve(curve_csv)
+    rows = read_curve(curve_csv, report=False)  # train reported them when it read the curve
     figure = Figure(figsize=(6, 3.6), dpi=100)
     FigureCanvasAgg(figure)
     axis = figure.add_subplot(1, 1, 1)

@@ -130,13 +130,18 @@ def main(argv: list[str] | None = None) -> int:
         observation, info = env.reset(seed=1)
         spec = env.unwrapped.params
         history = [{"operation": 0, "candidate": 0, "outcome": "ok", "update": [1, 3]}] * 3
-        prompt_text = render(spec, observation, history).messages[-1]["content"]
+        initial = observation["registers"]
+
+        def render_one() -> Any:
+            return render(spec, observation, history, initial=initial)
+
+        prompt_text = render_one().messages[-1]["content"]
         answer = ANSWER
         run_log = RunLog(Path(tmp) / "stage.jsonl", {"bench": True})
-        entry = {"type": "call", "prompt": render(spec, observation, history).messages,
+        entry = {"type": "call", "prompt": render_one().messages,
                  "response": answer, "latency_s": 0.0}
         stages: dict[str, Callable[[], Any]] = {
-            "render (prompt + cl100k count)": lambda: render(spec, observation, history),
+            "render (prompt + cl100k count)": render_one,
             "cl100k count of the user turn": lambda: tokens.count(prompt_text),
             "parse answer": lambda: parse_action(answer, spec.n_ops, spec.candidates),
             "append call line to the log": lambda: run_log.write(entry),

@@ -38,7 +38,9 @@ TRANSPARENT_WRAPPERS = (OrderEnforcing, PassiveEnvChecker)
 
 
 def describe_run(env: gym.Env, policy: Any) -> dict[str, Any]:
-    """What identifies a run in its log: env id and kwargs, and the policy's own description."""
+    """What a run measures: env id and kwargs, and the policy's own description (for a chat
+    model its model and harness settings). RunLog names the run by this without its
+    transport (runlog.identity), and each episode by the run and its seed."""
     spec = env.spec
     describe = getattr(policy, "describe", None)
     return {
@@ -83,15 +85,20 @@ def _check_counts(episodes: Any, seed: Any) -> None:
 
 
 def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
-            log: Path | None = None, resume: bool = False,
+            log: Path | RunLog | None = None, resume: bool = False,
             on_record: Callable[[EpisodeRecord], None] | None = None,
-            fast: bool = True) -> Episodes:
+            fast: bool = True, run_name: str | None = None,
+            retry_failed: bool = False) -> Episodes:
     """Play `episodes` episodes, episode i on reset(seed=seed + i); one record each.
 
     With `log`, every record is appended to a RunLog as soon as its episode ends (and the
     policy may log its own lines there); resume=True skips the episodes already finished in
-    it, so an interrupted run loses and duplicates nothing. `on_record` is called with each
-    newly played record, in episode order.
+    it, so an interrupted run loses and duplicates nothing. `log` may be a path (opened, locked
+    and closed here) or a RunLog already open (a study sharing one log between its runs; the
+    resume rule was applied when it was opened). `run_name` names the run in the log instead
+    of its description; retry_failed (implies resume) plays again the finished episodes whose
+    first failure is runlog.PROVIDER_ERROR. `on_record` is called with each newly played
+    record, in episode order.
 
     A reference controller on a bare workflow env (`batched_spec`) plays batched: the same
     records, log lines and resume, but lines and on_record calls come a chunk of episodes
@@ -99,14 +106,16 @@ def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
     log and on_record none is. fast=False forces the per-step path.
     """
     return rollout_parallel(lambda: env, lambda _env: policy, episodes, seed=seed, workers=1,
-                            log=log, resume=resume, on_record=on_record, fast=fast)
+                            log=log, resume=resume, on_record=on_record, fast=fast,
+                            run_name=run_name, retry_failed=retry_failed)
 
 
 def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym.Env], Policy],
-                     episodes: int, seed: int = 0, workers: int = 2, log: Path | None = None,
-                     resume: bool = False,
+                     episodes: int, seed: int = 0, workers: int = 2,
+                     log: Path | RunLog | None = None, resume: bool = False,
                      on_record: Callable[[EpisodeRecord], None] | None = None,
-                     fast: bool = True) -> Episodes:
+                     fast: bool = True, run_name: str | None = None,
+                     retry_failed: bool = False) -> Episodes:
     """`rollout` with `workers` episodes in flight, each worker with its own env and policy
     (for policies that wait on I/O, such as an LLM server). Records come back in episode
     order whatever order they finished in. When the first worker's pair plays batched
@@ -124,7 +133,8 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
 
     first_env, first_policy = worker_pair()
     spec = batched_spec(first_env, first_policy) if fast else None
-    run_log = RunLog(log, describe_run(first_env, first_policy), resume) if log else None
+    run_log, owned = _open_log(log, describe_run(first_env, first_policy), resume, run_name,
+                               retry_failed)
     finished: list[EpisodeRecord] = []
     if run_log is None:
         todo = np.arange(episodes, dtype=np.int64)
@@ -145,12 +155,24 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
             played = Episodes.from_records(
                 _play_steps(worker_pair, seed, todo.tolist(), workers, run_log, on_record))
     finally:
-        if run_log is not None:
+        if run_log is not None and owned:
             run_log.close()
     if not finished:
         return played
     merged = Episodes.concatenate([Episodes.from_records(finished), played])
     return merged.take(np.argsort(merged.columns["episode"], kind="stable"))
+
+
+def _open_log(log: Path | RunLog | None, run: dict[str, Any], resume: bool,
+              run_name: str | None, retry_failed: bool) -> tuple[RunLog | None, bool]:
+    """The run's log with `run` open in it, and whether this runner opened (and closes) it."""
+    if log is None:
+        return None, False
+    if isinstance(log, RunLog):
+        log.open_run(run, name=run_name, retry_failed=retry_failed)
+        return log, False
+    return RunLog(log, run, resume or retry_failed, name=run_name,
+                  retry_failed=retry_failed), True
 
 
 def _play_steps(worker_pair: Callable[[], tuple[gym.Env, Policy]], seed: int, todo: list[int],
@@ -163,6 +185,8 @@ def _play_steps(worker_pair: Callable[[], tuple[gym.Env, Policy]], seed: int, to
         attach = getattr(policy, "attach_log", None)
         if callable(attach):
             attach(run_log)
+        if run_log is not None:
+            run_log.begin_episode(run_log.key(seed + i))
         record = _play(env, policy, i, seed + i)
         if run_log is not None:
             run_log.write_episode(run_log.key(seed + i), record)
@@ -191,6 +215,9 @@ def _play_batched(spec: WorkflowSpec, controller: str, seed: int, todo: np.ndarr
                 on_record(record)
 
     wanted = run_log is not None or on_record is not None
+    if run_log is not None:
+        for i in todo:
+            run_log.begin_episode(run_log.key(seed + int(i)))
     columns, counters = episode_columns(spec, controller, seed + todo,
                                         on_chunk=emit if wanted else None)
     return Episodes({"episode": todo, **columns}, counters)

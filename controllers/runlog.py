@@ -1,20 +1,66 @@
-"""The one append-only run log and the one resume rule, for every command that plays episodes.
+"""The one append-only run log, the one resume rule, and what names a run.
 
-The rule: a log that already holds lines belongs to a run, so writing into it needs resume
-(continue that run) or another file; appending a second run to it would mix two runs'
-results. `RunLog.check_target` is that rule, `ResumeNeeded` its one error, and every command
-(run, llm-study, dacs-study, rcwt sweep) and the RunLog constructor apply it.
+The resume rule: a log that already holds lines belongs to a run, so writing into it needs
+resume (continue that run) or another file. `RunLog.check_target` is that rule, `ResumeNeeded`
+its one error, and every command (run, llm-study, dacs-study, rcwt sweep) and the RunLog
+constructor apply it.
+
+A run is named by what it measures: its description (env id and kwargs, the policy's own
+description, the harness settings) without the transport (`identity`: no base URL, port,
+timeout or worker count), so reaching the same server through another address resumes the
+run instead of starting a second one beside it. The seeds are in each episode's key, so a
+resume with more episodes extends the run. A user may name a run instead (`--run-name`): one
+log then holds one run per name, repeats of the same settings included. The first line a run
+writes carries its description, and a resume whose settings differ from the recorded ones is
+refused with the differences listed (`RunChanged`) rather than silently becoming another run.
+
+One writer at a time: the log is locked (fcntl.flock, exclusive, non-blocking) from open to
+close, so a second writer, in another process or in this one, is refused (`LogInUse`) and two
+resumers never play the same episodes. The lock is the OS's: a killed writer leaves none.
+
+A damaged log still resumes: reading skips a torn line, a line that is not UTF-8 or not JSON,
+and a line that is not an entry of a log (`RunLog.skipped`, counted by kind and reported in one
+warning line). The torn last line is cut, so the next append starts on a line of its own.
+
+Replayed calls are marked, not dropped. An episode a kill interrupted left call lines behind;
+before a resume plays it again it appends a "replay" line for its key, which voids every
+earlier line of that episode (its calls, and under retry_failed its episode line). Rewriting
+the log to drop them would risk a finished run's lines to a crash mid-rewrite; the void calls
+also stay readable as what was sent and paid for. `call_totals` is the one sum over call
+lines, counting each decision once and the void ones apart.
 """
 
 from __future__ import annotations
 
+import fcntl
 import hashlib
 import json
+import logging
 import threading
+from collections import Counter
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from controllers.policy import EpisodeRecord
+
+# Settings that say how a run reaches its model, not what it measures; never in an identity.
+TRANSPORT_KEYS = frozenset({"base_url", "api_key_env", "timeout", "deadline", "max_retries",
+                            "concurrency", "workers", "port"})
+# The first-failure category of an episode the provider failed (LLMPolicy's EpisodeAborted):
+# the only episodes `retry_failed` plays again.
+PROVIDER_ERROR = "provider_error"
+# Numeric fields of a call line that `call_totals` sums.
+CALL_FIELDS = ("provider_prompt_tokens", "provider_completion_tokens", "cl100k_prompt_tokens",
+               "cl100k_completion_tokens", "latency_s", "retries")
+# What reading a log may skip, in the order a report names them.
+SKIP_KINDS = {"torn": ("torn line", "torn lines"),
+              "undecodable": ("line that is not UTF-8", "lines that are not UTF-8"),
+              "unparsable": ("line that is not JSON", "lines that are not JSON"),
+              "foreign": ("line that is not a log entry", "lines that are not log entries")}
+
+LOGGER = logging.getLogger("diagym.runlog")
 
 
 class ResumeNeeded(FileExistsError):
@@ -28,35 +74,155 @@ class ResumeNeeded(FileExistsError):
                          f"resume=True), or choose another {alternative}")
 
 
+class RunLogError(RuntimeError):
+    """A log that cannot be written as asked; its message is one line for the user."""
+
+
+class LogInUse(RunLogError):
+    """Another writer holds the log's lock."""
+
+
+class RunChanged(RunLogError):
+    """A resume whose settings differ from the ones the log recorded for that run."""
+
+
 def _holds_lines(path: Path) -> bool:
     return path.exists() and path.stat().st_size > 0
 
 
+def identity(run: Any) -> Any:
+    """`run` as JSON data without its transport keys, at any depth."""
+    if isinstance(run, Mapping):
+        return {str(k): identity(v) for k, v in run.items() if k not in TRANSPORT_KEYS}
+    if isinstance(run, list | tuple):
+        return [identity(v) for v in run]
+    return json.loads(json.dumps(run, default=str))
+
+
+def _digest(value: Any) -> str:
+    return hashlib.sha256(json.dumps(value, sort_keys=True).encode()).hexdigest()[:12]
+
+
+def _flat(value: Any, prefix: str = "") -> dict[str, Any]:
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for k, v in value.items():
+            out.update(_flat(v, f"{prefix}.{k}" if prefix else str(k)))
+        return out
+    return {prefix or "(run)": value}
+
+
+def differences(recorded: Any, now: Any) -> list[str]:
+    """'field: recorded -> now' for every leaf where two descriptions differ."""
+    old, new = _flat(recorded), _flat(now)
+    absent = object()
+
+    def show(value: Any) -> str:
+        text = "(absent)" if value is absent else json.dumps(value, sort_keys=True)
+        return text if len(text) <= 60 else text[:57] + "..."
+
+    return [f"{k}: {show(old.get(k, absent))} -> {show(new.get(k, absent))}"
+            for k in sorted(old.keys() | new.keys()) if old.get(k, absent) != new.get(k, absent)]
+
+
+def read_entries(data: bytes, skipped: Counter[str]) -> Iterator[dict[str, Any]]:
+    """The entries of a log's bytes in order; what is not an entry is counted in `skipped`
+    by kind (SKIP_KINDS) instead."""
+    lines = data.split(b"\n")
+    if lines[-1]:
+        skipped["torn"] += 1
+    for raw in lines[:-1]:
+        if not raw.strip():
+            continue
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError:
+            skipped["undecodable"] += 1
+            continue
+        try:
+            entry = json.loads(text)
+        except (ValueError, RecursionError):
+            skipped["unparsable"] += 1
+            continue
+        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+            skipped["foreign"] += 1
+            continue
+        yield entry
+
+
+def _episode_record(entry: dict[str, Any]) -> EpisodeRecord | None:
+    record = entry.get("record")
+    if not isinstance(entry.get("episode_key"), str) or not isinstance(record, dict):
+        return None
+    try:
+        return EpisodeRecord(**record)
+    except TypeError:
+        return None
+
+
+def format_skipped(path: Path, skipped: Mapping[str, int]) -> str:
+    """The one warning line for what reading `path` skipped."""
+    parts = [f"{skipped[k]} {names[skipped[k] != 1]}"
+             for k, names in SKIP_KINDS.items() if skipped.get(k)]
+    return (f"log {path}: skipped {', '.join(parts)}; the run resumes from the lines that "
+            "are entries")
+
+
 class RunLog:
-    """An append-only JSONL log of a run, safe to kill at any moment.
+    """An append-only JSONL log of runs, safe to kill at any moment, one writer at a time.
 
     Every line is one JSON object with a "type": "episode" lines (`episode_key` and the
     EpisodeRecord) are written when an episode ends; policies may add their own lines (an LLM
     policy writes one "call" line per model call); a sweep whose unit is not an episode
-    writes one keyed result line per unit (`write_result`). Opening with resume=True reads
-    the finished episodes and results of this run and cuts a torn last line, so a rerun
-    plays only what has no line yet and each unit ends up in the log exactly once. Appends
-    are serialised by a lock, so parallel episodes share one log.
+    writes one keyed result line per unit (`write_result`); "replay" lines void an
+    interrupted episode's earlier lines (module docstring).
+
+    The log plays one run at a time: `run` given here opens it at once, or a caller that
+    shares one log between runs (a study's cells) calls `open_run` for each in turn, keeping
+    the lock for the whole study. `finished` and `results` are then the open run's finished
+    episodes and result lines; `skipped` counts what reading the log skipped. Appends are
+    serialised by a thread lock, so parallel episodes share one log.
     """
 
-    def __init__(self, path: Path, run: dict[str, Any], resume: bool = False) -> None:
+    def __init__(self, path: Path, run: Mapping[str, Any] | None = None, resume: bool = False,
+                 *, name: str | None = None, retry_failed: bool = False) -> None:
         self.path = Path(path)
-        self.run = run
-        text = json.dumps(run, sort_keys=True, default=str)
-        self.run_id = hashlib.sha256(text.encode()).hexdigest()[:12]
+        self.check_target(self.path, resume)
+        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self._sink = self.path.open("a+b")
+        try:
+            fcntl.flock(self._sink.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            self._sink.close()
+            raise LogInUse(f"log {self.path} is being written by another run (it holds the "
+                           "log's lock): wait for that run to end, or choose another file"
+                           ) from None
         self._lock = threading.Lock()
+        self.skipped: Counter[str] = Counter()
+        self._runs: dict[str | None, dict[str, Any]] = {}   # name -> run id -> identity
+        self._described: set[str] = set()
+        self._episodes: dict[str, EpisodeRecord] = {}
+        self._live: set[str] = set()                        # keys with lines not voided
+        self._results: dict[str, dict[str, dict[str, Any]]] = {}
+        self.run_id = ""
+        self.run: Any = None
+        self.run_name: str | None = None
         self.finished: dict[str, EpisodeRecord] = {}
         self.results: dict[str, dict[str, Any]] = {}
-        self.check_target(self.path, resume)
-        if _holds_lines(self.path):
-            self._read_finished()
-        self.path.parent.mkdir(parents=True, exist_ok=True)
-        self._sink = self.path.open("a")
+        self._announce: dict[str, Any] | None = None
+        try:
+            self._read()
+            if run is not None:
+                self.open_run(run, name=name, retry_failed=retry_failed)
+        except BaseException:
+            self._sink.close()
+            raise
+
+    def __enter__(self) -> RunLog:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        self.close()
 
     @staticmethod
     def check_target(path: Path | None, resume: bool) -> None:
@@ -65,37 +231,108 @@ class RunLog:
         if path is not None and not resume and _holds_lines(Path(path)):
             raise ResumeNeeded(f"log {path} exists", "file")
 
-    def _read_finished(self) -> None:
-        data = self.path.read_bytes()
-        if not data.endswith(b"\n"):
-            data = data[: data.rfind(b"\n") + 1]
-            with self.path.open("r+b") as handle:
-                handle.truncate(len(data))
-        prefix = f"{self.run_id}:"
-        for line in data.decode().splitlines():
-            try:
-                entry = json.loads(line)
-            except json.JSONDecodeError:
-                continue
-            if entry.get("type") == "episode" and str(entry.get("episode_key", "")).startswith(
-                    prefix):
-                self.finished[entry["episode_key"]] = EpisodeRecord(**entry["record"])
-            elif entry.get("run_id") == self.run_id and "key" in entry:
-                self.results.setdefault(str(entry["key"]), entry)
+    def _read(self) -> None:
+        self._sink.seek(0)
+        data = self._sink.read()
+        cut = data.rfind(b"\n") + 1
+        if cut < len(data):  # a torn last line: cut it, so the next line starts clean
+            self._sink.truncate(cut)
+        for entry in read_entries(data, self.skipped):
+            self._take(entry)
+        if self.skipped:
+            LOGGER.warning("diagym: warning: %s", format_skipped(self.path, self.skipped))
+
+    def _take(self, entry: dict[str, Any]) -> None:
+        run_id, run = entry.get("run_id"), entry.get("run")
+        if isinstance(run_id, str) and isinstance(run, dict):
+            name = entry.get("run_name")
+            self._runs.setdefault(name if isinstance(name, str) else None, {}).setdefault(
+                run_id, run)
+            self._described.add(run_id)
+        key = entry.get("episode_key")
+        kind = entry["type"]
+        if kind == "replay" and isinstance(key, str):
+            self._episodes.pop(key, None)
+            self._live.discard(key)
+        elif kind == "episode":
+            record = _episode_record(entry)
+            if record is None:
+                self.skipped["foreign"] += 1
+                return
+            self._episodes[key] = record
+            self._live.add(key)
+        elif isinstance(key, str):
+            self._live.add(key)
+        if isinstance(run_id, str) and "key" in entry:
+            self._results.setdefault(run_id, {}).setdefault(str(entry["key"]), entry)
+
+    def open_run(self, run: Mapping[str, Any], *, name: str | None = None,
+                 retry_failed: bool = False) -> str:
+        """Make `run` (a description, `identity` of it names the run) the run this log
+        writes; returns its run id. `name`, when given, names the run instead; the run's
+        recorded settings must then match too. Raises RunChanged when the log recorded other
+        settings for this run. With retry_failed, episodes whose first failure is
+        PROVIDER_ERROR do not count as finished, so the runner plays them again."""
+        if name is not None and (not isinstance(name, str) or not name.strip()):
+            raise ValueError(f"run name must be a non-empty string; got {name!r}")
+        ident = identity(run)
+        run_id = _digest(ident) if name is None else _digest({"name": name, "run": ident})
+        recorded = self._runs.get(name, {})
+        which = "the run" if name is None else f"the run named {name!r}"
+        if run_id not in recorded and recorded:
+            last = list(recorded.values())[-1]
+            listed = "; ".join(differences(identity(last), ident)) or \
+                "the same settings under an older run id"
+            raise RunChanged(f"log {self.path} holds {which} with other settings ({listed}): "
+                             "resume with the same settings, or choose another file"
+                             + ("" if name is not None else " or a --run-name"))
+        with self._lock:
+            self.run_id, self.run, self.run_name = run_id, ident, name
+            self._announce = None
+            if run_id not in self._described:
+                self._announce = {"run_id": run_id, "run": ident}
+                if name is not None:
+                    self._announce["run_name"] = name
+        prefix = f"{run_id}:"
+        self.finished = {
+            key: record for key, record in self._episodes.items()
+            if key.startswith(prefix)
+            and not (retry_failed and record.first_failure == PROVIDER_ERROR)}
+        self.results = dict(self._results.get(run_id, {}))
+        return run_id
 
     def key(self, seed: int) -> str:
-        """The episode key of reset seed `seed` in this run."""
+        """The episode key of reset seed `seed` in the open run."""
         return f"{self.run_id}:{seed}"
 
+    def begin_episode(self, key: str) -> None:
+        """Called before an episode is played: voids what an earlier attempt at `key` left in
+        the log (its calls, its episode line) with one "replay" line, so nothing counts twice."""
+        if key in self._live:
+            self.write({"type": "replay", "episode_key": key})
+
     def write(self, entry: dict[str, Any]) -> None:
-        line = json.dumps(entry, sort_keys=True, default=str)
         with self._lock:
-            self._sink.write(line + "\n")
+            if self._announce is not None:  # the open run's first line carries its settings
+                entry = {**entry, **self._announce}
+                self._runs.setdefault(self.run_name, {})[self.run_id] = self.run
+                self._described.add(self.run_id)
+                self._announce = None
+            line = json.dumps(entry, sort_keys=True, default=str)
+            self._sink.write(line.encode() + b"\n")
             self._sink.flush()
+            key = entry.get("episode_key")
+            if entry.get("type") == "replay":
+                self._episodes.pop(key, None)
+                self._live.discard(key)
+            elif isinstance(key, str):
+                self._live.add(key)
 
     def write_episode(self, key: str, record: EpisodeRecord) -> None:
         # A shallow copy serialises the same as dataclasses.asdict, which deep-copies every
         # counter and metric first and was three quarters of a logged batched run's time.
+        # The record is not kept: `finished` is what the log held when the run was opened, and
+        # a batched run of millions of episodes must not hold them all in memory.
         self.write({"type": "episode", "episode_key": key, "record": dict(vars(record))})
 
     def write_result(self, entry: dict[str, Any]) -> dict[str, Any]:
@@ -103,8 +340,65 @@ class RunLog:
         "type" and "key"; the run id is added, so a resume finds it in `results`."""
         entry = {**entry, "run_id": self.run_id}
         self.write(entry)
+        self._results.setdefault(self.run_id, {}).setdefault(str(entry["key"]), entry)
         return entry
 
     def close(self) -> None:
         with self._lock:
-            self._sink.close()
+            self._sink.close()  # closing the file releases the flock
+
+
+@dataclass(frozen=True)
+class CallTotals:
+    """Call lines of a log summed once per decision: `calls` and `totals` (CALL_FIELDS) count
+    the calls that stand; `replayed` and `replayed_totals` the ones a replay voided (sent and
+    paid for, but repeated by the attempt that stands)."""
+
+    calls: int
+    totals: dict[str, float]
+    replayed: int
+    replayed_totals: dict[str, float]
+    skipped: dict[str, int] = field(default_factory=dict)
+
+
+def call_totals(path: Path, run_id: str | None = None) -> CallTotals:
+    """The one sum of calls, tokens and latency over a log's "call" lines (of run `run_id`,
+    or of every run): a call line voided by a later "replay" line of its episode, or a result
+    line repeating a key of its run, is counted apart, never twice. Reads without the lock
+    (a run may be writing)."""
+    skipped: Counter[str] = Counter()
+    standing: dict[str | None, list[dict[str, Any]]] = {}
+    seen_results: set[tuple[str, str]] = set()
+    replayed: list[dict[str, Any]] = []
+
+    def run_of(entry: dict[str, Any]) -> str | None:
+        key = entry.get("episode_key")
+        return key.split(":", 1)[0] if isinstance(key, str) else entry.get("run_id")
+
+    for entry in read_entries(Path(path).read_bytes(), skipped):
+        if run_id is not None and run_of(entry) != run_id:
+            continue
+        key = entry.get("episode_key")
+        if entry["type"] == "replay" and isinstance(key, str):
+            replayed.extend(standing.pop(key, []))
+        elif entry["type"] == "call":
+            if "key" in entry and not isinstance(key, str):
+                unit = (str(entry.get("run_id")), str(entry["key"]))
+                if unit in seen_results:
+                    replayed.append(entry)
+                    continue
+                seen_results.add(unit)
+            standing.setdefault(key if isinstance(key, str) else None, []).append(entry)
+    counted = [entry for entries in standing.values() for entry in entries]
+
+    def total(entries: list[dict[str, Any]]) -> dict[str, float]:
+        sums = dict.fromkeys(CALL_FIELDS, 0.0)
+        for entry in entries:
+            for name in CALL_FIELDS:
+                value = entry.get(name)
+                if isinstance(value, int | float) and not isinstance(value, bool):
+                    sums[name] += value
+        return sums
+
+    return CallTotals(calls=len(counted), totals=total(counted), replayed=len(replayed),
+                      replayed_totals=total(replayed), skipped=dict(skipped))

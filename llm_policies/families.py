@@ -2,7 +2,8 @@
 
 A text policy needs, per family: the JSON fields of an answer with their bounds (what
 `parse_json_action` checks, so an out-of-range answer is `invalid_action`), how parsed
-integers become the env's action, and the prompt renderer. TextActionWrapper and LLMPolicy
+integers become the env's action, the prompt renderer, and the text oracle that answers the
+rendered prompts (llm_policies/oracle.py, the harness's self-check). TextActionWrapper and LLMPolicy
 read this table and nothing else about the env's kind. To let text policies play a new env
 family, add its entry here.
 """
@@ -16,6 +17,7 @@ from typing import Any
 import numpy as np
 
 import envs
+from llm_policies.oracle import DacsOracle, WorkflowOracle
 from llm_policies.prompts.dacs import ANSWER_FIELDS, DacsRenderer
 from llm_policies.prompts.workflow import WorkflowRenderer, action_fields
 
@@ -25,11 +27,13 @@ ActionFields = tuple[tuple[str, int], ...]  # (JSON key, exclusive upper bound) 
 @dataclass(frozen=True)
 class TextFamily:
     """fields(core env) -> the answer's fields; to_action(parsed integers) -> env action;
-    renderer(core env, **renderer kwargs) -> a Renderer for LLMPolicy."""
+    renderer(core env, **renderer kwargs) -> a Renderer for LLMPolicy; oracle() -> a
+    function from chat messages to the answer text (it is given no env, by design)."""
 
     fields: Callable[[Any], ActionFields]
     to_action: Callable[[tuple[int, ...]], Any]
     renderer: Callable[..., Any]
+    oracle: Callable[[], Callable[[Any], str]]
 
 
 def _dacs_renderer(core: Any, *, system_role: bool = True, **_: Any) -> DacsRenderer:
@@ -42,11 +46,13 @@ TEXT_FAMILIES: dict[str, TextFamily] = {
         fields=lambda core: action_fields(core.params),
         to_action=lambda parsed: np.array(parsed, dtype=np.int64),
         renderer=lambda core, **kwargs: WorkflowRenderer(core.params, **kwargs),
+        oracle=WorkflowOracle,
     ),
     envs.DACS: TextFamily(
         fields=lambda core: ANSWER_FIELDS,
         to_action=lambda parsed: int(parsed[0]),
         renderer=_dacs_renderer,
+        oracle=DacsOracle,
     ),
 }
 

@@ -17,8 +17,8 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Run a chat model over seed 003's local 2^5 factorial (section 10) or its 2^(4-1) "
             "fractional factorial (section 9.1) and report completed operations, schema-valid "
-            "rate, first failures, latency and the marginal contrasts with seed-cluster "
-            "bootstrap intervals (Tables 9 and 8)."
+            "rate, first failures, the median decision latency, the decoding and the marginal "
+            "contrasts with seed-cluster bootstrap intervals (Tables 9 and 8)."
         ),
     )
     parser.add_argument("--design", choices=DESIGNS, required=True)
@@ -33,21 +33,29 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    import tempfile
+    from pathlib import Path
+
     import envs  # noqa: F401  (registers the ids)
     from analysis.llm_runs import llm_policy_factory
-    from analysis.studies.llm_study.report import format_summary, summarise
+    from analysis.studies.llm_study.report import answered_calls, format_summary, summarise
     from analysis.studies.llm_study.run import run_design
     from controllers.runlog import RunLog
 
     n_seeds = args.seeds or DEFAULT_SEEDS[args.design]
     try:
         RunLog.check_target(args.log, args.resume)
-        with llm_endpoint(args) as settings:
+        # The median decision latency is read from the call lines, so a run without --log
+        # still writes one, to a directory that is removed afterwards.
+        with tempfile.TemporaryDirectory(prefix="diagym-llm-study-") as scratch, \
+                llm_endpoint(args) as settings:
+            log = args.log or Path(scratch) / "study.jsonl"
             results = run_design(args.design, args.first_seed, n_seeds,
-                                 llm_policy_factory(settings), log=args.log,
+                                 llm_policy_factory(settings), log=log,
                                  resume=args.resume, workers=args.concurrency, progress=True)
+            calls = answered_calls(log)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("llm-study", error)
-    summary = summarise(results)
+    summary = summarise(results, calls=calls, response_format=settings.response_format)
     print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary))
     return 0

@@ -15,15 +15,18 @@ from analysis.cli.common import (
     llm_endpoint,
 )
 
+TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
+
 
 def _policy_name(text: str) -> str:
-    """argparse type for --policy: a programmed policy, llm, or sb3:PATH."""
+    """argparse type for --policy: a programmed policy, llm, text-oracle, or sb3:PATH."""
     from controllers.registry import POLICY_NAMES
 
-    if text in POLICY_NAMES or text == "llm" or text.startswith("sb3:"):
+    if text in POLICY_NAMES or text in ("llm", TEXT_ORACLE) or text.startswith("sb3:"):
         return text
     raise argparse.ArgumentTypeError(
-        f"must be one of {', '.join(POLICY_NAMES)}, llm or sb3:DIR/model.zip; got {text!r}")
+        f"must be one of {', '.join(POLICY_NAMES)}, llm, {TEXT_ORACLE} or sb3:DIR/model.zip; "
+        f"got {text!r}")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -43,11 +46,13 @@ def add_parser(subparsers: Any) -> None:
     add_env_kwargs(parser)
     parser.add_argument("--policy", required=True, type=_policy_name, metavar="NAME",
                         help="a programmed policy (" + ", ".join(POLICY_NAMES)
-                        + "), llm (a chat model behind --base-url) or sb3:DIR/model.zip "
-                        "(a model saved by diagym train)")
+                        + "), llm (a chat model behind --base-url), text-oracle (the "
+                        "harness's self-check: a programmed reader of the prompts behind the "
+                        "LLM harness, no server) or sb3:DIR/model.zip (a model saved by "
+                        "diagym train)")
     parser.add_argument("--episodes", type=bounded_int(1), required=True, metavar="K")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S")
-    add_log_flags(parser, "one line per episode, and per model call")
+    add_log_flags(parser, "one line per episode, and per model call", run_flags=True)
     parser.add_argument("--json", action="store_true", help="print one JSON object instead")
     add_llm_flags(parser)
     parser.set_defaults(func=run)
@@ -60,22 +65,34 @@ def _play(args: argparse.Namespace) -> Any:
     import envs  # noqa: F401  (registers the ids)
     from controllers.rollout import rollout, rollout_parallel
 
-    if args.policy == "llm":
+    if args.policy in ("llm", TEXT_ORACLE):
         from tqdm import tqdm
 
-        from analysis.llm_runs import llm_policy_factory, make_text_env
+        from analysis.llm_runs import llm_policy_factory, make_text_env, oracle_policy_factory
 
-        with llm_endpoint(args) as settings:
-            def make_env() -> Any:
-                return make_text_env(args.env, **args.env_kwargs)
+        def make_env() -> Any:
+            return make_text_env(args.env, **args.env_kwargs)
 
-            make_policy = llm_policy_factory(settings)
+        def play(make_policy: Any) -> Any:
             make_policy(make_env())  # fail early on a bad env or spec
             with tqdm(total=args.episodes, unit="episode", disable=None) as bar:
                 return rollout_parallel(
                     make_env, make_policy, args.episodes, seed=args.seed,
                     workers=args.concurrency, log=args.log, resume=args.resume,
-                    on_record=lambda _record: bar.update(1))
+                    on_record=lambda _record: bar.update(1), run_name=args.run_name,
+                    retry_failed=args.retry_failed)
+
+        if args.policy == TEXT_ORACLE:
+            served = [flag for flag, value in (("--base-url", args.base_url),
+                                               ("--local", args.local),
+                                               ("--model", args.model)) if value]
+            if served:
+                raise ValueError(f"--policy {TEXT_ORACLE} answers in this process; it takes no "
+                                 + ", ".join(served))
+            return play(oracle_policy_factory(budget=args.budget,
+                                              system_role=not args.no_system_role))
+        with llm_endpoint(args) as settings:
+            return play(llm_policy_factory(settings))
     env = gym.make(args.env, **args.env_kwargs)
     if args.policy.startswith("sb3:"):
         from controllers.sb3.policy import SB3Policy
@@ -85,7 +102,8 @@ def _play(args: argparse.Namespace) -> Any:
         from controllers.registry import make_reference_policy
 
         policy = make_reference_policy(args.policy, env)
-    return rollout(env, policy, args.episodes, seed=args.seed, log=args.log, resume=args.resume)
+    return rollout(env, policy, args.episodes, seed=args.seed, log=args.log, resume=args.resume,
+                   run_name=args.run_name, retry_failed=args.retry_failed)
 
 
 def run(args: argparse.Namespace) -> int:

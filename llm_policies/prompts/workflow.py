@@ -45,6 +45,12 @@ ACTION_SCHEMA: dict[str, Any] = {
 }
 
 OUTCOME_OK = "ok"
+INITIAL_HEADER = "Initial observation (before any call):"
+RESAMPLED_NOTE = "active registers resampled"
+_RESAMPLED_RULE = (
+    "Resampling replaces the initial values at the first success, and each redrawn value "
+    f"stays unseen until a snapshot shows it; a success's history line says {RESAMPLED_NOTE}."
+)
 
 
 def action_fields(spec: WorkflowSpec) -> tuple[tuple[str, int], ...]:
@@ -84,7 +90,11 @@ def _system(spec: WorkflowSpec) -> tuple[str, int]:
         "invalid_schema (not exactly the two integer fields below), invalid_action (an "
         f"operation outside 0..{n - 1} or a candidate outside 0..{b - 1}). {text_failure}",
         "Each turn you get the public task, the current observation and the history of your "
-        "calls with their outcomes.",
+        "calls with their outcomes and the register updates they applied; from the second "
+        "turn on it also repeats the initial observation (every register value before any "
+        "call), so the current values follow from the initial values and the updates even "
+        "when the registers are shown as hidden.",
+        *([_RESAMPLED_RULE] if spec.hidden_resampling else []),
         'Answer with exactly one JSON object {"operation": <int>, "candidate": <int>} and '
         "nothing else.",
     ]
@@ -114,29 +124,44 @@ def _task_key(spec: WorkflowSpec, observation: Mapping[str, Any]) -> bytes:
     return _row_view(n, b).write_row(observation, TASK_ROW, row).tobytes()
 
 
-def _history_line(i: int, entry: Mapping[str, Any]) -> str:
+def _history_line(spec: WorkflowSpec, i: int, entry: Mapping[str, Any]) -> str:
     line = f"{i}. execute({int(entry['operation'])}, {int(entry['candidate'])}) -> "
     line += str(entry["outcome"])
     update = entry.get("update")
     if update is not None:
         reg, delta = update
         line += f"; x[{int(reg)}] += {int(delta)}"
+        if spec.hidden_resampling:
+            line += f"; {RESAMPLED_NOTE}"
     return line
 
 
+def _registers(values: Sequence[int]) -> str:
+    if all(v < 0 for v in values):
+        return "hidden"
+    return " ".join(f"x[{r}]={v if v >= 0 else 'hidden'}" for r, v in enumerate(values))
+
+
 def decision_prompt(
-    spec: WorkflowSpec, observation: Mapping[str, Any], history: Sequence[Mapping[str, Any]]
+    spec: WorkflowSpec, observation: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
+    initial: Sequence[int] | None = None,
 ) -> str:
-    """The public task, the current observation and the history for one decision.
+    """The public task, the current observation and the history for one decision, and from
+    the second decision on the initial observation's registers.
+
+    Seed 003's history condition removes refreshes, not information: with the initial values
+    and every applied update in the prompt, an exact history-tracking reader reconstructs
+    every register (docs/DECISIONS.md, "LLM policies").
 
     history: one dict per earlier call of this episode, in order: {"operation", "candidate",
     "outcome" ("ok" or a failure name), "update": [register, increment] or None}.
+    initial: the registers of the episode's first observation; needed once `history` is not
+    empty (at the first decision the observation is the initial one).
     """
-    regs = observation["registers"].tolist()
-    if all(v < 0 for v in regs):
-        shown = "hidden"
-    else:
-        shown = " ".join(f"x[{r}]={v if v >= 0 else 'hidden'}" for r, v in enumerate(regs))
+    if history and initial is None:
+        raise ValueError("initial: the first observation's registers are needed once the "
+                         "history is not empty")
+    shown = _registers(observation["registers"].tolist())
     done = [v for v, flag in enumerate(observation["completed"].tolist()) if flag]
     reg, delta = observation["last_update"].tolist()
     last = f"x[{reg}] += {delta}" if reg >= 0 else "none yet"
@@ -145,6 +170,10 @@ def decision_prompt(
         "Task (op v: after <prerequisites>; query x[query[v]]; update x[update[v]] += "
         "delta[v]; codes [codes[v][0] .. codes[v][b-1]]):",
         _task_text(spec, _task_key(spec, observation)),
+    ]
+    if history:
+        lines += [INITIAL_HEADER, f"registers: {_registers([int(v) for v in initial])}"]
+    lines += [
         "Observation:",
         f"registers: {shown}",
         f"completed: {done}",
@@ -154,7 +183,7 @@ def decision_prompt(
         "History:",
     ]
     if history:
-        lines.extend(_history_line(i, entry) for i, entry in enumerate(history, 1))
+        lines.extend(_history_line(spec, i, entry) for i, entry in enumerate(history, 1))
     else:
         lines.append("none yet")
     lines.append("Your action (one JSON object):")
@@ -171,14 +200,16 @@ def render(
     coordination: str = "",
     order: str = "reason_first",
     system_role: bool = True,
+    initial: Sequence[int] | None = None,
 ) -> Rendered:
     """The chat messages for one decision; see the module docstring for the layout.
 
     budget: the window W of a fixed-budget (RCWT) assembly, or None for the plain prompt;
-    q, coordination and order are then passed to `budget.assemble`.
+    q, coordination and order are then passed to `budget.assemble`. initial: as in
+    `decision_prompt`.
     """
     system, system_tokens = _system(spec)
-    decision = decision_prompt(spec, observation, history)
+    decision = decision_prompt(spec, observation, history, initial)
     if budget is None:
         if system_role:
             messages = [
@@ -219,8 +250,9 @@ def history_entry(
 
 
 class WorkflowRenderer:
-    """StatefulWorkflow prompts for LLMPolicy: keeps the episode's history of calls and their
-    outcomes, and renders each decision with `render` (optionally under a budget)."""
+    """StatefulWorkflow prompts for LLMPolicy: keeps the episode's initial registers and its
+    history of calls and their outcomes, and renders each decision with `render` (optionally
+    under a budget)."""
 
     schema = ACTION_SCHEMA
 
@@ -232,6 +264,7 @@ class WorkflowRenderer:
         self.budget, self.q, self.coordination, self.order = budget, q, coordination, order
         self.system_role = system_role
         self.history: list[dict[str, Any]] = []
+        self.initial: list[int] | None = None
 
     def describe(self) -> dict[str, Any]:
         return {"renderer": "workflow", "budget": self.budget, "q": self.q,
@@ -239,6 +272,7 @@ class WorkflowRenderer:
 
     def reset(self) -> None:
         self.history = []
+        self.initial = None
 
     def record(self, action: Sequence[int], observation: Mapping[str, Any],
                info: Mapping[str, Any]) -> None:
@@ -246,6 +280,9 @@ class WorkflowRenderer:
         self.history.append(history_entry(action, info, observation))
 
     def render(self, observation: Mapping[str, Any]) -> Rendered:
+        """The prompt of the next decision; the first after reset() is the initial one."""
+        if self.initial is None:
+            self.initial = [int(v) for v in observation["registers"]]
         return render(self.spec, observation, self.history, budget=self.budget, q=self.q,
                       coordination=self.coordination, order=self.order,
-                      system_role=self.system_role)
+                      system_role=self.system_role, initial=self.initial)

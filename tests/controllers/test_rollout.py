@@ -185,3 +185,35 @@ def test_an_empty_run_and_record_fields_of_the_batched_path() -> None:
     assert played.columns["task_seed"].tolist() == [100, 101, 102, 103]
     assert all(dataclasses.asdict(r)["metrics"] == {} for r in played)
     assert played.columns["episode_return"].tolist() == [1.0] * 4
+
+
+@pytest.mark.parametrize("fast", [True, False])
+def test_both_paths_hold_the_log_lock_and_void_an_interrupted_episode(tmp_path: Path,
+                                                                      fast: bool) -> None:
+    from controllers.runlog import LogInUse, RunLog, call_totals
+
+    env = make_env(SPECS[1])
+    policy = ReferencePolicy.for_env("cache-2", env)
+    whole = rollout(env, policy, 6, seed=2, fast=False)
+    path = tmp_path / "run.jsonl"
+    rollout(env, policy, 3, seed=2, log=path, fast=fast)
+    key = json.loads(path.read_text().splitlines()[0])["episode_key"].split(":")[0] + ":5"
+    with path.open("a") as sink:  # a line an interrupted attempt at episode 5 left behind
+        sink.write(json.dumps({"type": "call", "episode_key": key, "decision": 0}) + "\n")
+
+    def refuse_a_second_writer(_record: EpisodeRecord) -> None:
+        with pytest.raises(LogInUse):
+            RunLog(path, resume=True)
+
+    resumed = rollout(env, policy, 6, seed=2, log=path, resume=True, fast=fast,
+                      on_record=refuse_a_second_writer)
+    assert resumed == whole
+    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    assert [x["type"] for x in entries].count("replay") == 1
+    replay = next(i for i, x in enumerate(entries) if x["type"] == "replay")
+    assert entries[replay]["episode_key"] == key
+    assert [i for i, x in enumerate(entries) if x.get("episode_key") == key] == [
+        3, replay, next(i for i, x in enumerate(entries) if x["type"] == "episode"
+                        and x["episode_key"] == key)]
+    totals = call_totals(path)
+    assert (totals.calls, totals.replayed) == (0, 1)  # the interrupted attempt counts for nothing

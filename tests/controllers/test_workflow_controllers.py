@@ -361,9 +361,10 @@ def test_rollout_resumes_from_its_log_without_losing_or_duplicating(tmp_path: An
     lines = [json.loads(x) for x in path.read_text().splitlines()]
     assert all(x["type"] == "episode" for x in lines)
     assert sorted(x["record"]["episode"] for x in lines) == list(range(12))
-    # Another policy in the same log is another run: nothing of the first is reused.
+    # Another policy in the same log must be named as another run: nothing of the first is
+    # reused.
     other = rollout(env, ReferencePolicy.for_env("exact", env), episodes=3, seed=40, log=path,
-                    resume=True)
+                    resume=True, run_name="exact")
     assert all(r.success for r in other)
 
 

@@ -219,3 +219,37 @@ def test_sigkill_then_resume_leaves_every_episode_exactly_once(tmp_path: Path) -
     keys = [x["episode_key"] for x in lines if x["type"] == "episode"]
     assert len(keys) == 20 and len(set(keys)) == 20
     assert finished_before <= set(keys)
+
+
+# -- decoding ---------------------------------------------------------------------------------
+def test_the_cli_offers_the_clients_response_formats() -> None:
+    from analysis.cli.common import RESPONSE_FORMATS
+    from llm_policies.client import transport
+
+    assert RESPONSE_FORMATS == transport.RESPONSE_FORMATS
+
+
+@pytest.mark.parametrize(("setting", "label"), [
+    ("json_schema", "constrained"), ("json_object", "constrained"), ("none", "unconstrained"),
+    ("auto", "negotiated")])
+def test_every_call_line_records_its_decoding(tmp_path: Path, setting: str, label: str) -> None:
+    from llm_policies.policy import decoding
+
+    assert decoding(setting) == label
+    log = tmp_path / "decoding.jsonl"
+    with FakeServer(cycling([Reply(content='{"operation": 0, "candidate": 0}')])) as server:
+        env = TextActionWrapper(gym.make("StatefulWorkflow-v0"))
+        client = ChatClient(base_url=server.base_url, model="fake", json_schema=ACTION_SCHEMA,
+                            response_format=setting)
+        policy = LLMPolicy.for_env(client, env)
+        policy_with_setting = LLMPolicy(client, policy.renderer, response_format=setting)
+        rollout(env, policy_with_setting, episodes=2, seed=0, log=log)
+    assert policy_with_setting.decoding == label
+    calls = [json.loads(x) for x in log.read_text().splitlines() if '"type": "call"' in x]
+    assert calls
+    for call in calls:
+        used = call["response_format"]
+        assert used in ("json_schema", "json_object", "none")
+        assert call["decoding"] == decoding(used)
+        if setting != "auto":
+            assert used == setting

@@ -49,7 +49,8 @@ def run_design(design: str, first_seed: int, n_seeds: int, make_policy: Callable
             records = rollout_parallel(
                 lambda cell=cell: make_env(cell.spec), make_policy, n_seeds, seed=first_seed,
                 workers=workers, log=log, resume=log is not None,
-                on_record=(lambda _r: bar.update(1)) if bar is not None else None)
+                on_record=(lambda _r: bar.update(1)) if bar is not None else None,
+                run_name=f"{design} {cell.levels}")
             results.append((cell, records))
     finally:
         if bar is not None:

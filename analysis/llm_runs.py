@@ -57,8 +57,11 @@ def llm_policy_factory(settings: ChatSettings) -> Callable[[Any], LLMPolicy]:
 
     def make_policy(env: Any) -> LLMPolicy:
         renderer = renderer_for(env, budget=settings.budget, system_role=settings.system_role)
-        client = ChatClient(**settings.client_kwargs(), json_schema=renderer.schema)
-        return LLMPolicy(client, renderer, response_format=settings.response_format)
+        kwargs = settings.client_kwargs()
+        if renderer.schema is None:  # a free-text reply cannot be held to a JSON schema
+            kwargs["response_format"] = "none"
+        client = ChatClient(**kwargs, json_schema=renderer.schema)
+        return LLMPolicy(client, renderer, response_format=kwargs["response_format"])
 
     return make_policy
 

@@ -30,15 +30,20 @@ class TextFamily:
     renderer(core env, **renderer kwargs) -> a Renderer for LLMPolicy; oracle() -> a
     function from chat messages to the answer text (it is given no env, by design)."""
 
-    fields: Callable[[Any], ActionFields]
+    fields: Callable[[Any], ActionFields | None]  # None: the reply text is the action
     to_action: Callable[[tuple[int, ...]], Any]
     renderer: Callable[..., Any]
     oracle: Callable[[], Callable[[Any], str]]
 
 
+def _dacs_free_text(core: Any) -> bool:
+    """Under seed 002's keyword scoring the env's action is the reply text itself."""
+    return core.params.scoring == "keywords"
+
+
 def _dacs_renderer(core: Any, *, system_role: bool = True, **_: Any) -> DacsRenderer:
     # The window is the env's, already under its budget: RCWT knobs do not apply.
-    return DacsRenderer(system_role=system_role)
+    return DacsRenderer(system_role=system_role, free_text=_dacs_free_text(core))
 
 
 TEXT_FAMILIES: dict[str, TextFamily] = {
@@ -49,7 +54,7 @@ TEXT_FAMILIES: dict[str, TextFamily] = {
         oracle=WorkflowOracle,
     ),
     envs.DACS: TextFamily(
-        fields=lambda core: ANSWER_FIELDS,
+        fields=lambda core: None if _dacs_free_text(core) else ANSWER_FIELDS,
         to_action=lambda parsed: int(parsed[0]),
         renderer=_dacs_renderer,
         oracle=DacsOracle,

@@ -57,8 +57,8 @@ class Renderer(Protocol):
     """What LLMPolicy needs from an env's prompt renderer (prompts.workflow.WorkflowRenderer,
     prompts.dacs.DacsRenderer)."""
 
-    fields: tuple[tuple[str, int], ...]
-    schema: dict[str, Any]
+    fields: tuple[tuple[str, int], ...] | None  # None: free text, the reply is the action
+    schema: dict[str, Any] | None
 
     def describe(self) -> dict[str, Any]: ...
 
@@ -122,7 +122,10 @@ class LLMPolicy:
             self.renderer.record(self._pending, observation, info)
         rendered = self.renderer.render(observation)
         result = self.client.complete(rendered.messages)
-        status, parsed = parse_json_action(result.text, self.renderer.fields)
+        if self.renderer.fields is None:  # a free-text reply: any answer is well-formed
+            status, parsed = "ok", None
+        else:
+            status, parsed = parse_json_action(result.text, self.renderer.fields)
         answered = result.status == "ok"  # a provider failure is not a model decision
         decision = int(self._counters["decisions"])
         counters = self._counters

@@ -75,8 +75,9 @@ class TextActionWrapper(gym.Wrapper):
     """An env with a `Text` action space: step(answer_text).
 
     A valid answer is executed (StatefulWorkflow: (operation, candidate); DACSSteering: the
-    option index); an invalid one, an index outside the fields' bounds included, ends the
-    episode with its category in info["failure"] and counts as a decision. info gains
+    option index, or under keyword scoring the reply text itself); an invalid one, an index
+    outside the fields' bounds included, ends the episode with its category in
+    info["failure"] and counts as a decision. info gains
     "decisions" (answers given, valid or not) and "action_status" ("ok" or the category).
     """
 
@@ -100,14 +101,19 @@ class TextActionWrapper(gym.Wrapper):
         if self._last is None:
             raise RuntimeError("call reset() before step()")
         self._decisions += 1
-        status, parsed = parse_json_action(action, self.fields)
-        if parsed is None:
+        if self.fields is None:  # a free-text env: the reply itself is the action
+            status, parsed = ("ok", None) if isinstance(action, str) else (INVALID_ACTION, None)
+            env_action: Any = action[:MAX_ANSWER_CHARS] if status == "ok" else None
+        else:
+            status, parsed = parse_json_action(action, self.fields)
+            env_action = None if parsed is None else self._to_action(parsed)
+        if env_action is None:
             observation, info = self._last
             info = {**info, "failure": status, "success": False,
                     "decisions": self._decisions, "action_status": status}
             self._last = None  # the episode is over
             return observation, 0.0, True, False, info
-        observation, reward, terminated, truncated, info = self.env.step(self._to_action(parsed))
+        observation, reward, terminated, truncated, info = self.env.step(env_action)
         info = {**info, "decisions": self._decisions, "action_status": status}
         self._last = None if (terminated or truncated) else (observation, info)
         return observation, reward, terminated, truncated, info

@@ -3,8 +3,9 @@
 The env already assembles the window (requester's full context and steering history plus
 registry entries, or the flat or registry-only variants) under its token budget W, exactly
 counted; this renderer only
-adds the orchestrator's instructions and the answer format {"answer": <option index>}, so the
-model sees what the reference controllers parse and nothing more.
+adds the orchestrator's instructions and the answer format ({"answer": <option index>}, or a
+plain-text reply under keyword scoring), so the model sees what the reference controllers
+parse and nothing more.
 """
 
 from __future__ import annotations
@@ -37,20 +38,32 @@ INSTRUCTIONS = (
     "another agent's. Reply with exactly one JSON object {\"answer\": <option index>} and "
     "nothing else."
 )
+# Seed 002's protocol for free-text replies (DACSSteering with scoring="keywords"): the reply
+# names the value, and the env scores it by keywords.
+FREE_TEXT_INSTRUCTIONS = INSTRUCTIONS[:INSTRUCTIONS.index("Reply with")] + (
+    "Reply in plain text with the value the requesting agent should use."
+)
 
 
 class DacsRenderer:
-    """The window of the pending request, under the orchestrator's instructions."""
+    """The window of the pending request, under the orchestrator's instructions.
 
-    schema = ANSWER_SCHEMA
-    fields = ANSWER_FIELDS
+    free_text: the reply is plain text scored by keywords (no JSON fields, no schema), for an
+    env whose action is the reply itself.
+    """
 
-    def __init__(self, system_role: bool = True) -> None:
+    def __init__(self, system_role: bool = True, free_text: bool = False) -> None:
         self.system_role = system_role
-        self._instruction_tokens = count(INSTRUCTIONS)
+        self.free_text = free_text
+        self.fields: tuple[tuple[str, int], ...] | None = None if free_text else ANSWER_FIELDS
+        self.schema: dict[str, Any] | None = None if free_text else ANSWER_SCHEMA
+        self._instructions = FREE_TEXT_INSTRUCTIONS if free_text else INSTRUCTIONS
+        self._prompt_end = "\nYour answer:" if free_text else "\nYour answer (one JSON object):"
+        self._instruction_tokens = count(self._instructions)
 
     def describe(self) -> dict[str, Any]:
-        return {"renderer": "dacs", "system_role": self.system_role}
+        return {"renderer": "dacs", "system_role": self.system_role,
+                "free_text": self.free_text}
 
     def reset(self) -> None:
         pass
@@ -60,10 +73,10 @@ class DacsRenderer:
 
     def render(self, observation: Any) -> Rendered:
         window = str(observation["window"])
-        question = window + "\nYour answer (one JSON object):"
+        question = window + self._prompt_end
         if self.system_role:
-            messages = [{"role": "system", "content": INSTRUCTIONS},
+            messages = [{"role": "system", "content": self._instructions},
                         {"role": "user", "content": question}]
             return Rendered(messages, self._instruction_tokens + count(question))
-        content = INSTRUCTIONS + "\n\n" + question
+        content = self._instructions + "\n\n" + question
         return Rendered([{"role": "user", "content": content}], count(content))

@@ -62,3 +62,40 @@ def test_workflow_answer_outside_the_action_space_is_invalid() -> None:
 def test_env_of_no_family_is_refused() -> None:
     with pytest.raises(ValueError, match="^text policies play StatefulWorkflow and DACSSteering"):
         TextActionWrapper(gym.make("CartPole-v1"))
+
+
+def _free_text_reply(pick: str):
+    """A chat model that reads the window with the reference reader's rule and replies in
+    plain text with the right value (pick="right") or with another option's value."""
+    from controllers.dacs.readers import parse_window
+    from llm_policies.oracle import DacsOracle
+
+    oracle = DacsOracle()
+
+    def answer(messages: list[dict[str, object]]) -> str:
+        options = parse_window("\n".join(str(m["content"]) for m in messages)).options
+        right = oracle.choose(messages)
+        index = right if pick == "right" else (right + 1) % len(options)
+        return f"Use {options[index]} for this."
+
+    return answer
+
+
+@pytest.mark.parametrize("pick", ["right", "other"])
+def test_free_text_replies_are_scored_by_keywords_through_the_harness(pick: str) -> None:
+    """Under scoring="keywords" the prompt asks for plain text, the wrapper passes the reply to
+    the env, and the env scores it: naming the right value is correct, naming another option
+    is not."""
+    from controllers.rollout import rollout
+    from llm_policies.oracle import InProcessChat
+    from llm_policies.policy import LLMPolicy, renderer_for
+
+    env = TextActionWrapper(gym.make("DACSSteering-v0", n_agents=3, family="heterogeneous",
+                                     scoring="keywords"))
+    renderer = renderer_for(env)
+    assert renderer.fields is None and renderer.schema is None
+    policy = LLMPolicy(InProcessChat(_free_text_reply(pick)), renderer)
+    records = rollout(env, policy, episodes=3, seed=0)
+    accuracy = [r.metrics["accuracy"] for r in records]
+    assert all(r.counters["schema_valid"] == r.counters["decisions"] > 0 for r in records)
+    assert accuracy == ([1.0] * 3 if pick == "right" else [0.0] * 3)

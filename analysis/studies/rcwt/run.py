@@ -131,7 +131,8 @@ class LLMAnswer:
         self.last_call: dict[str, Any] = {}
 
     def describe(self) -> dict[str, Any]:
-        keys = ("model", "base_url", "temperature", "max_tokens", "seed", "response_format")
+        # What is measured, never the transport (the base URL may carry credentials too).
+        keys = ("model", "temperature", "max_tokens", "seed", "response_format")
         return {"policy": "llm", "system_role": self.system_role,
                 **{k: self.settings.get(k) for k in keys}}
 
@@ -222,8 +223,6 @@ def run_sweep(
     run_log = RunLog(Path(log), run, resume=resume)
     try:
         done = run_log.results
-        if not done:
-            run_log.write({"type": "run", "run_id": run_log.run_id, "run": run})
         all_trials = build_trials(trials, env_kwargs)
         todo = [(qv, order, t) for order in orders for qv in grid for t in all_trials
                 if call_key(qv, order, t.seed) not in done]
@@ -340,14 +339,12 @@ def run_workflow_sweep(
     model_name = str(settings.get("model", "llm"))
     run = {"rcwt": WORKFLOW_ID, "env_kwargs": dict(env_kwargs or {}), "window": window,
            "trial": "episode", "model": model_name, "system_role": system_role,
-           "policy": {k: settings.get(k) for k in ("model", "base_url", "temperature",
-                                                    "max_tokens", "seed")}}
+           "policy": {k: settings.get(k) for k in ("model", "temperature", "max_tokens",
+                                                    "seed")}}
     run_log = RunLog(Path(log), run, resume=resume)
     records = []
     try:
         done = run_log.results
-        if not done:
-            run_log.write({"type": "run", "run_id": run_log.run_id, "run": run})
         env = TextActionWrapper(gym.make(WORKFLOW_ID, **dict(env_kwargs or {})))
         spec = env.unwrapped.params
         client = ChatClient(**{**settings, "json_schema": ACTION_SCHEMA})

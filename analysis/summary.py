@@ -4,8 +4,9 @@ and the reports show is computed here, from one definition each.
 Why columns: a run of a reference controller can be millions of episodes, so the summary reads
 `controllers.episodes.Episodes` (numpy arrays, one entry per episode) and never builds a
 Python object per episode on the workflow path; a list of EpisodeRecord is converted once.
-Metrics that only some envs or policies report appear only where every episode has them:
-DACSSteering's steering metrics (per-episode env metrics) and a chat model's call counters.
+Metrics that only some envs or policies report appear only where the run has them:
+DACSSteering's steering metrics (per-episode env metrics, over the episodes that report them)
+and a chat model's call counters (where every episode has them).
 """
 
 from __future__ import annotations
@@ -28,13 +29,21 @@ class Steering:
 
     Accuracy and contamination are episode rates weighted by the episode's decisions, i.e.
     rates over all decisions, so long episodes count as much as their decisions do; window
-    tokens are pooled over decisions the same way."""
+    tokens are pooled over decisions the same way. A reply a text policy could not turn into
+    an answer is one of those decisions, wrong and not contaminated (the env counts it,
+    llm_policies/text_actions.py); `invalid` says how many there were, so a low accuracy can
+    be told apart from a model that did not answer. `unmeasured` counts episodes that carry
+    no metrics at all (an episode a policy aborted before any step, as on a provider error):
+    they are left out of the rates, since no decision was scored."""
 
     decisions: int
     accuracy: float
+    accuracy_ci: tuple[float, float]  # Wilson 95% over decisions
     contamination: float
     mean_tokens: float
     p95_tokens: float
+    invalid: int = 0
+    unmeasured: int = 0
 
 
 @dataclass(frozen=True)
@@ -74,7 +83,11 @@ class Summary:
         }
         if self.steering is not None:
             out.update(accuracy=self.steering.accuracy,
+                       accuracy_ci=list(self.steering.accuracy_ci),
                        contamination=self.steering.contamination,
+                       decisions=self.steering.decisions,
+                       invalid=self.steering.invalid,
+                       unmeasured=self.steering.unmeasured,
                        mean_tokens=self.steering.mean_tokens,
                        p95_tokens=self.steering.p95_tokens)
         return out
@@ -98,7 +111,7 @@ def summarise(episodes: Episodes | Sequence[EpisodeRecord]) -> Summary:
         mean_calls=float(np.mean(c["calls"])),
         mean_return=float(np.mean(c["episode_return"])),
         failures=failure_counts(c["first_failure"]),
-        steering=steering(runs.metrics),
+        steering=steering(runs.metrics) if runs.has_metrics else None,
         model_calls=model_calls(runs.counters),
     )
 
@@ -113,20 +126,30 @@ def failure_counts(first_failure: np.ndarray) -> dict[str, int]:
 
 
 def steering(metrics: Sequence[dict[str, Any]]) -> Steering | None:
-    """Steering metrics when every episode has env metrics (DACSSteering), else None; the
-    check stops at the first episode without them, so a workflow run costs one look."""
-    if not metrics or not all(metrics):
+    """Steering metrics over the episodes that report env metrics (DACSSteering), else None
+    (StatefulWorkflow reports none); episodes without them are counted as `unmeasured`."""
+    measured = [m for m in metrics if m]
+    if not measured:
         return None
-    tokens = [np.asarray(m["window_tokens"], dtype=np.float64) for m in metrics]
+    tokens = [np.asarray(m["window_tokens"], dtype=np.float64) for m in measured]
     decisions = np.array([t.size for t in tokens])
+    total = int(decisions.sum())
+    if total == 0:
+        return None
     pooled = np.concatenate(tokens)
+    accuracy = float(np.average([m["accuracy"] for m in measured], weights=decisions))
+    correct = int(round(float(np.dot([m["accuracy"] for m in measured], decisions))))
+    low, high = wilson_interval(correct, total)
     return Steering(
-        decisions=int(decisions.sum()),
-        accuracy=float(np.average([m["accuracy"] for m in metrics], weights=decisions)),
-        contamination=float(np.average([m["contamination"] for m in metrics],
+        decisions=total,
+        accuracy=accuracy,
+        accuracy_ci=(float(low), float(high)),
+        contamination=float(np.average([m["contamination"] for m in measured],
                                        weights=decisions)),
         mean_tokens=float(pooled.mean()),
         p95_tokens=float(np.percentile(pooled, 95)),
+        invalid=int(sum(int(m.get("invalid", 0)) for m in measured)),
+        unmeasured=len(metrics) - len(measured),
     )
 
 
@@ -146,19 +169,33 @@ def model_calls(counters: dict[str, np.ndarray]) -> ModelCalls | None:
 
 
 def format_summary(summary: Summary) -> str:
-    """The `diagym run` lines: success with its interval, work, first failures and, for
-    DACSSteering, the steering metrics."""
-    low, high = summary.success_ci
+    """The `diagym run` lines: the env's headline metric with its interval, work, first
+    failures and, for DACSSteering, the steering metrics.
+
+    The headline is success for StatefulWorkflow; for DACSSteering it is accuracy over
+    decisions, because a DACS episode has no success outcome (every episode would show 0%),
+    and the success line is left out for the same reason."""
     failures = ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "none"
+    s = summary.steering
+    if s is None:
+        low, high = summary.success_ci
+        headline = [f"success         {100 * summary.success:.2f}%  "
+                    f"(Wilson 95% [{100 * low:.2f}, {100 * high:.2f}])"]
+    else:
+        low, high = s.accuracy_ci
+        headline = [f"accuracy        {s.accuracy:.3f}  (Wilson 95% [{low:.3f}, {high:.3f}]) "
+                    f"over {s.decisions} decisions, {s.invalid} invalid replies"]
     lines = [
-        f"success         {100 * summary.success:.2f}%  "
-        f"(Wilson 95% [{100 * low:.2f}, {100 * high:.2f}])",
-        f"mean completed  {summary.mean_completed:.2f}",
+        *headline,
+        # Completed operations are a StatefulWorkflow count; a DACS episode has none.
+        *([f"mean completed  {summary.mean_completed:.2f}"] if s is None else []),
         f"mean calls      {summary.mean_calls:.2f}",
         f"first failures  {failures}",
     ]
-    s = summary.steering
     if s is not None:
-        lines.append(f"accuracy        {s.accuracy:.3f}   contamination {s.contamination:.3f}   "
+        lines.append(f"contamination   {s.contamination:.3f}   "
                      f"window tokens mean {s.mean_tokens:.0f}, p95 {s.p95_tokens:.0f}")
+        if s.unmeasured:
+            lines.append(f"unmeasured      {s.unmeasured} episodes without env metrics "
+                         "(aborted before any step), left out of accuracy")
     return "\n".join(lines)

@@ -37,7 +37,14 @@ import envs
 from analysis.summary import summarise
 from controllers.rollout import rollout
 from controllers.runlog import ResumeNeeded
-from controllers.sb3.policy import CONFIG_NAME, MODEL_NAME, SB3Policy, algo_class, make_vec_env
+from controllers.sb3.policy import (
+    CONFIG_NAME,
+    MODEL_NAME,
+    SB3Policy,
+    algo_class,
+    make_vec_env,
+    write_model_hash,
+)
 
 EVAL_SEED = 1_000_000_000  # held-out: training seeds are seed .. seed + n_envs - 1 and chains
 CURVE_NAME = "curve.csv"
@@ -91,6 +98,41 @@ def validate_hyperparameters(algo: str, hyperparameters: dict[str, Any]) -> None
         note = " (train sets it)" if key in RESERVED_HYPERPARAMETERS else ""
         raise ValueError(f"hyperparameters: {what} {key!r}{note} for {algo}; "
                          f"allowed: {', '.join(allowed)}")
+    parameters = inspect.signature(algo_class(algo).__init__).parameters
+    for key in sorted(hyperparameters, key=str):
+        _check_number(algo, key, parameters[key].default, hyperparameters[key])
+
+
+def _check_number(algo: str, key: str, default: Any, value: Any) -> None:
+    """A number where the algorithm's default is one: SB3 would otherwise fail deep inside
+    learn() (None * float) or slice with a float, long after the run started."""
+    if isinstance(default, bool) or not isinstance(default, int | float):
+        return
+    is_int = isinstance(value, int) and not isinstance(value, bool)
+    if isinstance(default, int) and not is_int:
+        raise ValueError(f"hyperparameters: {key!r} for {algo} must be an integer (default "
+                         f"{default}); got {json.dumps(value)}")
+    if not is_int and not (isinstance(value, float) and value == value):
+        raise ValueError(f"hyperparameters: {key!r} for {algo} must be a number (default "
+                         f"{default:g}); got {json.dumps(value)}")
+
+
+def check_trainable(config: TrainConfig) -> None:
+    """ValueError when `config.algo` cannot train on `config.env`: MaskablePPO needs the
+    env's info["action_mask"] at every step, and an env without it fails at the first
+    held-out evaluation with a tensor reshape error."""
+    import gymnasium as gym
+
+    if config.algo != "maskable-ppo":
+        return
+    env = gym.make(config.env, **config.env_kwargs)
+    try:
+        _, info = env.reset(seed=config.seed)
+    finally:
+        env.close()
+    if "action_mask" not in info:
+        raise ValueError(f"--algo maskable-ppo needs an env that reports info['action_mask']; "
+                         f"{config.env} does not: use --algo ppo or recurrent-ppo")
 
 
 def evaluate(policy: SB3Policy, config: TrainConfig) -> tuple[float, float]:
@@ -139,6 +181,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     resume: continue the run in `out` (same settings but `steps`) up to `config.steps`;
     without a model in `out` it starts afresh. Without it, a used `out` is refused."""
     validate_hyperparameters(config.algo, config.hyperparameters)
+    check_trainable(config)
     out = Path(out)
     model_path, config_path, curve_path = out / MODEL_NAME, out / CONFIG_NAME, out / CURVE_NAME
     hyper = {**default_hyperparameters(config.algo), **config.hyperparameters}
@@ -181,8 +224,12 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     else:
         policy_name = "MultiInputLstmPolicy" if config.algo == "recurrent-ppo" \
             else "MultiInputPolicy"
-        model = algo_class(config.algo)(policy_name, vec, seed=config.seed, device="cpu",
-                                        verbose=0, **hyper)
+        try:
+            model = algo_class(config.algo)(policy_name, vec, seed=config.seed, device="cpu",
+                                            verbose=0, **hyper)
+        except (AssertionError, TypeError, ValueError) as error:  # SB3 checks by assert
+            raise ValueError(f"hyperparameters: {config.algo} refused them: "
+                             f"{error}") from None
         rows = []
         every = config.eval_every or max(config.steps // 20, config.n_envs * hyper["n_steps"])
     out.mkdir(parents=True, exist_ok=True)
@@ -209,6 +256,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
         steps = int(model.num_timesteps)
         if save:
             _write_atomically(model_path, model.save)
+            write_model_hash(out)
         success, ret = evaluate(SB3Policy(model, config.algo, config.env,
                                           config.joint_actions, raw_space=raw_space), config)
         with curve_path.open("a", newline="") as handle:
@@ -227,10 +275,10 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
 
         def _on_training_start(self) -> None:
             if progress:
-                from tqdm import tqdm
+                from analysis.progress import progress as progress_bar
 
-                self.bar = tqdm(total=config.steps, initial=int(model.num_timesteps),
-                                unit="step", desc=f"{config.algo}", disable=None)
+                self.bar = progress_bar(total=config.steps, initial=int(model.num_timesteps),
+                                        unit="step", desc=f"{config.algo}")
 
         def _on_rollout_start(self) -> None:
             steps = int(self.model.num_timesteps)

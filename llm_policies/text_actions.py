@@ -79,6 +79,13 @@ class TextActionWrapper(gym.Wrapper):
     outside the fields' bounds included, ends the episode with its category in
     info["failure"] and counts as a decision. info gains
     "decisions" (answers given, valid or not) and "action_status" ("ok" or the category).
+
+    An env that reports per-episode metrics (the final step's info["episode_metrics"]) does
+    so through a method `episode_metrics(extra_wrong: int) -> dict` (DACSSteering, docs/DACS.md);
+    when an invalid reply ends its episode the wrapper asks it for the metrics so far with that
+    reply counted as one wrong decision, so an episode a model broke is still measured
+    instead of silently missing from accuracy. The step's "correct" and "contaminated" are
+    then False: the reply answered nothing.
     """
 
     def __init__(self, env: gym.Env) -> None:
@@ -109,7 +116,7 @@ class TextActionWrapper(gym.Wrapper):
             env_action = None if parsed is None else self._to_action(parsed)
         if env_action is None:
             observation, info = self._last
-            info = {**info, "failure": status, "success": False,
+            info = {**info, **self._invalid_outcome(), "failure": status, "success": False,
                     "decisions": self._decisions, "action_status": status}
             self._last = None  # the episode is over
             return observation, 0.0, True, False, info
@@ -117,3 +124,12 @@ class TextActionWrapper(gym.Wrapper):
         info = {**info, "decisions": self._decisions, "action_status": status}
         self._last = None if (terminated or truncated) else (observation, info)
         return observation, reward, terminated, truncated, info
+
+    def _invalid_outcome(self) -> dict[str, Any]:
+        """The info an invalid reply ends the episode with, from an env with episode metrics
+        (see the class docstring); nothing for an env without them."""
+        metrics = getattr(self.env.unwrapped, "episode_metrics", None)
+        if not callable(metrics):
+            return {}
+        return {"correct": False, "contaminated": False,
+                "episode_metrics": metrics(extra_wrong=1)}

@@ -25,7 +25,8 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--n-ops", type=bounded_int(1, MAX_OPS), required=True, metavar="N",
                         help=f"number of operations, 1..{MAX_OPS}")
-    parser.add_argument("--json", action="store_true", help="print a JSON list instead")
+    parser.add_argument("--json", action="store_true",
+                        help="print a JSON list instead of the table (default: off)")
     parser.set_defaults(func=run)
 
 

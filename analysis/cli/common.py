@@ -12,7 +12,9 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
+import math
 import sys
+import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -37,8 +39,54 @@ def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
+def positive_float(text: str) -> float:
+    """An argparse type for a finite number > 0 (--timeout: 0 or less cannot answer)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value <= 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text!r}")
+    return value
+
+
+def non_negative_float(text: str) -> float:
+    """An argparse type for a finite number >= 0 (--temperature)."""
+    try:
+        value = float(text)
+    except ValueError:
+        value = math.nan
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text!r}")
+    return value
+
+
+MAX_JSON_FLAG_DEPTH = 32  # kwargs are flat; deeper input is a typo or an attack on the parser
+
+
+def _json_depth(text: str) -> int:
+    """The deepest bracket nesting outside strings, without parsing (json.loads recurses)."""
+    depth = deepest = 0
+    in_string = escaped = False
+    for char in text:
+        if in_string:
+            escaped, in_string = (False, True) if escaped else (char == "\\", char != '"')
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif char in "]}":
+            depth -= 1
+    return deepest
+
+
 def json_object(text: str) -> dict[str, Any]:
     """argparse type for --env-kwargs and --hyperparameters: a JSON object."""
+    if _json_depth(text) > MAX_JSON_FLAG_DEPTH:
+        raise argparse.ArgumentTypeError(
+            f"must be a JSON object nested at most {MAX_JSON_FLAG_DEPTH} levels deep; got "
+            f"{_json_depth(text)} levels")
     try:
         value = json.loads(text)
     except json.JSONDecodeError as error:
@@ -48,9 +96,73 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
+class OutputError(ValueError):
+    """An output path that cannot be written; raised before any work starts."""
+
+
+def _probe(flag: str, path: Path, directory: Path) -> None:
+    """Create and remove a file in `directory`: permission bits say nothing to root, a
+    read-only mount or a full quota, so only a real write answers."""
+    try:
+        with tempfile.TemporaryFile(dir=directory, prefix=".diagym-probe-"):
+            pass
+    except OSError as error:
+        where = "" if directory == path else f" in {directory}"
+        raise OutputError(f"{flag} {path}: cannot write{where} ({error.strerror or error})"
+                          ) from None
+
+
+def _existing_ancestor(flag: str, path: Path) -> Path:
+    """The nearest existing ancestor of `path`; it must be a directory."""
+    ancestor = path.parent
+    while not ancestor.exists():
+        ancestor = ancestor.parent
+    if not ancestor.is_dir():
+        raise OutputError(f"{flag} {path}: {ancestor} is a file, not a directory")
+    return ancestor
+
+
+def writable_dir(flag: str, path: Path) -> Path:
+    """Check that `path` is, or can become, a directory this process can write, and create
+    it, so a long command fails in its first second rather than after its work."""
+    path = Path(path)
+    if path.exists() and not path.is_dir():
+        raise OutputError(f"{flag} {path}: is a file; {flag} needs a directory")
+    if not path.exists():
+        _probe(flag, path, _existing_ancestor(flag, path))
+        try:
+            path.mkdir(parents=True, exist_ok=True)
+        except OSError as error:
+            raise OutputError(f"{flag} {path}: cannot create the directory "
+                              f"({error.strerror or error})") from None
+    _probe(flag, path, path)
+    return path
+
+
+def writable_file(flag: str, path: Path | None) -> Path | None:
+    """Check that `path` (None: no file) is a file that can be appended to or created; the
+    file itself is not created, so the resume rule still sees whether a log exists."""
+    if path is None:
+        return None
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{flag} {path}: is a directory; {flag} needs a file")
+    if path.exists():
+        try:
+            with path.open("ab"):  # appends nothing: the file is unchanged
+                pass
+        except OSError as error:
+            raise OutputError(f"{flag} {path}: cannot append to the file "
+                              f"({error.strerror or error})") from None
+        return path
+    _probe(flag, path, _existing_ancestor(flag, path))
+    return path
+
+
 def add_env_kwargs(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--env-kwargs", type=json_object, default={}, metavar="JSON",
-                        help="keyword arguments for gym.make, as a JSON object")
+                        help="keyword arguments for gym.make, as a JSON object (default: "
+                             "%(default)s, the registered configuration)")
 
 
 class _RetryFailed(argparse.Action):
@@ -73,10 +185,11 @@ def add_log_flags(parser: argparse.ArgumentParser, what: str, run_flags: bool = 
     """--log FILE.jsonl and --resume (the RunLog of controllers.runlog); with run_flags, also
     --run-name and --retry-failed (for commands that pass them to the runner)."""
     parser.add_argument("--log", type=Path, metavar="FILE.jsonl",
-                        help=f"append-only run log ({what})")
+                        help=f"append-only run log ({what}; default: none, nothing is logged)")
     parser.add_argument("--resume", action="store_true",
                         help="continue --log: skip finished episodes, rerun unfinished ones; "
-                             "refused when the log recorded other settings for the run")
+                             "refused when the log recorded other settings for the run "
+                             "(default: off)")
     if not run_flags:
         return
     parser.add_argument("--run-name", type=run_name, metavar="NAME",
@@ -86,7 +199,8 @@ def add_log_flags(parser: argparse.ArgumentParser, what: str, run_flags: bool = 
                              "starts another run in the same log")
     parser.add_argument("--retry-failed", action=_RetryFailed, nargs=0, default=False,
                         help="continue --log (implies --resume) and play again the episodes "
-                             "whose first failure is provider_error; the others stay")
+                             "whose first failure is provider_error; the others stay "
+                             "(default: off)")
 
 
 def fail(command: str, error: BaseException | str) -> int:
@@ -99,43 +213,97 @@ RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")  # transport.R
 LOCAL_REJECTS = "json_schema"  # llama-cpp-python's server answers OpenAI's json_schema type 500
 
 
-def add_llm_flags(parser: argparse.ArgumentParser) -> None:
-    """Flags of a chat model policy (--policy llm, llm-study, dacs-study, rcwt sweep)."""
+def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True) -> None:
+    """Flags of a chat model policy (--policy llm, llm-study, dacs-study, rcwt sweep); without
+    `budget` no --budget, for commands that set the prompt size themselves (rcwt sweep's
+    --window), so the flag is refused there instead of silently ignored."""
     group = parser.add_argument_group("chat model (--policy llm)")
     group.add_argument("--base-url", metavar="URL",
                        help="OpenAI-compatible API root ending in /v1, e.g. "
-                            "http://127.0.0.1:8080/v1 (llama.cpp, vLLM, Ollama, OpenAI)")
+                            "http://127.0.0.1:8080/v1 (llama.cpp, vLLM, Ollama, OpenAI); "
+                            "checked with one request before the run (default: none; "
+                            "required unless --local)")
     group.add_argument("--local", action="store_true",
-                       help="start the bundled Gemma 3 270M llama.cpp server and use it")
-    group.add_argument("--model", metavar="NAME", help="model name sent to the server")
+                       help="start the bundled Gemma 3 270M llama.cpp server and use it "
+                            "(default: off)")
+    group.add_argument("--model", metavar="NAME",
+                       help="model name sent to the server (default: none; required unless "
+                            "--local, which serves gemma-3-270m)")
     group.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
-                       help="environment variable holding the API key (never logged)")
+                       help="environment variable holding the API key, never logged "
+                            "(default: %(default)s; unset: no key is sent)")
     group.add_argument("--concurrency", type=bounded_int(1), default=1, metavar="K",
-                       help="episodes in flight at once")
-    group.add_argument("--budget", type=bounded_int(1), metavar="W",
-                       help="assemble every prompt to exactly W cl100k_base tokens (RCWT)")
-    group.add_argument("--max-tokens", type=bounded_int(1), default=64, metavar="T")
-    group.add_argument("--temperature", type=float, default=0.0)
+                       help="episodes (or calls) in flight at once (default: %(default)s)")
+    if budget:
+        group.add_argument("--budget", type=bounded_int(1), metavar="W",
+                           help="assemble every prompt to exactly W cl100k_base tokens (RCWT; "
+                                "default: none, prompts as rendered)")
+    group.add_argument("--max-tokens", type=bounded_int(1), default=64, metavar="T",
+                       help="most tokens the model may answer per call (default: %(default)s)")
+    group.add_argument("--temperature", type=non_negative_float, default=0.0, metavar="X",
+                       help="sampling temperature, >= 0 (default: %(default)s, greedy)")
     group.add_argument("--llm-seed", type=bounded_int(0), metavar="S",
-                       help="sampling seed sent to the server")
-    group.add_argument("--timeout", type=float, default=60.0, metavar="SECONDS")
+                       help="sampling seed sent to the server (default: none, not sent)")
+    group.add_argument("--timeout", type=positive_float, default=60.0, metavar="SECONDS",
+                       help="wall-clock seconds for one attempt of one call, > 0 (default: "
+                            "%(default)s)")
     group.add_argument("--response-format", choices=RESPONSE_FORMATS, default=None,
                        help="decoding: json_schema or json_object (constrained: the server "
                             "holds the answer to the action schema), none (unconstrained: "
                             "free text, judged by the parser alone), auto (negotiate from "
                             "json_schema down); default auto, json_object with --local")
     group.add_argument("--no-system-role", action="store_true",
-                       help="put the rules in the user turn (chat formats without a system role)")
+                       help="put the rules in the user turn, for chat formats without a "
+                            "system role (default: off)")
+
+
+def chat_flags_given(args: argparse.Namespace) -> list[str]:
+    """The chat-model flags (add_llm_flags) given with a value other than their default."""
+    defaults = argparse.ArgumentParser()
+    add_llm_flags(defaults)
+    given = []
+    for action in defaults._actions:
+        if action.option_strings and action.dest != "help" and hasattr(args, action.dest):
+            if getattr(args, action.dest) != action.default:
+                given.append(action.option_strings[0])
+    return given
+
+
+def refuse_chat_flags(args: argparse.Namespace, policy: str) -> None:
+    """ValueError naming the chat-model flags given to a run that has no chat model: a flag
+    the command would ignore is a mistake to report, not to drop."""
+    given = chat_flags_given(args)
+    if given:
+        what, them = ("is a chat-model flag", "it") if len(given) == 1 else (
+            "are chat-model flags", "them")
+        raise ValueError(f"{', '.join(given)} {what}; --policy {policy} does not use {them} "
+                         "(only --policy llm does)")
+
+
+SETTING_FLAGS = {"base_url": "--base-url", "model": "--model", "timeout": "--timeout",
+                 "temperature": "--temperature", "max_tokens": "--max-tokens"}
+
+
+def _preflight(check: Callable[[ChatSettings], None], settings: ChatSettings) -> None:
+    """Run the pre-flight check; a setting the client refuses is reported by its flag."""
+    try:
+        check(settings)
+    except ValueError as error:
+        text = str(error)
+        name = text.split(" ", 1)[0]
+        raise ValueError(SETTING_FLAGS[name] + text[len(name):] if name in SETTING_FLAGS
+                         else text) from None
 
 
 @contextlib.contextmanager
 def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
-    """Chat settings from the flags; with --local, around a running local server."""
-    from analysis.llm_runs import ChatSettings  # deferred: only chat-model runs need a client
+    """Chat settings from the flags, with --base-url checked against the server
+    (`llm_runs.preflight`); with --local, around a running local server."""
+    from analysis.llm_runs import ChatSettings, preflight  # deferred: only chat-model runs
 
     shared = {"api_key_env": args.api_key_env, "timeout": args.timeout,
               "temperature": args.temperature, "max_tokens": args.max_tokens,
-              "seed": args.llm_seed, "budget": args.budget}
+              "seed": args.llm_seed, "budget": getattr(args, "budget", None)}
     if args.local:
         from llm_policies.client import local_server
 
@@ -146,12 +314,15 @@ def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
                              f"local llama.cpp server rejects {LOCAL_REJECTS}); got "
                              f"{response_format!r}")
         with local_server.local_server() as base_url:
+            # no pre-flight: the local server is ours, keyless, and answered before this
             yield ChatSettings(base_url=base_url, model=args.model or "gemma-3-270m",
                                response_format=response_format,
                                system_role=local_server.SYSTEM_ROLE, **shared)
         return
     if not args.base_url or not args.model:
         raise ValueError("--policy llm needs --base-url URL and --model NAME (or --local)")
-    yield ChatSettings(base_url=args.base_url, model=args.model,
-                       response_format=args.response_format or "auto",
-                       system_role=not args.no_system_role, **shared)
+    settings = ChatSettings(base_url=args.base_url, model=args.model,
+                            response_format=args.response_format or "auto",
+                            system_role=not args.no_system_role, **shared)
+    _preflight(preflight, settings)  # a refused key or a dead server: no episode is played
+    yield settings

@@ -8,7 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import add_llm_flags, add_log_flags, bounded_int, fail, llm_endpoint
+from analysis.cli.common import (
+    add_llm_flags,
+    add_log_flags,
+    bounded_int,
+    fail,
+    llm_endpoint,
+    refuse_chat_flags,
+    writable_dir,
+    writable_file,
+)
 from analysis.studies.dacs_study.design import PHASES
 
 
@@ -25,17 +34,23 @@ def add_parser(subparsers: Any) -> None:
             "table and write plots. No budget unless --window is given."
         ),
     )
-    parser.add_argument("--policy", choices=("reference", "llm"), default="reference")
+    parser.add_argument("--policy", choices=("reference", "llm"), default="reference",
+                        help="reference (the programmed orchestrators) or llm (a chat model "
+                             "behind --base-url or --local; default: %(default)s)")
     parser.add_argument("--episodes", type=bounded_int(1), default=10, metavar="K",
                         help="scenario seeds per arm (default 10, seed 002's trials per cell)")
     parser.add_argument("--window", type=bounded_int(128), default=None, metavar="W",
                         help="window budget in tokens (default: none, nothing is cut, as in "
                              "seed 002's runs)")
-    parser.add_argument("--phases", nargs="+", choices=tuple(PHASES), default=list(PHASES))
+    parser.add_argument("--phases", nargs="+", choices=tuple(PHASES), default=list(PHASES),
+                        metavar="PHASE",
+                        help=f"which of {', '.join(PHASES)} to run (default: all three)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                         help="where the plots go (default: results)")
     add_log_flags(parser, "episodes, and model calls with --policy llm")
-    parser.add_argument("--json", action="store_true", help="print JSON rows instead")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON rows instead of the table, and write no plots "
+                             "(default: off)")
     add_llm_flags(parser)
     parser.set_defaults(func=run)
 
@@ -56,6 +71,7 @@ def _play(args: argparse.Namespace) -> list[Any]:
                              make_env=text_env, **shared)
     from controllers.registry import make_reference_policy
 
+    refuse_chat_flags(args, args.policy)
     return run_study(make_reference_policy, **shared)
 
 
@@ -64,6 +80,9 @@ def run(args: argparse.Namespace) -> int:
     from controllers.runlog import RunLog
 
     try:
+        writable_file("--log", args.log)
+        if not args.json:  # the plots are written only with the table
+            writable_dir("--out", args.out)
         RunLog.check_target(args.log, args.resume)
         results = _play(args)
     except (ValueError, RuntimeError, OSError) as error:

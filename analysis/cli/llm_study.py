@@ -6,7 +6,14 @@ import argparse
 import json
 from typing import Any
 
-from analysis.cli.common import add_llm_flags, add_log_flags, bounded_int, fail, llm_endpoint
+from analysis.cli.common import (
+    add_llm_flags,
+    add_log_flags,
+    bounded_int,
+    fail,
+    llm_endpoint,
+    writable_file,
+)
 from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
 
 
@@ -21,13 +28,17 @@ def add_parser(subparsers: Any) -> None:
             "contrasts with seed-cluster bootstrap intervals (Tables 9 and 8)."
         ),
     )
-    parser.add_argument("--design", choices=DESIGNS, required=True)
+    parser.add_argument("--design", choices=DESIGNS, required=True,
+                        help="local (the 2^5 factorial) or fractional (the 2^(4-1) fraction; "
+                             "required)")
     parser.add_argument("--seeds", type=bounded_int(1), metavar="K",
                         help="task seeds per cell (default: "
                         + ", ".join(f"{n} {d}" for d, n in DEFAULT_SEEDS.items()) + ")")
-    parser.add_argument("--first-seed", type=bounded_int(0), default=0, metavar="S")
+    parser.add_argument("--first-seed", type=bounded_int(0), default=0, metavar="S",
+                        help="task seed of each cell's first episode (default: %(default)s)")
     add_log_flags(parser, "calls and episodes")
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object instead of the tables (default: off)")
     add_llm_flags(parser)
     parser.set_defaults(func=run)
 
@@ -44,6 +55,7 @@ def run(args: argparse.Namespace) -> int:
 
     n_seeds = args.seeds or DEFAULT_SEEDS[args.design]
     try:
+        writable_file("--log", args.log)
         RunLog.check_target(args.log, args.resume)
         # The median decision latency is read from the call lines, so a run without --log
         # still writes one, to a directory that is removed afterwards.

@@ -6,7 +6,6 @@ import argparse
 import contextlib
 import json
 import math
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,8 @@ from analysis.cli.common import (
     bounded_int,
     fail,
     llm_endpoint,
+    refuse_chat_flags,
+    writable_dir,
 )
 from analysis.studies.rcwt.design import ENV_ID, Q_GRID, WORKFLOW_ID
 from llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS
@@ -62,7 +63,7 @@ def add_parser(subparsers: Any) -> None:
     )
     sweep.add_argument("--env", default=ENV_ID, choices=(ENV_ID, WORKFLOW_ID), metavar="ID",
                        help=f"{ENV_ID} (one steering request per call) or {WORKFLOW_ID} "
-                            "(one episode per call, --policy llm only)")
+                            "(one episode per call, --policy llm only; default: %(default)s)")
     add_env_kwargs(sweep)
     sweep.add_argument("--policy", choices=("flat-reader", "llm"), required=True,
                        help="flat-reader (the programmed reader; no model) or llm")
@@ -82,13 +83,17 @@ def add_parser(subparsers: Any) -> None:
                        help="do not send a coordination or evidence block whose target is "
                             f"1..N tokens (default {ARTIFACT_DROP}, the artifact's rule; 0 "
                             "keeps every block)")
-    sweep.add_argument("--out", type=Path, required=True, metavar="DIR")
+    sweep.add_argument("--out", type=Path, required=True, metavar="DIR",
+                       help=f"directory for {LOG_NAME}, sweep.csv, fits.json and fits.png, "
+                            "checked writable before the sweep (required)")
     sweep.add_argument("--resume", action="store_true",
-                       help=f"continue DIR/{LOG_NAME}: skip the calls it already holds")
+                       help=f"continue DIR/{LOG_NAME}: skip the calls it already holds "
+                            "(default: off)")
     sweep.add_argument("--resamples", type=bounded_int(1), default=1000, metavar="B",
                        help="bootstrap resamples for theta's interval (default 1000)")
-    sweep.add_argument("--json", action="store_true", help="print the fits JSON instead")
-    add_llm_flags(sweep)
+    sweep.add_argument("--json", action="store_true",
+                       help="print the fits JSON instead of the tables (default: off)")
+    add_llm_flags(sweep, budget=False)  # --window is the budget
     sweep.set_defaults(func=run_sweep)
 
     fit = commands.add_parser(
@@ -100,32 +105,38 @@ def add_parser(subparsers: Any) -> None:
             "the lowest AIC (analysis.fits.fit_table)."
         ),
     )
-    fit.add_argument("csv", type=Path, metavar="FILE.csv")
-    fit.add_argument("--window", type=bounded_int(1), required=True, metavar="W")
-    fit.add_argument("--json", action="store_true", help="print fit_table's JSON instead")
+    fit.add_argument("csv", type=Path, metavar="FILE.csv",
+                     help="rows of model,p,score[,order], as sweep.csv")
+    fit.add_argument("--window", type=bounded_int(1), required=True, metavar="W",
+                     help="the budget W the rows were scored at, for theta = W (1 - p0) "
+                          "(required)")
+    fit.add_argument("--json", action="store_true",
+                     help="print fit_table's JSON instead of the table (default: off)")
     fit.set_defaults(func=run_fit)
 
 
 def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     """The sweep's call records (old and new), with a progress bar on stderr."""
-    from tqdm import tqdm
-
+    from analysis.progress import progress
     from analysis.studies.rcwt import run
 
     q = [value / 100.0 for value in args.q]
     if args.env == WORKFLOW_ID and args.policy != "llm":
         raise ValueError(f"{WORKFLOW_ID} sweeps need --policy llm (the programmed "
                          "controllers do not read text)")
+    if args.policy != "llm":
+        refuse_chat_flags(args, args.policy)
     with contextlib.ExitStack() as stack:
-        bar = stack.enter_context(tqdm(unit="call", disable=None, file=sys.stderr))
+        # the endpoint first: its pre-flight check may end the sweep before any progress line
+        settings = stack.enter_context(llm_endpoint(args)) if args.policy == "llm" else None
+        bar = stack.enter_context(progress(desc="rcwt sweep", unit="call"))
         shared = {"window": args.window, "trials": args.trials, "log": log, "q": q,
                   "env_kwargs": args.env_kwargs, "resume": args.resume,
                   "on_call": lambda _record: bar.update(1)}
         if args.env == ENV_ID:
             shared.update(layout=args.layout, drop_at_most=args.drop_at_most)
-        if args.policy != "llm":
+        if settings is None:
             return run.run_sweep(run.FlatReader(), **shared)
-        settings = stack.enter_context(llm_endpoint(args))
         if args.env == WORKFLOW_ID:
             return run.run_workflow_sweep(settings.client_kwargs(),
                                           system_role=settings.system_role, **shared)
@@ -140,6 +151,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
     log = args.out / LOG_NAME
     try:
+        writable_dir("--out", args.out)
         RunLog.check_target(log, args.resume)
         records = _sweep(args, log)
     except (ValueError, RuntimeError, OSError) as error:

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import argparse
-import sys
 from pathlib import Path
 from typing import Any
 
+from analysis.cli.common import fail, writable_dir
 from analysis.studies.reproduce.design import GRID_CHOICES
 
 
@@ -30,7 +30,11 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from analysis.studies.reproduce.run import reproduce
 
-    result = reproduce(args.grid, args.out, progress=sys.stderr.isatty())
+    try:
+        writable_dir("--out", args.out)
+    except ValueError as error:
+        return fail("reproduce", error)
+    result = reproduce(args.grid, args.out, progress=True)
     total = sum(result.seconds.values())
     stages = ", ".join(f"{name} {value:.2f} s" for name, value in result.seconds.items())
     print(f"{result.configurations:,} configurations, {result.episodes:,} episodes in "

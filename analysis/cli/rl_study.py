@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import bounded_int
+from analysis.cli.common import bounded_int, fail, writable_dir
 
 
 def add_parser(subparsers: Any) -> None:
@@ -21,11 +21,17 @@ def add_parser(subparsers: Any) -> None:
             "reference controllers on held-out seeds, and write a table and a profile plot."
         ),
     )
-    parser.add_argument("--steps", type=bounded_int(1), default=100_000, metavar="N")
-    parser.add_argument("--episodes", type=bounded_int(1), default=256, metavar="E")
-    parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S")
-    parser.add_argument("--out", type=Path, default=Path("results/rl"), metavar="DIR")
-    parser.add_argument("--json", action="store_true", help="print JSON rows instead")
+    parser.add_argument("--steps", type=bounded_int(1), default=100_000, metavar="N",
+                        help="training steps per agent (default: %(default)s)")
+    parser.add_argument("--episodes", type=bounded_int(1), default=256, metavar="E",
+                        help="held-out evaluation episodes per policy (default: %(default)s)")
+    parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
+                        help="training seed (default: %(default)s)")
+    parser.add_argument("--out", type=Path, default=Path("results/rl"), metavar="DIR",
+                        help="where the models, the table and the plot go (default: "
+                             "%(default)s)")
+    parser.add_argument("--json", action="store_true",
+                        help="print JSON rows instead of the table (default: off)")
     parser.set_defaults(func=run)
 
 
@@ -34,6 +40,10 @@ def run(args: argparse.Namespace) -> int:
     from analysis.studies.rl_study.report import format_rows, write_report
     from analysis.studies.rl_study.run import run_study
 
+    try:
+        writable_dir("--out", args.out)
+    except ValueError as error:
+        return fail("rl-study", error)
     rows = run_study(args.out, steps=args.steps, episodes=args.episodes, seed=args.seed,
                      progress=True)
     table, plot = write_report(rows, args.out)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
@@ -13,6 +14,8 @@ from analysis.cli.common import (
     bounded_int,
     fail,
     llm_endpoint,
+    refuse_chat_flags,
+    writable_file,
 )
 
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
@@ -38,7 +41,7 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Play --episodes episodes of --env with --policy through the one runner "
             "(episode i on seed S + i; a reference controller on a StatefulWorkflow env runs "
-            "batched, with the same records) and print success with its Wilson 95%% interval, "
+            "batched, with the same records) and print success with its Wilson 95% interval, "
             "mean completed operations, mean calls and first-failure counts."
         ),
     )
@@ -50,10 +53,18 @@ def add_parser(subparsers: Any) -> None:
                         "harness's self-check: a programmed reader of the prompts behind the "
                         "LLM harness, no server) or sb3:DIR/model.zip (a model saved by "
                         "diagym train)")
-    parser.add_argument("--episodes", type=bounded_int(1), required=True, metavar="K")
-    parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S")
+    parser.add_argument("--trust-model", action="store_true",
+                        help="with --policy sb3:PATH, load a model diagym train did not write "
+                             "(model.zip is a pickle: loading runs any code it holds; default: "
+                             "refuse it)")
+    parser.add_argument("--episodes", type=bounded_int(1), required=True, metavar="K",
+                        help="episodes to play, >= 1 (required)")
+    parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
+                        help="task seed of the first episode; episode i plays seed S + i "
+                             "(default: %(default)s)")
     add_log_flags(parser, "one line per episode, and per model call", run_flags=True)
-    parser.add_argument("--json", action="store_true", help="print one JSON object instead")
+    parser.add_argument("--json", action="store_true",
+                        help="print one JSON object instead of the table (default: off)")
     add_llm_flags(parser)
     parser.set_defaults(func=run)
 
@@ -66,16 +77,15 @@ def _play(args: argparse.Namespace) -> Any:
     from controllers.rollout import rollout, rollout_parallel
 
     if args.policy in ("llm", TEXT_ORACLE):
-        from tqdm import tqdm
-
         from analysis.llm_runs import llm_policy_factory, make_text_env, oracle_policy_factory
+        from analysis.progress import progress
 
         def make_env() -> Any:
             return make_text_env(args.env, **args.env_kwargs)
 
         def play(make_policy: Any) -> Any:
             make_policy(make_env())  # fail early on a bad env or spec
-            with tqdm(total=args.episodes, unit="episode", disable=None) as bar:
+            with progress(total=args.episodes, desc="diagym run", unit="episode") as bar:
                 return rollout_parallel(
                     make_env, make_policy, args.episodes, seed=args.seed,
                     workers=args.concurrency, log=args.log, resume=args.resume,
@@ -93,17 +103,55 @@ def _play(args: argparse.Namespace) -> Any:
                                               system_role=not args.no_system_role))
         with llm_endpoint(args) as settings:
             return play(llm_policy_factory(settings))
+    refuse_chat_flags(args, args.policy)
     env = gym.make(args.env, **args.env_kwargs)
     if args.policy.startswith("sb3:"):
         from controllers.sb3.policy import SB3Policy
 
-        policy = SB3Policy.load(args.policy[len("sb3:"):])
+        path = args.policy[len("sb3:"):]
+        check_model_env(path, args.env, args.env_kwargs, env)
+        policy = SB3Policy.load(path, trust=args.trust_model)
     else:
         from controllers.registry import make_reference_policy
 
         policy = make_reference_policy(args.policy, env)
     return rollout(env, policy, args.episodes, seed=args.seed, log=args.log, resume=args.resume,
                    run_name=args.run_name, retry_failed=args.retry_failed)
+
+
+def check_model_env(path: str, env_id: str, env_kwargs: dict[str, Any], env: Any) -> None:
+    """ValueError unless the model at `path` was trained (config.json beside it) on an env with
+    the observation and action spaces of `env`: SB3 would otherwise fail with a reshape or
+    attribute error at the first step. Equal spaces, not equal kwargs, decide, so a model can
+    be evaluated under another feedback mode of the same size."""
+    import gymnasium as gym
+
+    from controllers.sb3.policy import CONFIG_NAME
+
+    where = Path(path)
+    directory = where.parent if where.suffix == ".zip" else where
+    config_path = directory / CONFIG_NAME
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        trained_id, trained_kwargs = str(config["env"]), dict(config["env_kwargs"])
+    except FileNotFoundError:
+        raise ValueError(f"--policy sb3:{path}: no {config_path} beside the model; pass a "
+                         "DIR/model.zip written by diagym train") from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"--policy sb3:{path}: {config_path} is not a diagym train config "
+                         f"({type(error).__name__}: {error})") from None
+    if ":" in trained_id or trained_id not in gym.registry:  # "module:Env" would import
+        raise ValueError(f"--policy sb3:{path}: {config_path} names {trained_id!r}, not a "
+                         "registered env id")
+    trained_env = gym.make(trained_id, **trained_kwargs)
+    same = (trained_env.observation_space == env.observation_space
+            and trained_env.action_space == env.action_space)
+    trained_env.close()
+    if not same:
+        raise ValueError(
+            f"--policy sb3:{path} was trained on {trained_id} {json.dumps(trained_kwargs)}, "
+            f"whose observations and actions differ in size from --env {env_id} "
+            f"--env-kwargs {json.dumps(env_kwargs)}; evaluate it on an env of its size")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -113,6 +161,7 @@ def run(args: argparse.Namespace) -> int:
     from controllers.runlog import RunLog
 
     try:
+        writable_file("--log", args.log)
         RunLog.check_target(args.log, args.resume)
         episodes = _play(args)
     except (gym.error.Error, ValueError, TypeError, RuntimeError, OSError) as error:

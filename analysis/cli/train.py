@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import add_env_kwargs, bounded_int, fail, json_object
+from analysis.cli.common import add_env_kwargs, bounded_int, fail, json_object, writable_dir
 
 
 def add_parser(subparsers: Any) -> None:
@@ -23,28 +23,40 @@ def add_parser(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("--algo", choices=("ppo", "maskable-ppo", "recurrent-ppo"),
-                        required=True)
-    parser.add_argument("--env", required=True, metavar="ID")
+                        required=True,
+                        help="ppo, maskable-ppo (needs an env with action masks: the "
+                             "StatefulWorkflow ids) or recurrent-ppo (LSTM); required")
+    parser.add_argument("--env", required=True, metavar="ID",
+                        help="a registered env id (required)")
     add_env_kwargs(parser)
-    parser.add_argument("--steps", type=bounded_int(1), required=True, metavar="N")
-    parser.add_argument("--n-envs", type=bounded_int(1), default=8, metavar="K")
-    parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S")
-    parser.add_argument("--eval-episodes", type=bounded_int(1), default=64, metavar="E")
+    parser.add_argument("--steps", type=bounded_int(1), required=True, metavar="N",
+                        help="environment steps to train for in all, >= 1 (required)")
+    parser.add_argument("--n-envs", type=bounded_int(1), default=8, metavar="K",
+                        help="environments stepped together (default: %(default)s)")
+    parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
+                        help="seed of the model and the training tasks (default: %(default)s)")
+    parser.add_argument("--eval-episodes", type=bounded_int(1), default=64, metavar="E",
+                        help="held-out episodes per curve point (default: %(default)s)")
     parser.add_argument("--multi-discrete", action="store_true",
                         help="independent (operation, candidate) heads instead of the joint "
-                             "Discrete(N*b) action")
+                             "Discrete(N*b) action (default: off)")
     parser.add_argument("--raw-obs", action="store_true",
-                        help="raw integer observations instead of one-hot")
+                        help="raw integer observations instead of one-hot (default: off)")
     parser.add_argument("--hyperparameters", type=json_object, default={}, metavar="JSON",
                         help="algorithm keyword arguments over the defaults, e.g. "
-                             "'{\"n_epochs\": 4, \"batch_size\": 512}'")
+                             "'{\"n_epochs\": 4, \"batch_size\": 512}' (default: none, "
+                             "train's own defaults)")
     parser.add_argument("--eval-every", type=bounded_int(0), default=0, metavar="STEPS",
-                        help="steps between held-out evaluations (0: about 20 in all)")
-    parser.add_argument("--out", type=Path, required=True, metavar="DIR")
+                        help="steps between held-out evaluations (default: %(default)s, "
+                             "about 20 in all)")
+    parser.add_argument("--out", type=Path, required=True, metavar="DIR",
+                        help="directory for model.zip, config.json and the curve, checked "
+                             "writable before training (required)")
     parser.add_argument("--resume", action="store_true",
                         help="continue the run saved in DIR up to --steps (same settings "
                              "otherwise; curve rows are kept); without a model in DIR, start "
-                             "afresh. Without --resume a DIR holding a run is refused")
+                             "afresh. Without --resume a DIR holding a run is refused "
+                             "(default: off)")
     parser.set_defaults(func=run)
 
 
@@ -58,8 +70,9 @@ def run(args: argparse.Namespace) -> int:
                          eval_episodes=args.eval_episodes, eval_every=args.eval_every,
                          hyperparameters=args.hyperparameters)
     try:
+        writable_dir("--out", args.out)
         model = train(config, args.out, progress=True, resume=args.resume)
-    except (ValueError, TypeError, FileExistsError) as error:
+    except (ValueError, TypeError, OSError) as error:
         return fail("train", error)
     last = read_curve(args.out / "curve.csv")[-1]
     print(f"{args.algo} on {args.env}: {int(last['steps']):,} steps in {last['wall_s']:.0f} s; "

@@ -7,11 +7,21 @@ it was trained with it), recurrent state reset at every episode start for Recurr
 training side builds the fast numba VecEnv for StatefulWorkflow ids and DummyVecEnv over
 `gym.make` for others (DACSSteering, with the text field dropped: SB3 policies take numbers).
 ENCODINGS is the one table of how SB3 sees each env family.
+
+A model.zip is a pickle: loading it runs whatever code it holds, and its config.json names the
+env gymnasium is asked to build (an id of the form "module:Env" imports that module). So
+`SB3Policy.load` plays only runs `diagym train` wrote, recognised by the sha256 of model.zip
+that training writes next to it at every checkpoint (`write_model_hash`, MODEL_HASH_NAME) and
+by a config whose env is a registered diagym id (`verify_model`); `trust=True` (the CLI's
+`--trust-model`) loads any model. The hash is provenance and integrity, not a signature:
+whoever can write the directory can write the hash too.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +35,69 @@ from controllers.sb3.observation import OneHotObservation, VecOneHot, encode
 ALGOS = ("ppo", "maskable-ppo", "recurrent-ppo")
 CONFIG_NAME = "config.json"
 MODEL_NAME = "model.zip"
+MODEL_HASH_NAME = "model.zip.sha256"  # sha256sum's format: "<hex digest>  model.zip"
+UNTRUSTED = (f"{MODEL_NAME} is a pickle, and loading it runs any code it holds: load only "
+             "models you trust (--trust-model loads it anyway)")
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def write_model_hash(directory: str | Path) -> Path:
+    """Write the sha256 of directory/model.zip to directory/MODEL_HASH_NAME (atomically, so a
+    kill leaves the old hash or the new one); training calls it after each model save, which
+    is what lets `verify_model` recognise the run as its own."""
+    directory = Path(directory)
+    line = f"{_sha256(directory / MODEL_NAME)}  {MODEL_NAME}\n"
+    path = directory / MODEL_HASH_NAME
+    temporary = path.with_name(path.name + ".tmp")
+    with temporary.open("w") as handle:
+        handle.write(line)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(temporary, path)
+    return path
+
+
+def verify_model(directory: str | Path) -> dict[str, Any]:
+    """The run's config when directory holds a model `diagym train` wrote, else ValueError.
+
+    Checked before anything is unpickled or built: config.json is a JSON object naming a
+    registered diagym env id and a known algo, and model.zip's sha256 matches the hash
+    training wrote for it."""
+    directory = Path(directory)
+    model, config_path = directory / MODEL_NAME, directory / CONFIG_NAME
+    where = f"model: {model}"
+    if not model.is_file():
+        raise ValueError(f"{where} does not exist")
+    try:
+        config = json.loads(config_path.read_text())
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ValueError(f"{where} has no readable {CONFIG_NAME} next to it ({error}); "
+                         f"{UNTRUSTED}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}: {CONFIG_NAME} is not a JSON object; {UNTRUSTED}")
+    env_id = config.get("env")
+    if not isinstance(env_id, str) or envs.family_of(env_id, strict=False) is None:
+        raise ValueError(f"{where}: {CONFIG_NAME} names env {env_id!r}, not a registered "
+                         f"diagym id; {UNTRUSTED}")
+    if config.get("algo") not in ALGOS:
+        raise ValueError(f"{where}: {CONFIG_NAME} names algo {config.get('algo')!r}, not one "
+                         f"of {' | '.join(ALGOS)}; {UNTRUSTED}")
+    try:
+        stored = (directory / MODEL_HASH_NAME).read_text().split()
+    except (OSError, UnicodeDecodeError):
+        raise ValueError(f"{where} has no {MODEL_HASH_NAME}, so it was not written by "
+                         f"`diagym train`; {UNTRUSTED}") from None
+    if not stored or stored[0] != _sha256(model):
+        raise ValueError(f"{where} does not match the sha256 in {MODEL_HASH_NAME} (changed "
+                         f"or replaced since `diagym train` wrote it); {UNTRUSTED}")
+    return config
 
 
 def algo_class(algo: str) -> Any:
@@ -167,11 +240,19 @@ class SB3Policy:
         self.reset()
 
     @classmethod
-    def load(cls, path: str | Path, deterministic: bool = True) -> SB3Policy:
-        """A model saved by `diagym train` (its config.json sits next to model.zip)."""
+    def load(cls, path: str | Path, deterministic: bool = True,
+             trust: bool = False) -> SB3Policy:
+        """A model saved by `diagym train` (its config.json and hash sit next to model.zip).
+
+        Without trust, a model `verify_model` does not recognise is refused with a
+        ValueError before it is unpickled; trust=True loads it anyway (it runs any code the
+        pickle holds)."""
         path = Path(path)
         directory = path.parent if path.suffix == ".zip" else path
-        config = json.loads((directory / CONFIG_NAME).read_text())
+        if trust:
+            config = json.loads((directory / CONFIG_NAME).read_text())
+        else:
+            config = verify_model(directory)
         model = algo_class(config["algo"]).load(directory / MODEL_NAME, device="cpu")
         raw = None
         if config.get("one_hot") and encoding_for(config["env"]).one_hot:

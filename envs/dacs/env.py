@@ -25,6 +25,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs._core import tokens
+from envs._core.checks import check_render_mode
 from envs.dacs.params import DacsParams
 from envs.dacs.scenario import (
     KEYS,
@@ -110,7 +111,12 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
     After the N x D-th answer; no truncation. info: correct, contaminated (answered with
     another agent's value), window_tokens, requester (int), key (name), failure (None |
     "wrong"); focus steps add "focus" (the agent loaded); the final step adds episode_metrics
-    {"accuracy", "contamination", "window_tokens" (one per decision)}.
+    {"accuracy", "contamination", "window_tokens" (one per decision), "invalid" (0 here)},
+    also readable mid-episode through episode_metrics().
+
+    ## Rendering
+    "ansi": the current window text; "rgb_array": a 640x400 picture of the state
+    (envs/dacs/viewer.py), drawn only when render() is called.
 
     reset(seed=s) plays scenario s; reset() without a seed draws the next scenario seed from
     np_random, so a seeded sequence of episodes is reproducible.
@@ -120,16 +126,15 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
     the DACS window of 4096 tokens, natural order, no focus actions, multiple choice).
     """
 
-    metadata = {"render_modes": ["ansi"], "render_fps": 1}
+    metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 1}
 
     def __init__(self, render_mode: str | None = None, **kwargs: Any) -> None:
         self.params = DacsParams.from_kwargs(**kwargs)
         # The knobs, readable as attributes as well (env.n_agents, env.context_mode, ...).
         for name, value in self.params.as_dict().items():
             setattr(self, name, value)
-        if render_mode not in (None, "ansi"):
-            raise ValueError(f"render_mode must be one of None | 'ansi'; got {render_mode!r}")
-        self.render_mode = render_mode
+        self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
+        self._viewer: Any = None  # the rgb_array figure (envs/dacs/viewer.py), on first render
 
         n_actions = N_OPTIONS + (self.n_agents if self.agent_chosen_focus else 0)
         self.action_space: spaces.Space[Any] = (
@@ -152,6 +157,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         self._pending: PendingRequest | None = None
         self._current: Window | None = None
         self._last_obs: dict[str, Any] | None = None
+        self._last_outcome: str | None = None  # shown by the rgb_array picture
 
     # -- episode ---------------------------------------------------------------------------
     def reset(
@@ -178,6 +184,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         self._correct = 0
         self._contaminated = 0
         self._tokens_per_decision: list[int] = []
+        self._last_outcome = None
         self._start_request()
         info = {
             "correct": False,
@@ -209,6 +216,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
             self._focus_count += 1
             self._focused = focus
             self._rebuild_window()
+            self._last_outcome = f"focus on agent-{focus}"
             info = {
                 "correct": False,
                 "contaminated": False,
@@ -248,6 +256,8 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         self._correct += correct
         self._contaminated += contaminated
         self._tokens_per_decision.append(window.tokens)
+        self._last_outcome = "correct" if correct else "contaminated" if contaminated \
+            else "wrong"
         info = {
             "correct": correct,
             "contaminated": contaminated,
@@ -259,12 +269,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         self._step += 1
         terminated = self._step == len(self._scenario.requests)
         if terminated:
-            total = len(self._scenario.requests)
-            info["episode_metrics"] = {
-                "accuracy": self._correct / total,
-                "contamination": self._contaminated / total,
-                "window_tokens": list(self._tokens_per_decision),
-            }
+            info["episode_metrics"] = self.episode_metrics()
             self._pending = None
             observation = self._copy_obs(self._last_obs)
         else:
@@ -296,6 +301,31 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         """Per agent, key id -> the value id last given (recorded in cascade blocks)."""
         return [dict(d) for d in self._decided]
 
+    def episode_metrics(self, extra_wrong: int = 0) -> dict[str, Any]:
+        """The episode's metrics over the decisions made so far, the final step's
+        info["episode_metrics"] when called there.
+
+        A wrapper that ends an episode early on a reply it cannot execute (TextActionWrapper
+        on invalid JSON) passes extra_wrong=1: that reply was a decision on the pending
+        request, so it counts as one wrong, uncontaminated decision with the pending window's
+        tokens, and the run's accuracy stays a rate over every decision a policy was asked
+        for. Rates are over decisions made (not over the scenario's N x D requests), which on
+        a completed episode is the same thing. "invalid" counts the extra decisions."""
+        if self._scenario is None:
+            raise RuntimeError("call reset() before reading episode metrics")
+        if extra_wrong < 0 or (extra_wrong and self._pending is None):
+            raise ValueError(f"extra_wrong must be 0, or >= 1 while a request is pending; "
+                             f"got {extra_wrong!r}")
+        window_tokens = list(self._tokens_per_decision)
+        window_tokens += [self._current.tokens] * extra_wrong
+        total = len(window_tokens)
+        return {
+            "accuracy": self._correct / total if total else 0.0,
+            "contamination": self._contaminated / total if total else 0.0,
+            "window_tokens": window_tokens,
+            "invalid": int(extra_wrong),
+        }
+
     def score_text(self, text: str) -> dict[str, bool]:
         """Seed 002's keyword scoring of a free-text reply to the pending request
         (envs/dacs/scoring.py), without answering it: the env's own scoring stays multiple
@@ -307,10 +337,51 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
                               pending.key, pending.option_ids[pending.correct])
         return {"correct": score.correct, "contaminated": score.contaminated}
 
-    def render(self) -> str | None:
-        if self.render_mode != "ansi" or self._current is None:
+    def render(self) -> str | np.ndarray | None:
+        """The current window as text ("ansi") or an (H, W, 3) uint8 picture of the state
+        ("rgb_array", envs/dacs/viewer.py); None before reset or without a render mode."""
+        if self._current is None:
             return None
-        return self._current.text
+        if self.render_mode == "ansi":
+            return self._current.text
+        if self.render_mode == "rgb_array":
+            from envs.dacs.viewer import DacsViewer  # matplotlib, on first use
+
+            if self._viewer is None:
+                self._viewer = DacsViewer()
+            return self._viewer.render(self._frame())
+        return None
+
+    def close(self) -> None:
+        if self._viewer is not None:
+            self._viewer.close()
+            self._viewer = None
+        super().close()
+
+    def __getstate__(self) -> dict[str, Any]:
+        """Everything but the figure, which a copy draws afresh when it renders."""
+        state = self.__dict__.copy()
+        state["_viewer"] = None
+        return state
+
+    def _frame(self) -> Any:
+        """The viewer's Frame of the public state."""
+        from envs.dacs.viewer import Frame
+
+        pending = self._pending
+        if self.agent_chosen_focus:
+            mode = "focus" if self._focused >= 0 else "registry"
+        else:
+            mode = self.context_mode
+        return Frame(
+            n_agents=self.n_agents, window=self._current, mode=mode, budget=self.window,
+            requester=-1 if pending is None else pending.requester,
+            depends_on=-1 if pending is None else pending.depends_on,
+            focused=self._focused if pending is not None else -1,
+            key="" if pending is None else pending.key,
+            options=() if pending is None else pending.options,
+            last=self._last_outcome, correct=self._correct,
+            decisions=len(self._tokens_per_decision), total=len(self._scenario.requests))
 
     # -- internals -------------------------------------------------------------------------
     def _record(self, pending: PendingRequest, given: int) -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import subprocess
 import sys
@@ -11,6 +12,7 @@ import pytest
 
 from analysis.audit import audit_table
 from analysis.cli import main
+from analysis.cli.main import build_parser
 
 KEYS = {"family", "depth", "edges", "masks", "orders", "ready_nodes"}
 
@@ -149,3 +151,47 @@ def test_a_chat_model_run_without_an_endpoint_is_one_error_line(
                  "1"]) == 2
     assert capsys.readouterr().err.splitlines() == [
         "diagym run: error: --policy llm needs --base-url URL and --model NAME (or --local)"]
+
+
+def _parsers() -> list[tuple[str, argparse.ArgumentParser]]:
+    """Every command's parser with its prog, nested ones (rcwt sweep, rcwt fit) included."""
+    found = []
+
+    def walk(parser: argparse.ArgumentParser) -> None:
+        found.append((parser.prog, parser))
+        for action in parser._actions:
+            if isinstance(action, argparse._SubParsersAction):
+                for child in action.choices.values():
+                    walk(child)
+
+    walk(build_parser())
+    return found
+
+
+@pytest.mark.parametrize(("prog", "parser"), _parsers(), ids=[p for p, _ in _parsers()])
+def test_every_option_says_what_it_does_and_its_default(
+        prog: str, parser: argparse.ArgumentParser) -> None:
+    text = parser.format_help()
+    assert "%%" not in text and "%(" not in text, prog
+    for action in parser._actions:
+        if isinstance(action, argparse._HelpAction | argparse._SubParsersAction):
+            continue
+        assert action.help, (prog, action.option_strings or action.dest)
+        if action.option_strings and not action.required:
+            shown = action.help % {**vars(action), "default": action.default}
+            assert "default" in shown, (prog, action.option_strings)
+
+
+def test_run_help_shows_the_interval_as_95_percent(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    assert "Wilson 95% interval" in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_unknown_flag_is_refused_by_the_command_that_got_it(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["audit", "--n-ops", "4", "--budget", "5"])
+    assert exit_info.value.code == 2
+    assert capsys.readouterr().err.splitlines() == [
+        "diagym audit: error: unrecognized arguments: --budget 5 (see diagym audit --help)"]

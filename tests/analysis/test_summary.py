@@ -100,10 +100,49 @@ def test_steering_rates_are_weighted_by_decisions_and_tokens_pooled() -> None:
     assert shown["p95_tokens"] == s.steering.p95_tokens
 
 
-def test_steering_needs_metrics_in_every_episode() -> None:
+def test_steering_leaves_out_and_counts_episodes_without_metrics() -> None:
     metrics = {"accuracy": 1.0, "contamination": 0.0, "window_tokens": [5]}
-    s = summarise([record(0, True, 0, 1, None, 1.0, metrics=metrics), FIVE[1]])
+    s = summarise([record(0, True, 0, 1, None, 1.0, metrics=metrics),
+                   record(1, False, 0, 0, "provider_error", 0.0)])
+    assert s.steering is not None
+    assert (s.steering.decisions, s.steering.accuracy, s.steering.unmeasured) == (1, 1.0, 1)
+    assert s.to_json()["unmeasured"] == 1
+    assert "unmeasured      1 episodes" in format_summary(s)
+
+
+def test_workflow_runs_have_no_steering_and_keep_the_success_headline() -> None:
+    s = summarise(FIVE)
     assert s.steering is None and "accuracy" not in s.to_json()
+    text = format_summary(s)
+    assert text.splitlines()[0].startswith("success         40.00%")
+    assert "accuracy" not in text and "mean completed  4.80" in text
+
+
+def test_invalid_replies_are_wrong_uncontaminated_decisions_and_counted() -> None:
+    # Episode 0 answered 3 decisions (2 right, 1 contaminated) and ended on an invalid reply:
+    # the env reports 4 decisions, accuracy 2/4, contamination 1/4, invalid 1.
+    broken = {"accuracy": 2 / 4, "contamination": 1 / 4, "window_tokens": [10, 10, 10, 10],
+              "invalid": 1}
+    whole = {"accuracy": 1.0, "contamination": 0.0, "window_tokens": [20] * 4, "invalid": 0}
+    s = summarise([record(0, False, 0, 4, "invalid_json", 2.0, metrics=broken),
+                   record(1, False, 0, 4, None, 4.0, metrics=whole)])
+    assert s.steering is not None
+    assert (s.steering.decisions, s.steering.invalid) == (8, 1)
+    assert s.steering.accuracy == pytest.approx(6 / 8)
+    assert s.steering.contamination == pytest.approx(1 / 8)
+    assert s.steering.accuracy_ci == pytest.approx(wilson(6, 8), abs=1e-12)
+    shown = s.to_json()
+    assert (shown["invalid"], shown["decisions"]) == (1, 8)
+
+
+def test_dacs_headline_is_accuracy_not_success() -> None:
+    metrics = {"accuracy": 1.0, "contamination": 0.0, "window_tokens": [7, 9], "invalid": 0}
+    s = summarise([record(0, False, 0, 2, None, 2.0, metrics=metrics)])
+    lines = format_summary(s).splitlines()
+    assert lines[0].startswith("accuracy        1.000")
+    assert "over 2 decisions, 0 invalid replies" in lines[0]
+    assert not any(line.startswith(("success", "mean completed")) for line in lines)
+    assert any(line.startswith("contamination   0.000") for line in lines)
 
 
 def test_model_call_metrics_from_a_chat_models_counters() -> None:

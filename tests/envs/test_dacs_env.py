@@ -711,7 +711,9 @@ def test_focus_loads_one_full_context_and_is_capped() -> None:
         ({"agent_chosen_focus": 1}, "agent_chosen_focus must be True | False; got 1"),
         ({"focus_cost": -1.0}, "focus_cost must be a finite number >= 0; got -1.0"),
         ({"focus_cost": float("nan")}, "focus_cost must be a finite number >= 0; got nan"),
-        ({"render_mode": "human"}, "render_mode must be one of None | 'ansi'; got 'human'"),
+        # "human" is gymnasium's to grant (HumanRendering over rgb_array), so not refused here.
+        ({"render_mode": "video"},
+         "render_mode must be one of None | 'ansi' | 'rgb_array'; got 'video'"),
     ],
 )
 @pytest.mark.filterwarnings("ignore:.*render_mode")
@@ -774,3 +776,50 @@ def test_bad_actions_and_calls() -> None:
     play(env, 0, oracle)
     with pytest.raises(RuntimeError):
         env.step(0)
+
+
+def test_episode_metrics_so_far_count_an_extra_wrong_decision() -> None:
+    env = make(n_agents=3, decisions=3)
+    env.reset(seed=4)
+    env.step(env.pending.correct)
+    wrong = (env.pending.correct + 1) % 4
+    env.step(wrong)
+    shown = env.current_window.tokens
+    metrics = env.episode_metrics(extra_wrong=1)
+    assert metrics["accuracy"] == pytest.approx(1 / 3)  # 1 right of 3 decisions made
+    assert metrics["invalid"] == 1
+    assert len(metrics["window_tokens"]) == 3 and metrics["window_tokens"][-1] == shown
+    contaminated = metrics["contamination"] * 3
+    assert contaminated == pytest.approx(round(contaminated)) and contaminated <= 1
+    assert env.episode_metrics()["accuracy"] == pytest.approx(1 / 2)
+    assert env.pending is not None  # asking answers nothing
+
+
+def test_final_episode_metrics_match_the_method_and_refuse_extra_after_the_end() -> None:
+    env = make(n_agents=3, decisions=2)
+    final = play(env, 1, oracle)[-1][-1]["episode_metrics"]
+    assert final == env.episode_metrics()
+    assert final["invalid"] == 0 and final["accuracy"] == 1.0
+    with pytest.raises(ValueError, match="extra_wrong"):
+        env.episode_metrics(extra_wrong=1)
+
+
+def test_rgb_array_pictures_the_state_and_follows_each_step() -> None:
+    assert DACSSteeringEnv(render_mode="rgb_array").render() is None  # nothing before reset
+    env = gym.make(ENV_ID, render_mode="rgb_array", n_agents=4, window=400)
+    env.reset(seed=2)
+    core = env.unwrapped
+    before = env.render()
+    assert before.shape == (400, 640, 3) and before.dtype == np.uint8
+    env.step((core.pending.correct + 1) % 4)  # a wrong answer: new request, new outcome
+    after = env.render()
+    assert after.shape == before.shape and (after != before).any()
+    while core.pending is not None:
+        env.step(core.pending.correct)
+    assert (env.render() != after).any()  # the end of the episode is drawn too
+    env.close()
+
+
+def test_render_mode_outside_the_declared_ones_is_refused() -> None:
+    with pytest.raises(ValueError, match="'rgb_array'"):
+        DACSSteeringEnv(render_mode="human")

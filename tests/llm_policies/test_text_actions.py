@@ -99,3 +99,26 @@ def test_free_text_replies_are_scored_by_keywords_through_the_harness(pick: str)
     accuracy = [r.metrics["accuracy"] for r in records]
     assert all(r.counters["schema_valid"] == r.counters["decisions"] > 0 for r in records)
     assert accuracy == ([1.0] * 3 if pick == "right" else [0.0] * 3)
+
+
+def test_dacs_invalid_reply_ends_with_metrics_counting_it_as_a_wrong_decision() -> None:
+    wrapped = TextActionWrapper(gym.make("DACSSteering-v0", n_agents=3, decisions=3))
+    wrapped.reset(seed=2)
+    core = wrapped.unwrapped
+    _, _, _, _, first = wrapped.step(json.dumps({"answer": core.pending.correct}))
+    assert first["correct"] and "episode_metrics" not in first
+    shown = core.current_window.tokens
+    _, reward, terminated, _, info = wrapped.step("not json {")
+    assert terminated and reward == 0.0 and info["failure"] == "invalid_json"
+    assert info["correct"] is False and info["contaminated"] is False  # not the last step's
+    metrics = info["episode_metrics"]
+    assert metrics["accuracy"] == pytest.approx(1 / 2) and metrics["contamination"] == 0.0
+    assert metrics["invalid"] == 1 and metrics["window_tokens"][-1] == shown
+    assert len(metrics["window_tokens"]) == info["decisions"] == 2
+
+
+def test_workflow_invalid_reply_carries_no_env_metrics() -> None:
+    wrapped = TextActionWrapper(gym.make("StatefulWorkflow-v0"))
+    wrapped.reset(seed=0)
+    *_, info = wrapped.step("not json {")
+    assert info["failure"] == "invalid_json" and "episode_metrics" not in info

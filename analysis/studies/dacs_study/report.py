@@ -28,11 +28,12 @@ def format_table(results: list[ArmResult], window: int | None) -> str:
     budget = "no budget (nothing cut)" if window is None else f"W = {window}"
     lines = [
         f"{ENV_ID}, {budget}: accuracy and wrong-agent contamination over all decisions; "
-        "window tokens at steering time; efficiency = flat / dacs mean tokens.",
+        "window tokens at steering time; efficiency = flat / dacs mean tokens; invalid = "
+        "replies that were no answer (counted as wrong decisions).",
         "",
-        "| Phase | Cell | Policy | Window | Accuracy | Contamination | Mean tokens | "
+        "| Phase | Cell | Policy | Window | Accuracy | Contamination | Invalid | Mean tokens | "
         "p95 tokens | Efficiency |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- |",
+        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
     ]
     for r in results:
         ratio = ratios.get((r.phase, cell_label(r.cell)))
@@ -40,7 +41,7 @@ def format_table(results: list[ArmResult], window: int | None) -> str:
             and r.policy != "uniform" else ""
         lines.append(
             f"| {r.phase} | {cell_label(r.cell)} | {r.policy} | {r.context_mode} | "
-            f"{r.accuracy:.3f} | {r.contamination:.3f} | {r.mean_tokens:.0f} | "
+            f"{r.accuracy:.3f} | {r.contamination:.3f} | {r.invalid} | {r.mean_tokens:.0f} | "
             f"{r.p95_tokens:.0f} | {shown} |")
     return "\n".join(lines)
 

@@ -35,6 +35,8 @@ class ArmResult:
     contamination: float
     mean_tokens: float
     p95_tokens: float
+    invalid: int = 0  # replies a text policy could not turn into an answer (wrong decisions)
+    unmeasured: int = 0  # episodes with no env metrics (aborted before a step), not in the rates
 
 
 def reference_env(kwargs: dict[str, Any]) -> Any:
@@ -69,9 +71,9 @@ def run_study(make_policy: Callable[[str, Any], Any],
     jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms]
     bar = None
     if progress:
-        from tqdm import tqdm
+        from analysis.progress import progress as progress_bar
 
-        bar = tqdm(total=len(jobs), desc="dacs-study arms", unit="arm", disable=None)
+        bar = progress_bar(total=len(jobs), desc="dacs-study arms", unit="arm")
     results = []
     for phase, cell, (policy_name, mode) in jobs:
         kwargs = {**env_kwargs(cell), "context_mode": mode, "window": window}
@@ -80,14 +82,18 @@ def run_study(make_policy: Callable[[str, Any], Any],
             lambda env, name=policy_name: make_policy(name, env),
             episodes, seed=0, workers=workers, log=log, resume=log is not None,
             run_name=f"{phase} {policy_name} {mode} {cell}")
-        steering = summarise(records).steering
+        summary = summarise(records)
+        steering = summary.steering
         if steering is None:
-            raise ValueError(f"{ENV_ID} episodes of {policy_name} report no steering metrics")
+            failures = ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "none"
+            raise ValueError(f"{ENV_ID} arm {policy_name} ({mode}) on {cell['name']}: no "
+                             f"episode reached a decision (first failures: {failures})")
         results.append(ArmResult(
             phase=phase, cell=dict(cell), policy=policy_name, context_mode=mode,
             episodes=len(records), accuracy=steering.accuracy,
             contamination=steering.contamination, mean_tokens=steering.mean_tokens,
-            p95_tokens=steering.p95_tokens))
+            p95_tokens=steering.p95_tokens, invalid=steering.invalid,
+            unmeasured=steering.unmeasured))
         if bar is not None:
             bar.update(1)
     if bar is not None:

@@ -40,9 +40,9 @@ def run_design(design: str, first_seed: int, n_seeds: int, make_policy: Callable
     cells = design_cells(design)
     bar = None
     if progress:
-        from tqdm import tqdm
+        from analysis.progress import progress as progress_bar
 
-        bar = tqdm(total=len(cells) * n_seeds, desc=f"{design} design", unit="episode")
+        bar = progress_bar(total=len(cells) * n_seeds, desc=f"{design} design", unit="episode")
     results = []
     try:
         for cell in cells:

@@ -88,16 +88,28 @@ def check_positive_controls(configs: list[Configuration], success: np.ndarray) -
 
 def run_grids(names: tuple[str, ...], progress: bool = False
               ) -> tuple[list[Configuration], dict[str, np.ndarray], np.ndarray]:
-    """Configurations, stacked episode arrays (configs, 256 seeds) and predictions."""
+    """Configurations, stacked episode arrays (configs, 256 seeds) and predictions; with
+    `progress`, one step per configuration (analysis.progress: a bar, or log lines)."""
     configs: list[Configuration] = []
     parts: list[dict[str, np.ndarray]] = []
     predicted: list[np.ndarray] = []
-    for name in names:
-        grid = grid_configurations(name)
+    grids = {name: grid_configurations(name) for name in names}
+    bar = None
+    if progress:
+        from analysis.progress import progress as progress_bar
+
+        bar = progress_bar(total=sum(map(len, grids.values())), desc="reproduce",
+                           unit="configuration")
+    for name, grid in grids.items():
         seeds = grid_seeds(name)
-        parts.append(run_many([(c.spec, c.controller) for c in grid], seeds, progress=progress))
+        for config in grid:
+            parts.append(run_many([(config.spec, config.controller)], seeds))
+            if bar is not None:
+                bar.update(1)
         predicted.append(predict(grid, seeds))
         configs += grid
+    if bar is not None:
+        bar.close()
     episodes = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
     check_positive_controls(configs, episodes["success"])
     return configs, episodes, np.concatenate(predicted)

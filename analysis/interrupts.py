@@ -1,0 +1,64 @@
+"""SIGINT and SIGTERM as one path: a KeyboardInterrupt that unwinds every `finally`.
+
+Python turns SIGINT into KeyboardInterrupt but lets SIGTERM kill the process outright, so a
+`kill` skipped the blocks that stop the local llama.cpp server and it was orphaned. Inside
+`interruptible()` both signals raise `Interrupted` (a KeyboardInterrupt carrying the signal),
+so the same cleanup runs for either, and the command entry turns it into one line and the
+shell's status for that signal (128 + its number: 130 for SIGINT, 143 for SIGTERM).
+
+Only the first signal raises: a second one arriving while the first unwinds is recorded and
+ignored, because raising inside a cleanup (a server's stop) is what leaves children behind.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import signal
+import threading
+from collections.abc import Iterator
+from types import FrameType
+from typing import Any
+
+SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
+class Interrupted(KeyboardInterrupt):
+    """The command was stopped by a signal; `signum` says which."""
+
+    def __init__(self, signum: int) -> None:
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+    @property
+    def exit_status(self) -> int:
+        """The shell's status for a process stopped by this signal."""
+        return 128 + self.signum
+
+
+def exit_status(error: KeyboardInterrupt) -> int:
+    """128 + the signal of an Interrupted; 130 (SIGINT) for a plain KeyboardInterrupt."""
+    return error.exit_status if isinstance(error, Interrupted) else 128 + signal.SIGINT
+
+
+@contextlib.contextmanager
+def interruptible() -> Iterator[None]:
+    """Within the block, SIGINT and SIGTERM raise Interrupted once; the previous handlers are
+    restored on exit. Outside the main thread signals cannot be handled, so it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    raised = False
+
+    def handle(signum: int, _frame: FrameType | None) -> None:
+        nonlocal raised
+        if raised:
+            return
+        raised = True
+        raise Interrupted(signum)
+
+    previous: dict[int, Any] = {sig: signal.signal(sig, handle) for sig in SIGNALS}
+    try:
+        yield
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)

@@ -1,0 +1,74 @@
+"""The DACS study with a chat model that sometimes answers no JSON: every arm is measured,
+invalid replies count as wrong decisions, and a rerun on the same log resumes."""
+
+from __future__ import annotations
+
+import json
+import zlib
+from pathlib import Path
+from typing import Any
+
+from analysis.studies.dacs_study.design import LLM_ARMS
+from analysis.studies.dacs_study.run import run_study, text_env
+from llm_policies.oracle import DacsOracle, InProcessChat
+from llm_policies.policy import LLMPolicy, renderer_for
+
+
+class Flaky:
+    """The DACS text oracle, except that a prompt whose checksum is 0 mod 4 gets a reply
+    that is not JSON: deterministic in the prompt, so a replayed episode replays the same
+    replies. `calls` counts the model calls made."""
+
+    def __init__(self) -> None:
+        self.oracle = DacsOracle()
+        self.calls = 0
+        self.invalid = 0
+
+    def __call__(self, messages: Any) -> str:
+        self.calls += 1
+        text = "\n".join(str(m.get("content", "")) for m in messages)
+        if zlib.crc32(text.encode()) % 4 == 0:
+            self.invalid += 1
+            return "I think the answer is B"
+        return self.oracle(messages)
+
+
+def study(model: Flaky, log: Path, resume: bool) -> list[Any]:
+    def make_policy(_name: str, env: Any) -> LLMPolicy:
+        return LLMPolicy(InProcessChat(model), renderer_for(env))
+
+    return run_study(make_policy, arms=LLM_ARMS, episodes=3, phases=("diversity",),
+                     log=log, resume=resume, make_env=text_env)
+
+
+def test_invalid_replies_are_measured_and_the_study_resumes(tmp_path: Path) -> None:
+    log = tmp_path / "dacs.jsonl"
+    model = Flaky()
+    results = study(model, log, resume=False)
+    assert model.invalid > 0  # the fixture really sent replies that are no answer
+    assert len(results) == 3 * len(LLM_ARMS)
+    assert sum(r.invalid for r in results) == model.invalid
+    assert all(r.unmeasured == 0 for r in results)
+    assert all(0.0 <= r.accuracy < 1.0 for r in results if r.invalid)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    records = [e["record"] for e in lines if "record" in e]
+    assert len(records) == 3 * len(results)
+    assert all(r["metrics"]["window_tokens"] for r in records)  # every record is measured
+    assert sum(r["metrics"]["invalid"] for r in records) == model.invalid
+
+    again = Flaky()
+    resumed = study(again, log, resume=True)
+    assert again.calls == 0  # every episode was in the log: nothing is replayed
+    assert resumed == results
+
+
+def test_a_study_cut_short_resumes_the_missing_episode_with_invalid_replies(
+        tmp_path: Path) -> None:
+    log = tmp_path / "dacs.jsonl"
+    results = study(Flaky(), log, resume=False)
+    lines = log.read_text().splitlines(keepends=True)
+    last = max(i for i, line in enumerate(lines) if '"record"' in line)
+    log.write_text("".join(lines[:last]))  # the last episode never finished
+    again = Flaky()
+    assert study(again, log, resume=True) == results
+    assert again.calls > 0

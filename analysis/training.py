@@ -43,6 +43,7 @@ from controllers.sb3.policy import (
     SB3Policy,
     algo_class,
     make_vec_env,
+    verify_model,
     write_model_hash,
 )
 
@@ -175,11 +176,14 @@ def _write_atomically(path: Path, write: Any) -> None:
     os.replace(temporary, path)
 
 
-def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool = False) -> Path:
+def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool = False,
+          trust_model: bool = False) -> Path:
     """Train, checkpointing model and learning curve; returns the model path.
 
     resume: continue the run in `out` (same settings but `steps`) up to `config.steps`;
-    without a model in `out` it starts afresh. Without it, a used `out` is refused."""
+    without a model in `out` it starts afresh. Without it, a used `out` is refused.
+    trust_model: resume a model.zip whose hash `diagym train` did not write (it is a pickle,
+    and loading it runs any code it holds); without it such a model is refused unloaded."""
     validate_hyperparameters(config.algo, config.hyperparameters)
     check_trainable(config)
     out = Path(out)
@@ -212,6 +216,8 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
 
         raw_space = gym.make(config.env, **config.env_kwargs).observation_space
     if resuming:
+        if not trust_model:
+            verify_model(out)
         model = algo_class(config.algo).load(model_path, env=vec, device="cpu")
         if curve_path.exists():
             _cut_torn_row(curve_path)

@@ -76,6 +76,8 @@ def _play(args: argparse.Namespace) -> Any:
     import envs  # noqa: F401  (registers the ids)
     from controllers.rollout import rollout, rollout_parallel
 
+    if args.trust_model and not args.policy.startswith("sb3:"):
+        raise ValueError(f"--trust-model loads sb3:PATH models; --policy {args.policy} has none")
     if args.policy in ("llm", TEXT_ORACLE):
         from analysis.llm_runs import llm_policy_factory, make_text_env, oracle_policy_factory
         from analysis.progress import progress

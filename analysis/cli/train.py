@@ -57,6 +57,10 @@ def add_parser(subparsers: Any) -> None:
                              "otherwise; curve rows are kept); without a model in DIR, start "
                              "afresh. Without --resume a DIR holding a run is refused "
                              "(default: off)")
+    parser.add_argument("--trust-model", action="store_true",
+                        help="with --resume, load a model.zip whose hash diagym train did not "
+                             "write (model.zip is a pickle: loading it runs any code it holds; "
+                             "default: off, such a model is refused)")
     parser.set_defaults(func=run)
 
 
@@ -71,7 +75,8 @@ def run(args: argparse.Namespace) -> int:
                          hyperparameters=args.hyperparameters)
     try:
         writable_dir("--out", args.out)
-        model = train(config, args.out, progress=True, resume=args.resume)
+        model = train(config, args.out, progress=True, resume=args.resume,
+                      trust_model=args.trust_model)
     except (ValueError, TypeError, OSError) as error:
         return fail("train", error)
     last = read_curve(args.out / "curve.csv")[-1]

@@ -107,3 +107,32 @@ def test_run_refuses_an_unrecognised_model_in_one_line_unless_trusted(
     assert len(error.splitlines()) == 1 and "--trust-model" in error and "pickle" in error
     assert main([*argv, "--trust-model"]) == 0
     assert json.loads(capsys.readouterr().out)["episodes"] == 2
+
+
+def test_train_resume_refuses_a_changed_model_before_loading_it(
+        run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`train --resume` unpickles model.zip too: it checks the hash first, unless trusted."""
+    from stable_baselines3 import PPO
+
+    config = TrainConfig(algo="ppo", env="StatefulWorkflow-v0", env_kwargs=SMALL, steps=512,
+                         n_envs=2, eval_episodes=2, joint_actions=False)
+    with (run / "model.zip").open("ab") as handle:
+        handle.write(b"\0")
+    loaded: list[object] = []
+    monkeypatch.setattr(PPO, "load", classmethod(lambda cls, *args, **kwargs: loaded.append(args)))
+    with pytest.raises(ValueError, match="does not match the sha256"):
+        train(config, run, resume=True)
+    assert loaded == []
+
+
+@pytest.mark.parametrize("policy", ["exact", "text-oracle"])
+def test_trust_model_without_a_model_is_refused(policy: str,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    from analysis.cli import main
+
+    status = main(["run", "--env", "StatefulWorkflow-v0", "--policy", policy, "--episodes", "1",
+                   "--trust-model"])
+    err = capsys.readouterr().err.splitlines()
+    assert status == 2
+    assert err == [f"diagym run: error: --trust-model loads sb3:PATH models; --policy {policy} "
+                   "has none"]

@@ -25,7 +25,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs._core import tokens
-from envs._core.checks import check_render_mode
+from envs._core.checks import check_render_mode, check_seed
 from envs.dacs.params import DacsParams
 from envs.dacs.scenario import (
     KEYS,
@@ -163,8 +163,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
     def reset(
         self, *, seed: int | None = None, options: dict[str, Any] | None = None
     ) -> tuple[dict[str, Any], dict[str, Any]]:
-        if seed is not None and not 0 <= seed < 2**63:
-            raise ValueError(f"seed must be an integer in 0..2**63-1; got {seed!r}")
+        seed = check_seed(seed)
         super().reset(seed=seed)
         scenario_seed = int(seed) if seed is not None else int(
             self.np_random.integers(0, 2**63 - 1)

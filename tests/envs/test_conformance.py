@@ -224,3 +224,11 @@ def test_declared_vector_render_modes_render_one_frame_per_env(env_id: str, mode
     assert not _differs(frames[1], single.render()), "env 1 of the batch is task seed 1"
     assert not _differs(pickle.loads(pickle.dumps(vec)).render()[0], frames[0])
     vec.close()
+
+
+@pytest.mark.parametrize("env_id", DIAGYM_IDS)
+@pytest.mark.parametrize("seed", [True, -1, 2**63, 1.0, "1"])
+def test_a_seed_that_is_not_a_task_seed_is_refused(env_id: str, seed: object) -> None:
+    env = gym.make(env_id).unwrapped
+    with pytest.raises(ValueError, match=r"^seed must be an integer in 0\.\.2\*\*63-1; got "):
+        env.reset(seed=seed)

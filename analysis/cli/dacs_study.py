@@ -47,7 +47,7 @@ def add_parser(subparsers: Any) -> None:
                         help=f"which of {', '.join(PHASES)} to run (default: all three)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                         help="where the plots go (default: results)")
-    add_log_flags(parser, "episodes, and model calls with --policy llm")
+    add_log_flags(parser, "episodes, and model calls with --policy llm", run_flags=True)
     parser.add_argument("--json", action="store_true",
                         help="print JSON rows instead of the table, and write no plots "
                              "(default: off)")
@@ -61,7 +61,8 @@ def _play(args: argparse.Namespace) -> list[Any]:
 
     shared = {"episodes": args.episodes, "window": args.window, "phases": tuple(args.phases),
               "progress": True, "log": args.log, "resume": args.resume,
-              "workers": args.concurrency}
+              "workers": args.concurrency, "run_name": args.run_name,
+              "retry_failed": args.retry_failed}
     if args.policy == "llm":
         from analysis.llm_runs import llm_policy_factory
 

@@ -36,7 +36,7 @@ def add_parser(subparsers: Any) -> None:
                         + ", ".join(f"{n} {d}" for d, n in DEFAULT_SEEDS.items()) + ")")
     parser.add_argument("--first-seed", type=bounded_int(0), default=0, metavar="S",
                         help="task seed of each cell's first episode (default: %(default)s)")
-    add_log_flags(parser, "calls and episodes")
+    add_log_flags(parser, "calls and episodes", run_flags=True)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the tables (default: off)")
     add_llm_flags(parser)
@@ -64,7 +64,8 @@ def run(args: argparse.Namespace) -> int:
             log = args.log or Path(scratch) / "study.jsonl"
             results = run_design(args.design, args.first_seed, n_seeds,
                                  llm_policy_factory(settings), log=log,
-                                 resume=args.resume, workers=args.concurrency, progress=True)
+                                 resume=args.resume, workers=args.concurrency, progress=True,
+                                 run_name=args.run_name, retry_failed=args.retry_failed)
             calls = answered_calls(log)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("llm-study", error)

@@ -72,3 +72,44 @@ def test_a_study_cut_short_resumes_the_missing_episode_with_invalid_replies(
     again = Flaky()
     assert study(again, log, resume=True) == results
     assert again.calls > 0
+
+
+def test_retry_failed_replays_only_the_provider_error_episodes(tmp_path: Path) -> None:
+    """A study whose provider was down for its first arm is finished by --retry-failed:
+    the provider_error episodes are played again, the measured ones are not."""
+    from llm_policies.client.transport import ChatResult
+
+    log = tmp_path / "dacs.jsonl"
+    model = Flaky()
+
+    def make_policy(outage: list[int]) -> Any:
+        """Policies whose provider fails the next outage[0] calls, then answers."""
+        def make(_name: str, env: Any) -> LLMPolicy:
+            chat = InProcessChat(model)
+            real = chat.complete
+
+            def complete(messages: Any) -> ChatResult:
+                if outage[0] > 0:
+                    outage[0] -= 1
+                    return ChatResult(text="", status="error", error="down", http_status=503,
+                                      prompt_tokens=None, completion_tokens=None,
+                                      latency_s=0.0, retries=0, response_format="none")
+                return real(messages)
+
+            chat.complete = complete  # type: ignore[method-assign]
+            return LLMPolicy(chat, renderer_for(env))
+        return make
+
+    kwargs = {"arms": LLM_ARMS[:1], "episodes": 3, "phases": ("diversity",), "log": log,
+              "make_env": text_env}
+    first = run_study(make_policy([2]), **kwargs)  # the first two episodes meet the outage
+    failed = [r for r in first if r.unmeasured]
+    assert failed, "the outage produced no provider_error episode"
+    calls_before = model.calls
+    second = run_study(make_policy([0]), resume=True, retry_failed=True, **kwargs)
+    assert all(r.unmeasured == 0 for r in second)
+    replayed = model.calls - calls_before
+    assert 0 < replayed
+    third_model_calls = model.calls
+    assert run_study(make_policy([0]), resume=True, **kwargs) == second
+    assert model.calls == third_model_calls  # nothing left to play

@@ -61,12 +61,15 @@ def run_study(make_policy: Callable[[str, Any], Any],
               window: int | None = None, phases: tuple[str, ...] = tuple(PHASES),
               progress: bool = False, log: Path | None = None, resume: bool = False,
               workers: int = 1,
-              make_env: Callable[[dict[str, Any]], Any] = reference_env) -> list[ArmResult]:
+              make_env: Callable[[dict[str, Any]], Any] = reference_env,
+              run_name: str | None = None, retry_failed: bool = False) -> list[ArmResult]:
     """Every phase x cell x arm on scenario seeds 0 .. episodes - 1.
 
     window None: no budget (nothing is cut). make_policy(name, env) builds the arm's policy;
     a log that already holds a run needs resume=True (controllers.runlog's one rule).
-    `workers` episodes of an arm are in flight at once (for policies that wait on a server)."""
+    `workers` episodes of an arm are in flight at once (for policies that wait on a server).
+    Each arm of each cell is its own run (prefixed by `run_name` when given); retry_failed
+    plays again the episodes whose first failure is provider_error."""
     RunLog.check_target(log, resume)
     jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms]
     bar = None
@@ -81,7 +84,8 @@ def run_study(make_policy: Callable[[str, Any], Any],
             lambda kwargs=kwargs: make_env(kwargs),
             lambda env, name=policy_name: make_policy(name, env),
             episodes, seed=0, workers=workers, log=log, resume=log is not None,
-            run_name=f"{phase} {policy_name} {mode} {cell}")
+            run_name=" ".join(filter(None, (run_name, phase, policy_name, mode, str(cell)))),
+            retry_failed=retry_failed)
         summary = summarise(records)
         steering = summary.steering
         if steering is None:

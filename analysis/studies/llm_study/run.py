@@ -31,11 +31,14 @@ def text_env(spec: WorkflowSpec) -> Any:
 def run_design(design: str, first_seed: int, n_seeds: int, make_policy: Callable[[Any], Any],
                log: Path | None = None, resume: bool = False, workers: int = 1,
                progress: bool = False, make_env: Callable[[WorkflowSpec], Any] = text_env,
+               run_name: str | None = None, retry_failed: bool = False,
                ) -> list[tuple[Cell, Sequence[EpisodeRecord]]]:
     """Every cell on seeds first_seed .. first_seed + n_seeds - 1, in one shared run log.
 
     A log that already holds a run needs resume=True (controllers.runlog's one rule); then
-    the episodes finished in it are not played again."""
+    the episodes finished in it are not played again. Each cell is its own run, named by the
+    design and its levels (prefixed by `run_name` when given); retry_failed plays again the
+    episodes whose first failure is provider_error."""
     RunLog.check_target(log, resume)
     cells = design_cells(design)
     bar = None
@@ -50,7 +53,8 @@ def run_design(design: str, first_seed: int, n_seeds: int, make_policy: Callable
                 lambda cell=cell: make_env(cell.spec), make_policy, n_seeds, seed=first_seed,
                 workers=workers, log=log, resume=log is not None,
                 on_record=(lambda _r: bar.update(1)) if bar is not None else None,
-                run_name=f"{design} {cell.levels}")
+                run_name=" ".join(filter(None, (run_name, design, str(cell.levels)))),
+                retry_failed=retry_failed)
             results.append((cell, records))
     finally:
         if bar is not None:

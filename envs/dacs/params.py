@@ -7,11 +7,11 @@ the same name, and a bad value fails at construction with a ValueError naming th
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
-from envs._core.checks import check_bool, check_choice, check_int, check_known, check_nonnegative
+from envs._core.checks import check_bool, check_choice, check_int, check_nonnegative
+from envs._core.params import EnvParams
 from envs.dacs.scenario import FAMILIES, MAX_AGENTS, MAX_DECISIONS, MIN_AGENTS, MIN_DECISIONS
 
 CONTEXT_MODES = ("dacs", "flat", "registry")
@@ -21,7 +21,7 @@ MIN_BUDGET, MAX_BUDGET = 128, 1_000_000
 
 
 @dataclass(frozen=True)
-class DacsParams:
+class DacsParams(EnvParams):
     """One level of every factor of the DACS steering family (seed 002; docs/DACS.md).
 
     n_agents: N, the agents steered by the orchestrator, 3..10.
@@ -46,6 +46,8 @@ class DacsParams:
         correct if it names the right value, contaminated if it names another agent's value;
         no focus actions).
     """
+
+    TITLE: ClassVar[str] = "DACSSteering"
 
     n_agents: int = 5
     family: str = "homogeneous"
@@ -76,17 +78,5 @@ class DacsParams:
         if normal["scoring"] == "keywords" and normal["agent_chosen_focus"]:
             raise ValueError("scoring must be 'choice' with agent_chosen_focus=True (a "
                              "free-text reply has no focus actions); got 'keywords'")
-        for name, value in normal.items():
-            object.__setattr__(self, name, value)
+        self._store(normal)
 
-    @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> DacsParams:
-        """Build from keyword arguments, rejecting unknown names with the list of known ones."""
-        check_known("DACSSteering", kwargs, (f.name for f in dataclasses.fields(cls)))
-        return cls(**kwargs)
-
-    def replace(self, **changes: Any) -> DacsParams:
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)

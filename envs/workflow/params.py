@@ -7,13 +7,13 @@ fails at construction with a ValueError that names the parameter and what is all
 
 from __future__ import annotations
 
-import dataclasses
 from dataclasses import dataclass
-from typing import Any
+from typing import ClassVar
 
 import numpy as np
 
-from envs._core.checks import check_bool, check_choice, check_int, check_known
+from envs._core.checks import check_bool, check_choice, check_int
+from envs._core.params import EnvParams
 
 # Each categorical knob's levels, in code order: the spec encodes a level as its index here,
 # and the generator compares with the named codes below, so the two cannot drift apart.
@@ -46,7 +46,7 @@ N_PARAMS = 11
 
 
 @dataclass(frozen=True)
-class WorkflowSpec:
+class WorkflowSpec(EnvParams):
     """One level of every factor of the workflow task family (seed 003, sections 3 and 7).
 
     family: "chains" (N/depth disjoint chains) or "barriers" (depth layers, each depending on
@@ -64,6 +64,8 @@ class WorkflowSpec:
     updates: "additive" (x[u] += delta mod 8 after success) or "static" (no update).
     labels: operation identifiers, "random" or "reversed" (i -> N-1-i).
     """
+
+    TITLE: ClassVar[str] = "StatefulWorkflow"
 
     family: str = "chains"
     n_ops: int = 8
@@ -104,20 +106,8 @@ class WorkflowSpec:
             "updates": check_choice("updates", self.updates, UPDATES),
             "labels": check_choice("labels", self.labels, LABELS),
         }
-        for name, value in normal.items():
-            object.__setattr__(self, name, value)
+        self._store(normal)
 
-    @classmethod
-    def from_kwargs(cls, **kwargs: Any) -> WorkflowSpec:
-        """Build from keyword arguments, rejecting unknown names with the list of known ones."""
-        check_known("StatefulWorkflow", kwargs, (f.name for f in dataclasses.fields(cls)))
-        return cls(**kwargs)
-
-    def replace(self, **changes: Any) -> WorkflowSpec:
-        return dataclasses.replace(self, **changes)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
 
     @property
     def layer_size(self) -> int:

@@ -56,8 +56,7 @@ def batched_rate(pairs: list[tuple[WorkflowSpec, str]], seeds: np.ndarray) -> fl
 def adapter_rate(pairs: list[tuple[WorkflowSpec, str]], seeds: np.ndarray) -> float:
     envs_and_policies = []
     for spec, controller in pairs:
-        env = gym.make("StatefulWorkflow-v0", **{f: getattr(spec, f)
-                                                 for f in spec.__dataclass_fields__})
+        env = gym.make("StatefulWorkflow-v0", **spec.as_dict())
         envs_and_policies.append((env, ReferencePolicy.for_env(controller, env)))
     start = time.perf_counter()
     for env, policy in envs_and_policies:

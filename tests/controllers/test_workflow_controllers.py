@@ -54,7 +54,7 @@ class _Recorder:
 
 
 def _spec_kwargs(spec: WorkflowSpec) -> dict[str, Any]:
-    return {f: getattr(spec, f) for f in spec.__dataclass_fields__}
+    return spec.as_dict()
 
 
 @pytest.mark.parametrize("name", CONTROLLER_NAMES)

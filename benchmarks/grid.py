@@ -60,7 +60,7 @@ def adapter_rate(pairs: list[tuple[WorkflowSpec, str]], seeds: np.ndarray) -> fl
         envs_and_policies.append((env, ReferencePolicy.for_env(controller, env)))
     start = time.perf_counter()
     for env, policy in envs_and_policies:
-        rollout(env, policy, len(seeds), seed=int(seeds[0]))
+        rollout(env, policy, len(seeds), seed=int(seeds[0]), fast=False)  # the per-step path
     return len(pairs) * len(seeds) / (time.perf_counter() - start)
 
 

@@ -129,11 +129,22 @@ DEFAULT_MAX_ANSWER_CHARS = 16_000
 ACCEPT_ENCODING = "gzip, deflate"
 __all__ = [
     "ERROR_KINDS", "MAX_JSON_DEPTH", "REDACTED", "AsyncChatClient", "ChatClient", "ChatResult",
+    "ToolCall",
 ]
 
 # A string token with an optional closing quote and possessive repeats: an unterminated string
 # runs to the end instead of being retried from every later quote, so the scan stays linear.
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[\[\]{}]', re.DOTALL)
+
+
+@dataclass(frozen=True)
+class ToolCall:
+    """One native tool call of a reply: `arguments` is the raw JSON text the server sent (an
+    object a server sent as JSON is encoded back to text), judged by the harness."""
+
+    id: str
+    name: str
+    arguments: str
 
 
 @dataclass(frozen=True)
@@ -155,6 +166,14 @@ class ChatResult:
     response_format: str
     truncated: bool = False
     error_kind: str | None = None
+    tool_calls: tuple[ToolCall, ...] = ()
+    served_model: str | None = None
+    cached_prompt_tokens: int | None = None
+    provider_cost_usd: float | None = None
+    reasoning: str | None = None
+    finish_reason: str | None = None
+    cache: str | None = None  # None: no cache in use; "hit" or "miss" (client/cache.py)
+    cost_usd: float | None = None  # set by client/prices.py's CostedChat; None: unknown
 
 
 @dataclass(frozen=True)

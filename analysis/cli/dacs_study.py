@@ -21,6 +21,17 @@ from analysis.cli.common import (
 from analysis.studies.dacs_study.design import PHASES
 
 
+def _policy(text: str) -> str:
+    """argparse type for --policy: reference, llm or an import spec (loaded later, so an
+    import error is one line from `run`)."""
+    from controllers.loading import FORMS, is_import_path
+
+    if text in ("reference", "llm") or is_import_path(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"must be reference, llm or your own policy as {FORMS}; got {text!r}")
+
+
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "dacs-study",
@@ -30,13 +41,15 @@ def add_parser(subparsers: Any) -> None:
             "diversity: s4 homogeneous, s5 crossfire, s6 cascade; density: s7 D = 8 at N = 5, "
             "s8 D = 15 at N = 3) on DACSSteering-v0 with the reference orchestrators "
             "(dacs-reader on dacs windows, flat-reader and flat-recency on flat windows, "
-            "registry-only, uniform) or with --policy llm on dacs and flat windows; print a "
-            "table and write plots. No budget unless --window is given."
+            "registry-only, uniform), or with --policy llm or your own policy on dacs and "
+            "flat windows; print a table and write plots. No budget unless --window is given."
         ),
     )
-    parser.add_argument("--policy", choices=("reference", "llm"), default="reference",
-                        help="reference (the programmed orchestrators) or llm (a chat model "
-                             "behind --base-url or --local; default: %(default)s)")
+    parser.add_argument("--policy", type=_policy, default="reference", metavar="POLICY",
+                        help="reference (the programmed orchestrators), llm (a chat model "
+                             "behind --base-url or --local) or your own policy as "
+                             "package.module:Name or path/to/file.py:Name (see diagym run "
+                             "--help; default: %(default)s)")
     parser.add_argument("--episodes", type=bounded_int(1), default=10, metavar="K",
                         help="scenario seeds per arm (default 10, seed 002's trials per cell)")
     parser.add_argument("--window", type=bounded_int(128), default=None, metavar="W",
@@ -57,7 +70,7 @@ def add_parser(subparsers: Any) -> None:
 
 def _play(args: argparse.Namespace) -> list[Any]:
     from analysis.studies.dacs_study.design import LLM_ARMS
-    from analysis.studies.dacs_study.run import run_study, text_env
+    from analysis.studies.dacs_study.run import reference_env, run_study, text_env
 
     shared = {"episodes": args.episodes, "window": args.window, "phases": tuple(args.phases),
               "progress": True, "log": args.log, "resume": args.resume,
@@ -70,9 +83,18 @@ def _play(args: argparse.Namespace) -> list[Any]:
             make_policy = llm_policy_factory(settings)
             return run_study(lambda _name, env: make_policy(env), arms=LLM_ARMS,
                              make_env=text_env, **shared)
+    from controllers.loading import is_import_path, load_policy_factory
     from controllers.registry import make_reference_policy
 
     refuse_chat_flags(args, args.policy)
+    if is_import_path(args.policy):
+        make_policy = load_policy_factory(args.policy)
+        make_env = text_env if make_policy.text_actions else reference_env
+        make_policy(make_env({}))  # a policy that cannot be made fails before the study
+        # the policy under test faces the windows a chat model faces
+        arms = tuple((args.policy, mode) for _llm, mode in LLM_ARMS)
+        return run_study(lambda _name, env: make_policy(env), arms=arms, make_env=make_env,
+                         **shared)
     return run_study(make_reference_policy, **shared)
 
 

@@ -22,14 +22,17 @@ TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracl
 
 
 def _policy_name(text: str) -> str:
-    """argparse type for --policy: a programmed policy, llm, text-oracle, or sb3:PATH."""
+    """argparse type for --policy: a programmed policy, llm, text-oracle, sb3:PATH or an
+    import spec (loaded later, so an import error is one line from `run`)."""
+    from controllers.loading import FORMS, is_import_path
     from controllers.registry import POLICY_NAMES
 
-    if text in POLICY_NAMES or text in ("llm", TEXT_ORACLE) or text.startswith("sb3:"):
+    if (text in POLICY_NAMES or text in ("llm", TEXT_ORACLE) or text.startswith("sb3:")
+            or is_import_path(text)):
         return text
     raise argparse.ArgumentTypeError(
-        f"must be one of {', '.join(POLICY_NAMES)}, llm, {TEXT_ORACLE} or sb3:DIR/model.zip; "
-        f"got {text!r}")
+        f"must be one of {', '.join(POLICY_NAMES)}, llm, {TEXT_ORACLE}, sb3:DIR/model.zip or "
+        f"your own policy as {FORMS}; got {text!r}")
 
 
 def add_parser(subparsers: Any) -> None:
@@ -51,8 +54,12 @@ def add_parser(subparsers: Any) -> None:
                         help="a programmed policy (" + ", ".join(POLICY_NAMES)
                         + "), llm (a chat model behind --base-url), text-oracle (the "
                         "harness's self-check: a programmed reader of the prompts behind the "
-                        "LLM harness, no server) or sb3:DIR/model.zip (a model saved by "
-                        "diagym train)")
+                        "LLM harness, no server), sb3:DIR/model.zip (a model saved by "
+                        "diagym train) or your own policy as package.module:Name or "
+                        "path/to/file.py:Name (a class or function that makes an object with "
+                        "reset(*, seed=None) and act(observation, info); with a class "
+                        "attribute text_actions = True it plays the env behind the text-action "
+                        "wrapper, answering in JSON text like a chat model)")
     parser.add_argument("--trust-model", action="store_true",
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "
@@ -74,6 +81,7 @@ def _play(args: argparse.Namespace) -> Any:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
+    from controllers.loading import is_import_path, load_policy_factory
     from controllers.rollout import rollout, rollout_parallel
 
     if args.trust_model and not args.policy.startswith("sb3:"):
@@ -106,16 +114,26 @@ def _play(args: argparse.Namespace) -> Any:
         with llm_endpoint(args) as settings:
             return play(llm_policy_factory(settings))
     refuse_chat_flags(args, args.policy)
-    env = gym.make(args.env, **args.env_kwargs)
-    if args.policy.startswith("sb3:"):
+    if is_import_path(args.policy):
+        make_policy = load_policy_factory(args.policy)
+        if make_policy.text_actions:
+            from analysis.llm_runs import make_text_env
+
+            env = make_text_env(args.env, **args.env_kwargs)
+        else:
+            env = gym.make(args.env, **args.env_kwargs)
+        policy = make_policy(env)
+    elif args.policy.startswith("sb3:"):
         from controllers.sb3.policy import SB3Policy
 
+        env = gym.make(args.env, **args.env_kwargs)
         path = args.policy[len("sb3:"):]
         check_model_env(path, args.env, args.env_kwargs, env)
         policy = SB3Policy.load(path, trust=args.trust_model)
     else:
         from controllers.registry import make_reference_policy
 
+        env = gym.make(args.env, **args.env_kwargs)
         policy = make_reference_policy(args.policy, env)
     return rollout(env, policy, args.episodes, seed=args.seed, log=args.log, resume=args.resume,
                    run_name=args.run_name, retry_failed=args.retry_failed)

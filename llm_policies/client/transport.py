@@ -31,6 +31,23 @@ Structured output (`response_format`):
     very first call downgrades one step too far; the result's `response_format` field makes
     that visible.
 
+Native tool calls (`complete(messages, tools=[...])`, OpenAI tool dicts): the payload carries
+"tools" and "tool_choice" (the client's `tool_choice`, "auto" by default; the probe forces
+one function) and no response_format, and the call takes no part in the negotiation above
+(its result's `response_format` is "tools"; the client's mode stays as it was). The reply's
+`message.tool_calls` become `ChatResult.tool_calls`: at most `MAX_TOOL_CALLS` (16; more
+keep the first 16 and set `truncated`), entries that are not objects skipped, `arguments`
+kept as the text the server sent (any other JSON value, an object say, is json.dumps'ed;
+missing is ""), a call without a string name keeps name "" (the harness judges calls, the
+client only carries them). A reply whose content is null is an answer (text "") when it has
+at least one tool call, and malformed otherwise, with or without tools.
+
+What else a 2xx reply says is carried when it is well formed: `served_model` (the body's
+"model"), `finish_reason`, `reasoning` (message.reasoning_content or message.reasoning),
+`cached_prompt_tokens` (usage.prompt_tokens_details.cached_tokens, or Anthropic-style
+usage.cache_read_input_tokens) and `provider_cost_usd` (usage.cost, a finite number >= 0, as
+OpenRouter reports it). Anything of the wrong type is None, never an error.
+
 Retries (at most `max_retries` after the first attempt, each with a fresh per-attempt timeout):
   * retryable: HTTP 408, 429 and 5xx (except the negotiation case above), httpx transport
     errors (timeouts, refused or dropped connections, protocol errors) and malformed 2xx
@@ -64,7 +81,10 @@ Bounds (every call ends in bounded time and memory, whatever the server sends):
   * JSON nesting deeper than `MAX_JSON_DEPTH` (64) is refused before parsing.
   * `max_answer_chars` (16,000 by default): the answer text is cut to this many characters
     (after scrubbing) and the result says `truncated=True`, so that counting tokens and
-    logging stay cheap whatever the server sends.
+    logging stay cheap whatever the server sends. Each tool call's arguments are cut the
+    same way (and flag `truncated`), and so is the reasoning text (which does not flag it:
+    `truncated` is about the answer). Names, ids, the served model and the finish reason are
+    cut to `MAX_FIELD_CHARS` (200).
 
 Failures: every error result carries `error_kind`, one of `ERROR_KINDS`: "timeout" (an
 attempt ran out of time), "deadline" (the call did), "connection", "http" (a non-2xx
@@ -79,12 +99,19 @@ is fine for local servers: then no Authorization header is sent). Credentials in
 from `base_url` itself, so `repr()`, `describe()`-style records and httpx's own log lines
 never show them. The key and URL credentials are scrubbed (`secrets.scrub`: raw,
 percent-encoded, JSON-escaped, base64) from every text the client returns: the answer itself
-(a server may echo the key inside a normal answer), error strings and `repr()`. Other layers
+(a server may echo the key inside a normal answer), tool-call names, ids and arguments, the
+reasoning text, the served model, error strings and `repr()`. Other layers
 can scrub their own text with `client.scrub(text)`.
 
-Concurrency: `ChatClient` is for one thread. `AsyncChatClient` is safe for many concurrent
-`await complete(...)` calls within one event loop; `concurrency` bounds the HTTP requests in
-flight (the semaphore is held per attempt, not during backoff sleeps).
+Concurrency: `ChatClient` is for one thread. Threaded runs (one client per worker thread)
+share a `limiter` between their clients: an object with `acquire()` (blocks) and
+`release(throttled)`, held around each HTTP attempt, never during backoff sleeps, and told
+`throttled=True` when the attempt got HTTP 429 (`limits.AdaptiveLimit` narrows and widens
+the window from that). As for the async client, the deadline starts when the call first gets
+through the limiter. `AsyncChatClient` is safe for many concurrent `await complete(...)`
+calls within one event loop; `concurrency` bounds the HTTP requests in flight (its semaphore
+is held per attempt, not during backoff sleeps); it takes no limiter, since its callers
+share one event loop and its semaphore already.
 """
 
 from __future__ import annotations
@@ -105,7 +132,7 @@ import zlib
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import Any, Literal
+from typing import Any, Literal, Protocol
 
 import httpcore
 import httpx
@@ -126,10 +153,14 @@ MAX_ERROR_BODY_BYTES = 65_536
 MAX_JSON_DEPTH = 64
 DEFAULT_MAX_RESPONSE_BYTES = 2_000_000
 DEFAULT_MAX_ANSWER_CHARS = 16_000
+MAX_TOOL_CALLS = 16
+MAX_FIELD_CHARS = 200
+TOOLS_MODE = "tools"  # the response_format a call with tools records
+TOOL_CHOICES = ("auto", "required", "none")
 ACCEPT_ENCODING = "gzip, deflate"
 __all__ = [
-    "ERROR_KINDS", "MAX_JSON_DEPTH", "REDACTED", "AsyncChatClient", "ChatClient", "ChatResult",
-    "ToolCall",
+    "ERROR_KINDS", "MAX_JSON_DEPTH", "MAX_TOOL_CALLS", "REDACTED", "TOOLS_MODE",
+    "AsyncChatClient", "ChatClient", "ChatResult", "Limiter", "ToolCall", "split_base_url",
 ]
 
 # A string token with an optional closing quote and possessive repeats: an unterminated string
@@ -176,6 +207,26 @@ class ChatResult:
     cost_usd: float | None = None  # set by client/prices.py's CostedChat; None: unknown
 
 
+class Limiter(Protocol):
+    """What `ChatClient(limiter=...)` holds around each HTTP attempt (limits.AdaptiveLimit)."""
+
+    def acquire(self) -> None: ...
+
+    def release(self, throttled: bool) -> None: ...
+
+
+@dataclass(frozen=True)
+class _Answer:
+    """What a well-formed 2xx reply says besides its text (the ChatResult fields it fills)."""
+
+    tool_calls: tuple[ToolCall, ...] = ()
+    served_model: str | None = None
+    cached_prompt_tokens: int | None = None
+    provider_cost_usd: float | None = None
+    reasoning: str | None = None
+    finish_reason: str | None = None
+
+
 @dataclass(frozen=True)
 class _Outcome:
     """How one HTTP attempt ended, before the retry loop decides what to do with it."""
@@ -189,6 +240,7 @@ class _Outcome:
     completion_tokens: int | None = None
     retry_after: float | None = None
     truncated: bool = False
+    answer: _Answer = _Answer()
 
 
 class _Stop(Exception):
@@ -218,7 +270,7 @@ def _integer(name: str, value: Any, *, low: int) -> int:
     return int(value)
 
 
-def _split_base_url(base_url: Any) -> tuple[str, tuple[str, str] | None]:
+def split_base_url(base_url: Any) -> tuple[str, tuple[str, str] | None]:
     """The URL to show and request (no userinfo, no trailing "/") and its credentials."""
     example = "like http://127.0.0.1:8080/v1"
     if not isinstance(base_url, str):
@@ -449,6 +501,7 @@ class _ChatCore:
         jitter_seed: int,
         max_response_bytes: int,
         max_answer_chars: int,
+        tool_choice: str | Mapping[str, Any],
     ) -> None:
         if response_format not in RESPONSE_FORMATS:
             raise ValueError(f"response_format must be one of {RESPONSE_FORMATS} "
@@ -457,7 +510,7 @@ class _ChatCore:
             raise ValueError('response_format="json_schema" needs a json_schema')
         if not isinstance(model, str) or not model:
             raise ValueError(f"model must be a non-empty string (got {model!r})")
-        self.base_url, userinfo = _split_base_url(base_url)
+        self.base_url, userinfo = split_base_url(base_url)
         self.model = model
         self.timeout = _number("timeout", timeout, low=0, strict=True)
         self.max_retries = _integer("max_retries", max_retries, low=0)
@@ -472,6 +525,7 @@ class _ChatCore:
         self.max_response_bytes = _integer("max_response_bytes", max_response_bytes, low=1)
         self.max_answer_chars = _integer("max_answer_chars", max_answer_chars, low=1)
         self.seed = seed
+        self.tool_choice = _tool_choice(tool_choice)
         self.json_schema = dict(json_schema) if json_schema is not None else None
         self._auto = response_format == "auto" and json_schema is not None
         if self._auto:
@@ -538,7 +592,8 @@ class _ChatCore:
         if mode == self._mode:
             self._confirmed = True
 
-    def _payload(self, messages: list[dict[str, Any]], mode: str) -> dict[str, Any]:
+    def _payload(self, messages: list[dict[str, Any]], mode: str,
+                 tools: list[dict[str, Any]] | None) -> dict[str, Any]:
         payload: dict[str, Any] = {
             "model": self.model,
             "messages": messages,
@@ -547,7 +602,10 @@ class _ChatCore:
         }
         if self.seed is not None:
             payload["seed"] = self.seed
-        if mode == "json_schema":
+        if tools:
+            payload["tools"] = tools
+            payload["tool_choice"] = self.tool_choice
+        elif mode == "json_schema":
             payload["response_format"] = {
                 "type": "json_schema",
                 "json_schema": {"name": "action", "schema": self.json_schema, "strict": True},
@@ -616,7 +674,7 @@ class _ChatCore:
         body = raw.decode("utf-8", "replace")
         detail = self._short(self._error_text(body)) or response.reason_phrase
         message = f"HTTP {status}: {detail}"
-        if self._auto and mode != MODES[-1] and status in NEGOTIATION_STATUSES:
+        if self._auto and mode in MODES[:-1] and status in NEGOTIATION_STATUSES:
             lowered = body.lower()
             if not self._confirmed or any(word in lowered for word in NEGOTIATION_WORDS):
                 return _Outcome("downgrade", error=message, kind="http", http_status=status)
@@ -669,15 +727,27 @@ class _ChatCore:
         if not isinstance(message, dict):
             return malformed("no message in choices[0]")
         content = message.get("content")
-        if content is None:
+        calls, calls_cut = self._tool_calls(message.get("tool_calls"))
+        if content is None and not calls:
             finish = choices[0].get("finish_reason")
             reason = f" (finish_reason {self._short(finish)!r})" if isinstance(finish, str) else ""
             return malformed(f"null content{reason}")
-        if not isinstance(content, str):
+        if content is not None and not isinstance(content, str):
             return malformed("message content is not a string")
-        text = self.scrub(_valid_unicode(content))
-        truncated = len(text) > self.max_answer_chars
+        text = self.scrub(_valid_unicode(content or ""))
+        truncated = len(text) > self.max_answer_chars or calls_cut
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
+        reasoning = next((r for r in (message.get("reasoning_content"), message.get("reasoning"))
+                          if isinstance(r, str) and r), None)
+        answer = _Answer(
+            tool_calls=calls,
+            served_model=self._field(data.get("model")),
+            cached_prompt_tokens=_cached_tokens(usage),
+            provider_cost_usd=_cost(usage.get("cost")),
+            reasoning=(self.scrub(_valid_unicode(reasoning))[: self.max_answer_chars]
+                       if reasoning is not None else None),
+            finish_reason=self._field(choices[0].get("finish_reason")),
+        )
         return _Outcome(
             "ok",
             text=text[: self.max_answer_chars],
@@ -685,7 +755,36 @@ class _ChatCore:
             prompt_tokens=_count(usage.get("prompt_tokens")),
             completion_tokens=_count(usage.get("completion_tokens")),
             truncated=truncated,
+            answer=answer,
         )
+
+    def _field(self, value: Any) -> str | None:
+        """A short string field of a reply (model, finish reason), scrubbed and bounded."""
+        if not isinstance(value, str):
+            return None
+        return self.scrub(_valid_unicode(value[: 4 * MAX_FIELD_CHARS]))[:MAX_FIELD_CHARS]
+
+    def _tool_calls(self, raw: Any) -> tuple[tuple[ToolCall, ...], bool]:
+        """The reply's tool calls and whether any was cut (too many, or arguments too long)."""
+        if not isinstance(raw, list):
+            return (), False
+        entries = [entry for entry in raw if isinstance(entry, dict)]
+        cut = len(entries) > MAX_TOOL_CALLS
+        calls = []
+        for entry in entries[:MAX_TOOL_CALLS]:
+            function = entry.get("function")
+            function = function if isinstance(function, dict) else {}
+            arguments = function.get("arguments")
+            if arguments is None:
+                arguments = ""
+            elif not isinstance(arguments, str):
+                arguments = json.dumps(arguments)
+            arguments = self.scrub(_valid_unicode(arguments))
+            cut = cut or len(arguments) > self.max_answer_chars
+            calls.append(ToolCall(id=self._field(entry.get("id")) or "",
+                                  name=self._field(function.get("name")) or "",
+                                  arguments=arguments[: self.max_answer_chars]))
+        return tuple(calls), cut
 
     def _transport_error(self, exc: Exception, attempt_end: float, call_end: float) -> _Outcome:
         now = time.monotonic()
@@ -727,11 +826,52 @@ class _ChatCore:
             response_format=mode,
             truncated=outcome.truncated,
             error_kind=None if ok else (outcome.kind or "request"),
+            **({f.name: getattr(outcome.answer, f.name)
+                for f in dataclasses.fields(_Answer)} if ok else {}),
         )
 
 
 def _count(value: Any) -> int | None:
     return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _cached_tokens(usage: dict[str, Any]) -> int | None:
+    details = usage.get("prompt_tokens_details")
+    cached = _count(details.get("cached_tokens")) if isinstance(details, dict) else None
+    return cached if cached is not None else _count(usage.get("cache_read_input_tokens"))
+
+
+def _cost(value: Any) -> float | None:
+    if isinstance(value, numbers.Real) and not isinstance(value, bool):
+        value = float(value)
+        return value if math.isfinite(value) and value >= 0 else None
+    return None
+
+
+def _tool_choice(value: Any) -> str | dict[str, Any]:
+    """OpenAI's tool_choice: a word, or one function forced by name."""
+    if value in TOOL_CHOICES:
+        return str(value)
+    if isinstance(value, Mapping) and value.get("type") == "function":
+        function = value.get("function")
+        if isinstance(function, Mapping) and isinstance(function.get("name"), str):
+            return {"type": "function", "function": {"name": function["name"]}}
+    raise ValueError(f"tool_choice must be one of {TOOL_CHOICES} or "
+                     f'{{"type": "function", "function": {{"name": NAME}}}} (got {value!r})')
+
+
+def _checked_tools(tools: Any) -> list[dict[str, Any]] | None:
+    """The tools of a call (None or [] for none), refused when they are not tool dicts."""
+    if tools is None:
+        return None
+    ok = isinstance(tools, list | tuple) and all(
+        isinstance(t, Mapping) and t.get("type") == "function"
+        and isinstance(t.get("function"), Mapping) and isinstance(t["function"].get("name"), str)
+        for t in tools)
+    if not ok:
+        raise ValueError('tools must be a list of OpenAI tool dicts like {"type": "function", '
+                         f'"function": {{"name": ..., "parameters": ...}}}} (got {tools!r:.200})')
+    return [dict(t) for t in tools] or None
 
 
 class ChatClient(_ChatCore):
@@ -760,6 +900,8 @@ class ChatClient(_ChatCore):
         jitter_seed: int = 0,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+        tool_choice: str | Mapping[str, Any] = "auto",
+        limiter: Limiter | None = None,
     ) -> None:
         super().__init__(
             base_url=base_url,
@@ -780,7 +922,13 @@ class ChatClient(_ChatCore):
             jitter_seed=jitter_seed,
             max_response_bytes=max_response_bytes,
             max_answer_chars=max_answer_chars,
+            tool_choice=tool_choice,
         )
+        if limiter is not None and not (callable(getattr(limiter, "acquire", None))
+                                        and callable(getattr(limiter, "release", None))):
+            raise ValueError(f"limiter must have acquire() and release(throttled) methods, like "
+                             f"limits.AdaptiveLimit (got {limiter!r:.100})")
+        self.limiter = limiter
         self._sleep = sleep if sleep is not None else time.sleep
         self._clock = _Clock()
         limits = httpx.Limits(max_connections=100, max_keepalive_connections=20)
@@ -792,15 +940,22 @@ class ChatClient(_ChatCore):
             auth=self._auth,
         )
 
-    def complete(self, messages: list[dict[str, Any]]) -> ChatResult:
-        """POST one chat completion; never raises for provider or network problems."""
+    def complete(self, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]] | None = None) -> ChatResult:
+        """POST one chat completion; never raises for provider or network problems (only
+        ValueError for `tools` that are not OpenAI tool dicts)."""
+        tools = _checked_tools(tools)
         started = time.perf_counter()
-        call_end = time.monotonic() + self.deadline
+        call_end: float | None = None
         retries = 0
         mode: str | None = None
         while True:
-            mode = self._start_mode(mode)
-            outcome = self._attempt(messages, mode, call_end)
+            mode = TOOLS_MODE if tools else self._start_mode(mode)
+            with _Slot(self.limiter) as slot:
+                if call_end is None:
+                    call_end = time.monotonic() + self.deadline
+                outcome = self._attempt(messages, mode, tools, call_end)
+                slot.throttled = outcome.http_status == 429
             if outcome.action == "downgrade":
                 mode = self._downgrade(mode)
                 late = self._out_of_time(outcome, call_end, 0.0)
@@ -819,12 +974,13 @@ class ChatClient(_ChatCore):
                 outcome = late
             return self._result(outcome, started, retries, mode)
 
-    def _attempt(self, messages: list[dict[str, Any]], mode: str, call_end: float) -> _Outcome:
+    def _attempt(self, messages: list[dict[str, Any]], mode: str,
+                 tools: list[dict[str, Any]] | None, call_end: float) -> _Outcome:
         attempt_end = min(time.monotonic() + self.timeout, call_end)
         self._clock.end = attempt_end
         try:
             request = self._http.build_request("POST", self._url,
-                                               json=self._payload(messages, mode))
+                                               json=self._payload(messages, mode, tools))
             response = self._http.send(request, stream=True)
             try:
                 reader = self._reader(response)
@@ -850,6 +1006,24 @@ class ChatClient(_ChatCore):
 
     def __exit__(self, *exc_info: object) -> None:
         self.close()
+
+
+class _Slot:
+    """One HTTP attempt's hold on the limiter (nothing without one), released with whether
+    the attempt was throttled, whatever happens inside."""
+
+    def __init__(self, limiter: Limiter | None) -> None:
+        self.limiter = limiter
+        self.throttled = False
+
+    def __enter__(self) -> _Slot:
+        if self.limiter is not None:
+            self.limiter.acquire()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        if self.limiter is not None:
+            self.limiter.release(self.throttled)
 
 
 def _raw_chunks(response: httpx.Response) -> Iterator[bytes]:
@@ -906,6 +1080,7 @@ class AsyncChatClient(_ChatCore):
         concurrency: int = 8,
         max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
+        tool_choice: str | Mapping[str, Any] = "auto",
     ) -> None:
         super().__init__(
             base_url=base_url,
@@ -926,6 +1101,7 @@ class AsyncChatClient(_ChatCore):
             jitter_seed=jitter_seed,
             max_response_bytes=max_response_bytes,
             max_answer_chars=max_answer_chars,
+            tool_choice=tool_choice,
         )
         self.concurrency = _integer("concurrency", concurrency, low=1)
         self._sleep = sleep if sleep is not None else asyncio.sleep
@@ -941,18 +1117,21 @@ class AsyncChatClient(_ChatCore):
             limits=limits,
         )
 
-    async def complete(self, messages: list[dict[str, Any]]) -> ChatResult:
-        """POST one chat completion; never raises for provider or network problems."""
+    async def complete(self, messages: list[dict[str, Any]],
+                       tools: list[dict[str, Any]] | None = None) -> ChatResult:
+        """POST one chat completion; never raises for provider or network problems (only
+        ValueError for `tools` that are not OpenAI tool dicts)."""
+        tools = _checked_tools(tools)
         started = time.perf_counter()
         call_end: float | None = None
         retries = 0
         mode: str | None = None
         while True:
-            mode = self._start_mode(mode)
+            mode = TOOLS_MODE if tools else self._start_mode(mode)
             async with self._semaphore:
                 if call_end is None:
                     call_end = time.monotonic() + self.deadline
-                outcome = await self._attempt(messages, mode, call_end)
+                outcome = await self._attempt(messages, mode, tools, call_end)
             if outcome.action == "downgrade":
                 mode = self._downgrade(mode)
                 late = self._out_of_time(outcome, call_end, 0.0)
@@ -972,12 +1151,12 @@ class AsyncChatClient(_ChatCore):
             return self._result(outcome, started, retries, mode)
 
     async def _attempt(self, messages: list[dict[str, Any]], mode: str,
-                       call_end: float) -> _Outcome:
+                       tools: list[dict[str, Any]] | None, call_end: float) -> _Outcome:
         attempt_end = min(time.monotonic() + self.timeout, call_end)
         try:
             async with asyncio.timeout(max(attempt_end - time.monotonic(), 0.0)):
                 request = self._http.build_request("POST", self._url,
-                                                   json=self._payload(messages, mode))
+                                                   json=self._payload(messages, mode, tools))
                 response = await self._http.send(request, stream=True)
                 try:
                     reader = self._reader(response)

@@ -389,3 +389,24 @@ def test_redact_url_drops_userinfo_only() -> None:
     assert redact_url("https://u:p@api.example.com:8443/v1") == "https://api.example.com:8443/v1"
     assert redact_url("http://[::1]:8080/v1") == "http://[::1]:8080/v1"
     assert redact_url("http://tok@[::1]/v1") == "http://[::1]/v1"
+
+
+def test_a_flood_of_tool_calls_echoing_the_key_stays_bounded_and_scrubbed() -> None:
+    """A server may answer with thousands of tool calls, each carrying the key in another
+    encoding: the result keeps 16 calls, each argument bounded, and no form of the key."""
+    forms = list(key_forms(KEY).values())
+    calls = [{"id": f"c{i}-{forms[i % len(forms)]}", "type": "function",
+              "function": {"name": forms[(i + 1) % len(forms)],
+                           "arguments": {"k": forms[i % len(forms)], "pad": "x" * 300}}}
+             for i in range(3_000)]
+    body = json.dumps({"model": KEY, "choices": [{"message": {
+        "content": None, "tool_calls": calls, "reasoning_content": " ".join(forms)}}]})
+    assert len(body) < LIMIT
+    with FakeServer(scripted([], then=Reply(body=body))) as server:
+        with client_for(server, max_answer_chars=200) as client:
+            result = client.complete(MESSAGES, tools=[{"type": "function",
+                                                       "function": {"name": "f"}}])
+    assert result.status == "ok" and result.truncated and len(result.tool_calls) == 16
+    assert all(len(c.arguments) <= 200 for c in result.tool_calls)
+    assert leaks(json.dumps(dataclasses.asdict(result))) == []
+    assert result.served_model == REDACTED

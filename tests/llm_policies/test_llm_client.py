@@ -18,8 +18,16 @@ from typing import Any
 
 import pytest
 
-from llm_policies.client.transport import AsyncChatClient, ChatClient, ChatResult
-from tests.llm_fake_server import FakeServer, Reply, scripted
+from llm_policies.client.limits import AdaptiveLimit
+from llm_policies.client.transport import (
+    MAX_TOOL_CALLS,
+    REDACTED,
+    AsyncChatClient,
+    ChatClient,
+    ChatResult,
+    ToolCall,
+)
+from tests.llm_fake_server import FakeServer, Reply, scripted, tool_call, tool_server
 
 MESSAGES = [{"role": "user", "content": "pick an action"}]
 SCHEMA = {
@@ -331,3 +339,217 @@ def test_a_transport_that_answers_in_memory_is_read_like_a_server() -> None:
                         response_format="none")
     result = client.complete([{"role": "user", "content": "hi"}])
     assert (result.status, result.text, result.completion_tokens) == ("ok", "hello", 1)
+
+
+PING = {"type": "function", "function": {"name": "ping", "description": "echo",
+                                         "parameters": {"type": "object",
+                                                        "properties": {"x": {"type": "integer"}},
+                                                        "required": ["x"]}}}
+
+
+def test_a_call_with_tools_sends_them_and_no_response_format() -> None:
+    calls = [tool_call("ping", '{"x": 3}')]
+    with FakeServer(scripted([], then=Reply(tool_calls=calls))) as server:
+        with client_for(server, [], json_schema=SCHEMA) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+            assert client.mode == "json_schema"  # the client's own negotiation is untouched
+    sent = server.requests[0]
+    assert sent["tools"] == [PING] and sent["tool_choice"] == "auto"
+    assert "response_format" not in sent and sent["messages"] == MESSAGES
+    assert result.status == "ok" and result.text == "" and result.response_format == "tools"
+    assert result.tool_calls == (ToolCall(id="call_0", name="ping", arguments='{"x": 3}'),)
+    assert result.finish_reason == "tool_calls" and result.truncated is False
+
+
+def test_a_forced_tool_choice_is_sent_as_given() -> None:
+    forced = {"type": "function", "function": {"name": "ping"}}
+    with FakeServer(tool_server()) as server:
+        with client_for(server, [], tool_choice=forced) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+    assert server.requests[0]["tool_choice"] == forced
+    assert [(c.name, json.loads(c.arguments)) for c in result.tool_calls] == [("ping", {"x": 1})]
+
+
+def test_a_500_on_a_tools_call_is_retried_not_negotiated() -> None:
+    delays: list[float] = []
+    calls = [tool_call("ping", "{}")]
+    with FakeServer(scripted([Reply(status=500, content="schema")],
+                             then=Reply(tool_calls=calls))) as server:
+        with client_for(server, delays, json_schema=SCHEMA) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+            assert client.mode == "json_schema"
+    assert result.status == "ok" and result.retries == 1 and len(delays) == 1
+    assert all("response_format" not in r and r["tools"] == [PING] for r in server.requests)
+
+
+def test_tool_call_arguments_as_text_or_object_and_odd_entries() -> None:
+    calls: list[Any] = [
+        tool_call("ping", '{"x": 1}', "a"),
+        tool_call("ping", {"x": 2, "y": [1]}, "b"),  # an object: encoded back to JSON text
+        {"id": "c", "type": "function", "function": {"arguments": "{}"}},  # no name
+        {"id": 4, "type": "function", "function": {"name": 5, "arguments": None}},
+        "not a call",  # skipped
+        {"id": "e"},  # no function at all
+    ]
+    with FakeServer(scripted([], then=Reply(tool_calls=calls, content="thinking aloud"))) as srv:
+        with client_for(srv, []) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+    assert result.text == "thinking aloud"
+    assert result.tool_calls == (
+        ToolCall("a", "ping", '{"x": 1}'),
+        ToolCall("b", "ping", json.dumps({"x": 2, "y": [1]})),
+        ToolCall("c", "", "{}"),
+        ToolCall("", "", ""),
+        ToolCall("e", "", ""),
+    )
+
+
+def test_more_than_sixteen_tool_calls_keep_the_first_sixteen() -> None:
+    calls = [tool_call("ping", json.dumps({"x": i}), f"c{i}") for i in range(MAX_TOOL_CALLS + 3)]
+    with FakeServer(scripted([], then=Reply(tool_calls=calls))) as server:
+        with client_for(server, []) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+    assert MAX_TOOL_CALLS == 16 and result.truncated
+    assert [c.id for c in result.tool_calls] == [f"c{i}" for i in range(16)]
+    with FakeServer(scripted([], then=Reply(tool_calls=calls[:16]))) as server:  # control
+        with client_for(server, []) as client:
+            exact = client.complete(MESSAGES, tools=[PING])
+    assert len(exact.tool_calls) == 16 and not exact.truncated
+
+
+def test_tool_call_arguments_are_bounded_like_the_answer() -> None:
+    calls = [tool_call("ping", '{"x": "' + "9" * 500 + '"}')]
+    with FakeServer(scripted([], then=Reply(tool_calls=calls))) as server:
+        with client_for(server, [], max_answer_chars=100) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+    assert result.truncated and result.tool_calls[0].arguments == calls[0]["function"][
+        "arguments"][:100]
+
+
+def test_null_content_is_an_answer_only_with_tool_calls() -> None:
+    with FakeServer(scripted([], then=Reply(tool_calls=[]))) as server:
+        with client_for(server, [], max_retries=0) as client:
+            body = json.dumps({"choices": [{"message": {"content": None, "tool_calls": []}}]})
+            server.responder = scripted([], then=Reply(body=body))
+            empty = client.complete(MESSAGES, tools=[PING])
+            server.responder = scripted([], then=Reply(tool_calls=[tool_call("ping", "{}")]))
+            called = client.complete(MESSAGES)  # without tools too: the call is carried
+    assert empty.status == "error" and empty.error_kind == "malformed"
+    assert empty.error == "malformed response: null content"
+    assert called.status == "ok" and called.text == "" and called.tool_calls[0].name == "ping"
+
+
+def test_usage_details_model_reasoning_and_finish_reason_are_read() -> None:
+    openai = Reply(content="ok", model="gpt-served-2025", reasoning="I think",
+                   usage={"prompt_tokens_details": {"cached_tokens": 12}, "cost": 0.0025},
+                   finish_reason="length")
+    anthropic = Reply(content="ok", usage={"cache_read_input_tokens": 7, "cost": 0})
+    odd = Reply(content="ok", usage={"prompt_tokens_details": {"cached_tokens": "12"},
+                                     "cost": -1.0})
+    nan = Reply(body='{"model": 5, "choices": [{"message": {"content": "ok", "reasoning": "r",'
+                     ' "reasoning_content": 3}, "finish_reason": null}], "usage": '
+                     '{"cost": NaN, "cache_read_input_tokens": true}}')
+    with FakeServer(scripted([openai, anthropic, odd, nan], then=OK)) as server:
+        with client_for(server, []) as client:
+            first, second, third, fourth = (client.complete(MESSAGES) for _ in range(4))
+    assert (first.served_model, first.reasoning, first.finish_reason) == (
+        "gpt-served-2025", "I think", "length")
+    assert (first.cached_prompt_tokens, first.provider_cost_usd) == (12, 0.0025)
+    assert (second.cached_prompt_tokens, second.provider_cost_usd) == (7, 0.0)
+    assert second.served_model == "test-model" and second.reasoning is None
+    assert (third.cached_prompt_tokens, third.provider_cost_usd) == (None, None)
+    assert fourth.status == "ok" and fourth.served_model is None and fourth.reasoning == "r"
+    assert (fourth.cached_prompt_tokens, fourth.provider_cost_usd) == (None, None)
+    assert fourth.finish_reason is None
+    assert first.cache is None and first.cost_usd is None  # the wrappers' fields, not ours
+
+
+def test_an_error_result_carries_no_reply_fields() -> None:
+    with FakeServer(scripted([], then=Reply(status=400, model="x"))) as server:
+        with client_for(server, []) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+    assert result.status == "error" and result.response_format == "tools"
+    assert (result.tool_calls, result.served_model, result.finish_reason) == ((), None, None)
+
+
+def test_secrets_are_scrubbed_from_tool_calls_reasoning_and_model() -> None:
+    calls = [tool_call(f"ping{SECRET}", json.dumps({"x": SECRET}), f"id-{SECRET}"),
+             tool_call("ping", {"key": SECRET})]
+    leaky = Reply(tool_calls=calls, reasoning=f"the key is {SECRET}", model=f"m-{SECRET}")
+    with FakeServer(scripted([], then=leaky)) as server:
+        with client_for(server, [], api_key=SECRET) as client:
+            result = client.complete(MESSAGES, tools=[PING])
+    assert SECRET not in json.dumps(dataclasses.asdict(result))
+    assert result.tool_calls[0].arguments == json.dumps({"x": REDACTED})
+    assert result.tool_calls[0].name == f"ping{REDACTED}"
+    assert result.tool_calls[1].arguments == json.dumps({"key": REDACTED})
+    assert result.reasoning == f"the key is {REDACTED}" and result.served_model == f"m-{REDACTED}"
+
+
+class RecordingLimiter:
+    def __init__(self, events: list[Any]) -> None:
+        self.events = events
+
+    def acquire(self) -> None:
+        self.events.append("acquire")
+
+    def release(self, throttled: bool) -> None:
+        self.events.append(("release", throttled))
+
+
+def test_the_limiter_is_held_around_each_attempt_and_sees_429_as_throttled() -> None:
+    events: list[Any] = []
+    replies = [Reply(status=429, headers={"Retry-After": "1"}), Reply(status=503)]
+    with FakeServer(scripted(replies, then=OK)) as server:
+        client = ChatClient(base_url=server.base_url, model="m", sleep=events.append,
+                            limiter=RecordingLimiter(events))
+        with client:
+            result = client.complete(MESSAGES)
+    assert result.status == "ok" and result.retries == 2
+    assert events[:4] == ["acquire", ("release", True), 1.0, "acquire"]
+    assert events[4] == ("release", False) and isinstance(events[5], float)
+    assert events[6:] == ["acquire", ("release", False)]
+
+
+def test_an_adaptive_limit_shared_by_clients_narrows_on_429() -> None:
+    limit = AdaptiveLimit(4)
+    with FakeServer(scripted([Reply(status=429)], then=OK)) as server:
+        with client_for(server, [], limiter=limit) as one, client_for(server, [],
+                                                                       limiter=limit) as two:
+            assert one.complete(MESSAGES).status == "ok"  # 429 then ok: 4 -> 2, 1 success
+            assert limit.limit == 2
+            assert two.complete(MESSAGES).status == "ok"  # second success: 2 -> 3
+    assert limit.snapshot() == {"limit": 3, "max_concurrency": 4, "in_flight": 0,
+                                "throttled": 1, "ok": 2}
+
+
+def test_async_client_speaks_tools_too() -> None:
+    async def run(base_url: str) -> ChatResult:
+        async with AsyncChatClient(base_url=base_url, model="m", json_schema=SCHEMA) as client:
+            return await client.complete(MESSAGES, tools=[PING])
+
+    with FakeServer(tool_server()) as server:
+        result = asyncio.run(run(server.base_url))
+    assert "response_format" not in server.requests[0] and server.requests[0]["tools"] == [PING]
+    assert result.response_format == "tools"
+    assert [(c.name, c.arguments) for c in result.tool_calls] == [("ping", '{"x": 1}')]
+
+
+@pytest.mark.parametrize("tools", [[{"type": "function"}], [{"name": "ping"}], "ping", [3]])
+def test_tools_that_are_not_tool_dicts_are_refused(tools: Any) -> None:
+    client = ChatClient(base_url="http://127.0.0.1:9/v1", model="m")
+    with pytest.raises(ValueError, match=r'^tools must be a list of OpenAI tool dicts like '
+                                         r'\{"type": "function", "function": \{"name": \.\.\., '
+                                         r'"parameters": \.\.\.\}\} \(got '):
+        client.complete(MESSAGES, tools=tools)
+
+
+def test_bad_tool_choice_and_limiter_are_refused_naming_the_parameter() -> None:
+    with pytest.raises(ValueError) as info:
+        ChatClient(base_url="http://127.0.0.1:9/v1", model="m", tool_choice="always")
+    assert str(info.value) == ("tool_choice must be one of ('auto', 'required', 'none') or "
+                               '{"type": "function", "function": {"name": NAME}} '
+                               "(got 'always')")
+    with pytest.raises(ValueError, match=r"^limiter must have acquire\(\) and "
+                                         r"release\(throttled\) methods"):
+        ChatClient(base_url="http://127.0.0.1:9/v1", model="m", limiter=object())  # type: ignore[arg-type]

@@ -1,13 +1,17 @@
 """A chat model as a Policy: the same runner, records and tables as the reference controllers.
 
-Each decision renders what the model sees (a Renderer, chosen per env family in
-llm_policies/families.py: prompts.workflow or prompts.dacs), asks a chat model for one JSON
-action (a ChatModel: an OpenAI-compatible server through transport.ChatClient, or the text
-oracle in this process through oracle.InProcessChat), and hands the raw answer to the env's
-TextActionWrapper, which parses it with the same `parse_json_action` this policy uses to
-count schema-valid answers. Every call is written to the run log as it happens, with the
-decoding it used, so a killed sweep keeps what it paid for; a provider that keeps
-failing ends the episode as `provider_error` instead of losing it.
+Each decision shows the model what a Renderer (chosen per env family in
+llm_policies/families.py: prompts.workflow or prompts.dacs) makes of the observation, in the
+form of a harness (llm_policies/harness: `json`, a fresh prompt per decision as in seed 003;
+`chat`, one conversation per episode; `tools`, that conversation with native function
+calls), asks a chat model (a ChatModel: an OpenAI-compatible server through
+transport.ChatClient, or the text oracle in this process through oracle.InProcessChat), and
+hands the answer to the env's TextActionWrapper, which judges it by the same rules
+(`parse_json_action`, `judge_tool_call`) this policy uses to count well-formed replies.
+Every call is written to the run log as it happens, with the decoding it used, so a killed
+sweep keeps what it paid for; a provider that keeps failing ends the episode as
+`provider_error` instead of losing it. An invalid reply ends the episode, as in seed 003,
+unless `invalid_retries` lets the model answer again.
 """
 
 from __future__ import annotations
@@ -18,8 +22,9 @@ from controllers.policy import EpisodeAborted
 from controllers.runlog import RunLog
 from envs._core import tokens
 from llm_policies.client.transport import ChatResult
-from llm_policies.families import text_family
-from llm_policies.text_actions import parse_json_action
+from llm_policies.families import ToolSpec, text_family
+from llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
+from llm_policies.harness.conversation import Window
 
 PROVIDER_ERROR = "provider_error"
 # Decoding: a server that holds the answer to the action schema (constrained), or free text
@@ -34,9 +39,14 @@ def decoding(response_format: str | None) -> str | None:
     """"constrained", "unconstrained" or "negotiated" for a response_format setting."""
     return DECODINGS.get(response_format) if response_format is not None else None
 
+# Per episode. decisions: model calls answered (re-asks included); schema_valid: those whose
+# reply had the answer's form (in `tools`, exactly one call of an offered function with its
+# integer fields); invalid_retries: the re-asks among them; cache_hits: calls a response
+# cache answered; cost_usd: the priced cost of the calls (0 where unknown).
 COUNTER_KEYS = (
     "decisions", "schema_valid", "provider_prompt_tokens", "provider_completion_tokens",
     "cl100k_prompt_tokens", "cl100k_completion_tokens", "latency_s", "retries",
+    "cost_usd", "cache_hits", "invalid_retries",
 )
 
 
@@ -50,12 +60,20 @@ class ChatModel(Protocol):
     max_tokens: int | None
     seed: int | None
 
-    def complete(self, messages: list[dict[str, Any]]) -> ChatResult: ...
+    def complete(self, messages: list[dict[str, Any]],
+                 tools: list[dict[str, Any]] | None = None) -> ChatResult: ...
 
 
 class Renderer(Protocol):
     """What LLMPolicy needs from an env's prompt renderer (prompts.workflow.WorkflowRenderer,
-    prompts.dacs.DacsRenderer)."""
+    prompts.dacs.DacsRenderer).
+
+    `render` serves the json harness; `rules`, `opening` and `result` the conversation
+    harnesses: the rules once, ending with the harness's `answer` instruction; the first
+    turn; and after each action its outcome and the new observation, where `action` is the
+    answer's integers in the order of its fields (the JSON answer's, or the called function's;
+    a DACS focus is told apart by info["focus"]), or the reply text where it is the action.
+    """
 
     fields: tuple[tuple[str, int], ...] | None  # None: free text, the reply is the action
     schema: dict[str, Any] | None
@@ -68,6 +86,12 @@ class Renderer(Protocol):
 
     def render(self, observation: Any) -> Any: ...
 
+    def rules(self, answer: str) -> str: ...
+
+    def opening(self, observation: Any) -> str: ...
+
+    def result(self, action: Any, observation: Any, info: dict[str, Any]) -> str: ...
+
 
 def renderer_for(env: Any, **kwargs: Any) -> Renderer:
     """The renderer of a (possibly wrapped) env, from llm_policies.families."""
@@ -78,16 +102,35 @@ class LLMPolicy:
     """Plays a text-action env (wrapped in TextActionWrapper) through a chat model.
 
     The renderer decides what the model sees (StatefulWorkflow: rules, task, observation,
-    history, optionally under an RCWT budget; DACSSteering: the orchestrator's window).
+    history, optionally under an RCWT budget; DACSSteering: the orchestrator's window), the
+    harness in what form (module docstring).
     """
 
     def __init__(self, client: ChatModel, renderer: Renderer,
-                 response_format: str | None = None) -> None:
+                 response_format: str | None = None, *, harness: str = "json",
+                 tools: tuple[ToolSpec, ...] | None = None, invalid_retries: int = 0,
+                 window: int | None = None, session: dict[str, Any] | None = None) -> None:
         """response_format: the structured-output setting the client was built with (see
         `decoding`), for the run's record; None takes the client's own `response_format`
-        attribute when it has one (oracle.InProcessChat does, transport.ChatClient not)."""
+        attribute when it has one (oracle.InProcessChat does, transport.ChatClient not).
+        harness: one of HARNESSES; tools: the functions of the `tools` harness (for_env takes
+        the env family's); invalid_retries: how often one decision may be asked again after
+        an invalid reply; window: the conversation window W of `chat` and `tools` (None: the
+        renderer's budget, if it has one; see harness/conversation.py); session: what the
+        caller knows about how this session reaches the model (a server's probed
+        capabilities, prices), for the run log's session line, never the run's identity."""
+        if (isinstance(invalid_retries, bool) or not isinstance(invalid_retries, int)
+                or invalid_retries < 0):
+            raise ValueError(f"invalid_retries must be an integer >= 0; got {invalid_retries!r}")
+        if window is None and harness in CONVERSATION_HARNESSES:
+            window = getattr(renderer, "budget", None)
         self.client = client
         self.renderer = renderer
+        self.harness = make_harness(harness, renderer, tools=tools, window=window,
+                                    invalid_retries=invalid_retries)
+        self.invalid_retries = invalid_retries
+        self.window = window
+        self.session = dict(session) if session is not None else None
         self.response_format = (response_format if response_format is not None
                                 else getattr(client, "response_format", None))
         self.decoding = decoding(self.response_format)
@@ -95,73 +138,136 @@ class LLMPolicy:
         self.reset()
 
     @classmethod
-    def for_env(cls, client: ChatModel, env: Any, **kwargs: Any) -> LLMPolicy:
-        """kwargs go to the renderer (budget, q, coordination, order, system_role)."""
-        return cls(client, renderer_for(env, **kwargs))
+    def for_env(cls, client: ChatModel, env: Any, *, harness: str = "json",
+                invalid_retries: int = 0, response_format: str | None = None,
+                session: dict[str, Any] | None = None, **kwargs: Any) -> LLMPolicy:
+        """kwargs go to the renderer (budget, q, coordination, order, system_role); in `chat`
+        and `tools` the budget is the conversation window. response_format and session as
+        in the constructor."""
+        if harness not in HARNESSES:
+            raise ValueError(f"harness must be one of {' | '.join(HARNESSES)}; got {harness!r}")
+        tools = None
+        if harness == "tools":
+            tools = text_family(env).tools(env.unwrapped)
+            if not tools:
+                raise ValueError(f"harness 'tools' needs functions to offer; {env.unwrapped!r} "
+                                 "takes the reply text itself (use harness json or chat)")
+        window = kwargs.get("budget") if harness in CONVERSATION_HARNESSES else None
+        return cls(client, renderer_for(env, **kwargs), response_format, harness=harness,
+                   tools=tools, invalid_retries=invalid_retries, window=window,
+                   session=session)
 
     def describe(self) -> dict[str, Any]:
         """What this policy measures, for its run's identity: the model, its sampling and the
-        prompt harness, never how it is reached (base URL, port, key, timeout)."""
-        return {
+        prompt harness, never how it is reached (base URL, port, key, timeout). The json
+        harness without re-asks is described as it was before harnesses had names, so the
+        logs of those runs still resume; any other setting names its harness."""
+        described = {
             "llm": self.client.model, "temperature": self.client.temperature,
             "max_tokens": self.client.max_tokens, "seed": self.client.seed,
             **self.renderer.describe(),
         }
+        if self.harness.name == "json" and self.invalid_retries == 0:
+            return described
+        described.update(harness=self.harness.name, invalid_retries=self.invalid_retries)
+        if self.harness.name in CONVERSATION_HARNESSES:
+            described["window"] = self.window
+        if self.harness.tools is not None:
+            described["tools"] = [tool["function"]["name"] for tool in self.harness.tools]
+        return described
+
+    def describe_session(self) -> dict[str, Any] | None:
+        """The session line's part of this policy (controllers.rollout.describe_session)."""
+        return None if self.session is None else dict(self.session)
 
     def attach_log(self, log: RunLog | None) -> None:
         self._log = log
 
     def reset(self, *, seed: int | None = None) -> None:
         self._seed = seed
-        self._pending: tuple[int, ...] | None = None
         self._counters: dict[str, float] = dict.fromkeys(COUNTER_KEYS, 0)
-        self.renderer.reset()
+        self.harness.reset()
 
-    def act(self, observation: Any, info: dict[str, Any]) -> str:
-        if self._pending is not None:  # the outcome of the previous answer
-            self.renderer.record(self._pending, observation, info)
-        rendered = self.renderer.render(observation)
-        result = self.client.complete(rendered.messages)
-        if self.renderer.fields is None:  # a free-text reply: any answer is well-formed
-            status, parsed = "ok", None
-        else:
-            status, parsed = parse_json_action(result.text, self.renderer.fields)
-        answered = result.status == "ok"  # a provider failure is not a model decision
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        """The env action of this decision: the reply text (json, chat), or a ToolCallAction
+        or InvalidReply (tools). An invalid reply is asked again up to invalid_retries times;
+        the last reply stands."""
+        window = self.harness.prompt(observation, info)
+        retry = 0
+        while True:
+            result = self._complete(window.messages)
+            judged = self.harness.judge(result) if result.status == "ok" else None
+            self._account(window, result, judged, retry)
+            if judged is None:  # a provider failure is not a model decision
+                raise EpisodeAborted(PROVIDER_ERROR, result.error or "")
+            if judged.status == "ok" or retry == self.invalid_retries:
+                break
+            retry += 1
+            self._counters["invalid_retries"] += 1
+            window = self.harness.reask(result, judged)
+        self.harness.accept(result, judged)
+        return judged.action
+
+    def _complete(self, messages: list[dict[str, Any]]) -> ChatResult:
+        """One call; the tools keyword only when there are tools, so a client written for
+        text replies alone serves the json and chat harnesses."""
+        if self.harness.tools is None:
+            return self.client.complete(messages)
+        return self.client.complete(messages, tools=self.harness.tools)
+
+    def _account(self, window: Window, result: ChatResult, judged: Judged | None,
+                 retry: int) -> None:
+        """The call's counters and its call line; the line's "decision" is the index of the
+        answered call in its episode (re-asks included, `invalid_retry` telling them apart),
+        so (episode_key, decision) names one call."""
+        answered = judged is not None
         decision = int(self._counters["decisions"])
         counters = self._counters
         counters["decisions"] += answered
-        counters["schema_valid"] += answered and status not in ("invalid_json", "invalid_schema")
+        counters["schema_valid"] += answered and judged.well_formed
         counters["provider_prompt_tokens"] += result.prompt_tokens or 0
         counters["provider_completion_tokens"] += result.completion_tokens or 0
-        counters["cl100k_prompt_tokens"] += rendered.text_tokens
-        response_tokens = tokens.count(result.text)
+        counters["cl100k_prompt_tokens"] += window.text_tokens
+        response_tokens = tokens.count(result.text) + sum(
+            tokens.count(call.arguments) for call in result.tool_calls)
         counters["cl100k_completion_tokens"] += response_tokens
         counters["latency_s"] += result.latency_s
         counters["retries"] += result.retries
-        if self._log is not None:
-            self._log.write({
-                "type": "call",
-                "episode_key": self._log.key(self._seed) if self._seed is not None else None,
-                "decision": decision,
-                "prompt": rendered.messages,
-                "response": result.text,
-                "status": result.status,
-                "error": result.error,
-                "http_status": result.http_status,
-                "action_status": status if answered else None,
-                "provider_prompt_tokens": result.prompt_tokens,
-                "provider_completion_tokens": result.completion_tokens,
-                "cl100k_prompt_tokens": rendered.text_tokens,
-                "cl100k_completion_tokens": response_tokens,
-                "latency_s": result.latency_s,
-                "retries": result.retries,
-                "response_format": result.response_format,
-                "decoding": decoding(result.response_format),
-            })
-        if not answered:
-            raise EpisodeAborted(PROVIDER_ERROR, result.error or "")
-        self._pending = parsed
-        return result.text
+        counters["cost_usd"] += result.cost_usd or 0.0
+        counters["cache_hits"] += result.cache == "hit"
+        if self._log is None:
+            return
+        self._log.write({
+            "type": "call",
+            "episode_key": self._log.key(self._seed) if self._seed is not None else None,
+            "decision": decision,
+            "prompt": window.messages,
+            "response": result.text,
+            "status": result.status,
+            "error": result.error,
+            "http_status": result.http_status,
+            "action_status": judged.status if judged is not None else None,
+            "provider_prompt_tokens": result.prompt_tokens,
+            "provider_completion_tokens": result.completion_tokens,
+            "cl100k_prompt_tokens": window.text_tokens,
+            "cl100k_completion_tokens": response_tokens,
+            "latency_s": result.latency_s,
+            "retries": result.retries,
+            "response_format": result.response_format,
+            "decoding": decoding(result.response_format),
+            "harness": self.harness.name,
+            "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}
+                           for call in result.tool_calls],
+            "served_model": result.served_model,
+            "cached_prompt_tokens": result.cached_prompt_tokens,
+            "provider_cost_usd": result.provider_cost_usd,
+            "cost_usd": result.cost_usd,
+            "cache": result.cache,
+            "finish_reason": result.finish_reason,
+            "reasoning": result.reasoning,
+            "dropped_exchanges": window.dropped,
+            "invalid_retry": retry,
+        })
 
     def episode_counters(self) -> dict[str, float]:
         return dict(self._counters)

@@ -6,6 +6,12 @@ retry, when the answer is not JSON (`invalid_json`), not the action object
 `parse_json_action` is the one definition of that rule, for any env's fields (StatefulWorkflow:
 {"operation", "candidate"}; DACSSteering: {"answer"}): the wrapper applies it, and an LLM
 policy calls the same function to count its schema-valid answers. It never raises.
+
+A model that answers through native tool calls (the `tools` harness) fails in its own ways:
+no call (`no_tool_call`), several (`multiple_tool_calls`), a function the env does not offer
+(`unknown_tool`) or arguments that are not exactly the function's integer fields
+(`invalid_arguments`); an argument out of range is `invalid_action` as before.
+`judge_tool_call` is that rule, applied by the wrapper and counted by the policy alike.
 """
 
 from __future__ import annotations
@@ -13,20 +19,62 @@ from __future__ import annotations
 import json
 import re
 import string
+from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import gymnasium as gym
 from gymnasium import spaces
 
-from llm_policies.families import ActionFields, text_family
+from llm_policies.families import ActionFields, ToolSpec, text_family
 from llm_policies.prompts.dacs import ANSWER_KEY
 
-__all__ = ["ANSWER_KEY", "INVALID_ACTION", "INVALID_JSON", "INVALID_SCHEMA", "TEXT_FAILURES",
-           "TextActionWrapper", "parse_action", "parse_json_action", "text_action_fields"]
+__all__ = ["ANSWER_KEY", "FAILURE_REASONS", "INVALID_ACTION", "INVALID_ARGUMENTS",
+           "INVALID_JSON", "INVALID_SCHEMA", "MULTIPLE_TOOL_CALLS", "NO_TOOL_CALL",
+           "TEXT_FAILURES", "TOOL_FAILURES", "UNKNOWN_TOOL", "InvalidReply", "TextActionWrapper",
+           "ToolCallAction", "judge_tool_call", "parse_action", "parse_json_action",
+           "text_action_fields"]
 
 INVALID_JSON, INVALID_SCHEMA, INVALID_ACTION = "invalid_json", "invalid_schema", "invalid_action"
 TEXT_FAILURES = (INVALID_JSON, INVALID_SCHEMA, INVALID_ACTION)
+NO_TOOL_CALL, MULTIPLE_TOOL_CALLS = "no_tool_call", "multiple_tool_calls"
+UNKNOWN_TOOL, INVALID_ARGUMENTS = "unknown_tool", "invalid_arguments"
+TOOL_FAILURES = (NO_TOOL_CALL, MULTIPLE_TOOL_CALLS, UNKNOWN_TOOL, INVALID_ARGUMENTS)
+# What each failure means, in the words a re-asked model is told.
+FAILURE_REASONS = {
+    INVALID_JSON: "not one JSON object",
+    INVALID_SCHEMA: "not exactly the integer fields asked for",
+    INVALID_ACTION: "a value outside its range",
+    NO_TOOL_CALL: "no function call",
+    MULTIPLE_TOOL_CALLS: "more than one function call",
+    UNKNOWN_TOOL: "a call of a function that is not offered",
+    INVALID_ARGUMENTS: "arguments that are not one JSON object of exactly the function's "
+                       "integer fields",
+}
 MAX_ANSWER_CHARS = 4096
+
+
+@dataclass(frozen=True)
+class ToolCallAction:
+    """A step by native tool call: the function's name and its raw arguments JSON text."""
+
+    name: str
+    arguments: str
+
+
+@dataclass(frozen=True)
+class InvalidReply:
+    """A step by a reply the harness already knows cannot be executed (a tool-calling reply
+    with no call or several): it ends the episode with `category` like any invalid reply."""
+
+    category: str
+    detail: str = ""
+
+    def __post_init__(self) -> None:
+        allowed = (*TEXT_FAILURES, *TOOL_FAILURES)
+        if self.category not in allowed:
+            raise ValueError(f"category must be one of {' | '.join(allowed)}; "
+                             f"got {self.category!r}")
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
 
@@ -58,6 +106,21 @@ def parse_json_action(text: Any, fields: ActionFields) -> tuple[str, tuple[int, 
     return "ok", numbers
 
 
+def judge_tool_call(
+    tools: Sequence[ToolSpec], call: ToolCallAction,
+) -> tuple[str, ToolSpec | None, tuple[int, ...] | None]:
+    """("ok", the tool, its integers in field order), or (failure category, the tool if
+    known, None): `unknown_tool`, `invalid_arguments` (the arguments fail parse_json_action's
+    JSON or schema check) or `invalid_action` (an integer outside its bound). Never raises."""
+    spec = next((tool for tool in tools if tool.name == call.name), None)
+    if spec is None:
+        return UNKNOWN_TOOL, None, None
+    status, numbers = parse_json_action(call.arguments, spec.fields)
+    if status in (INVALID_JSON, INVALID_SCHEMA):
+        return INVALID_ARGUMENTS, spec, None
+    return status, spec, numbers
+
+
 def parse_action(text: Any, n_ops: int, candidates: int) -> tuple[str, tuple[int, int] | None]:
     """StatefulWorkflow's answer {"operation": v, "candidate": a} (see parse_json_action)."""
     status, numbers = parse_json_action(text, (("operation", n_ops), ("candidate", candidates)))
@@ -72,13 +135,16 @@ def text_action_fields(env: gym.Env) -> ActionFields:
 
 
 class TextActionWrapper(gym.Wrapper):
-    """An env with a `Text` action space: step(answer_text).
+    """An env with a `Text` action space: step(answer_text), step(ToolCallAction) or
+    step(InvalidReply).
 
-    A valid answer is executed (StatefulWorkflow: (operation, candidate); DACSSteering: the
-    option index, or under keyword scoring the reply text itself); an invalid one, an index
-    outside the fields' bounds included, ends the episode with its category in
-    info["failure"] and counts as a decision. info gains
-    "decisions" (answers given, valid or not) and "action_status" ("ok" or the category).
+    A tool call is judged by `judge_tool_call` against the family's tools
+    (llm_policies.families) and a valid one executes the tool's env action; an InvalidReply
+    is invalid by definition. A valid answer is executed (StatefulWorkflow: (operation,
+    candidate); DACSSteering: the option index, or under keyword scoring the reply text
+    itself); an invalid one, an index outside the fields' bounds included, ends the episode
+    with its category in info["failure"] and counts as a decision. info gains "decisions"
+    (answers given, valid or not) and "action_status" ("ok" or the category).
 
     An env that reports per-episode metrics (the final step's info["episode_metrics"]) does
     so through a method `episode_metrics(extra_wrong: int) -> dict` (DACSSteering, docs/DACS.md);
@@ -93,6 +159,7 @@ class TextActionWrapper(gym.Wrapper):
         family = text_family(env)
         self.fields = family.fields(env.unwrapped)
         self._to_action = family.to_action
+        self.tools = family.tools(env.unwrapped)
         self.action_space = spaces.Text(max_length=MAX_ANSWER_CHARS, charset=string.printable)
         self._last: tuple[Any, dict[str, Any]] | None = None
         self._decisions = 0
@@ -108,9 +175,16 @@ class TextActionWrapper(gym.Wrapper):
         if self._last is None:
             raise RuntimeError("call reset() before step()")
         self._decisions += 1
-        if self.fields is None:  # a free-text env: the reply itself is the action
-            status, parsed = ("ok", None) if isinstance(action, str) else (INVALID_ACTION, None)
-            env_action: Any = action[:MAX_ANSWER_CHARS] if status == "ok" else None
+        env_action: Any = None
+        if isinstance(action, InvalidReply):
+            status = action.category
+        elif isinstance(action, ToolCallAction):
+            status, tool, parsed = judge_tool_call(self.tools, action)
+            if tool is not None and parsed is not None:
+                env_action = tool.to_action(parsed)
+        elif self.fields is None:  # a free-text env: the reply itself is the action
+            status = "ok" if isinstance(action, str) else INVALID_ACTION
+            env_action = action[:MAX_ANSWER_CHARS] if status == "ok" else None
         else:
             status, parsed = parse_json_action(action, self.fields)
             env_action = None if parsed is None else self._to_action(parsed)

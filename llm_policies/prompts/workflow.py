@@ -15,6 +15,13 @@ Message layout (documented because budgets are counted on it):
   instructions) and the user message is blocks[1] + blocks[2]; with system_role=False the one
   user message is assembly.text. Either way the contents add up to exactly W cl100k_base
   tokens: `text_tokens` (the sum of the contents' own counts) == assembly.tokens == W.
+
+The conversation harnesses (llm_policies/harness: chat, tools) send the rules once
+(`conversation_rules`, ending with the harness's own answer instruction), then the opening
+turn (`opening_prompt`: the task, the initial observation) and after every call its result
+(`result_prompt`: the call's history line, then the new observation). Every text is built
+from the same pieces as `decision_prompt`, so the lines a reader parses are identical in all
+harnesses.
 """
 
 from __future__ import annotations
@@ -74,6 +81,17 @@ class Rendered:
     assembly: Assembly | None = None
 
 
+def _intro(spec: WorkflowSpec) -> list[str]:
+    """The rules every harness states first: the call, the public rules, hidden registers."""
+    n, b = spec.n_ops, spec.candidates
+    return [
+        "You control a stateful workflow through one tool call per turn: execute(v, a), with v "
+        f"an operation identifier in 0..{n - 1} and a a candidate slot in 0..{b - 1}.",
+        describe_rules(spec),
+        "Registers that are not shown in an observation are written as hidden.",
+    ]
+
+
 @functools.cache
 def _system(spec: WorkflowSpec) -> tuple[str, int]:
     n, b = spec.n_ops, spec.candidates
@@ -82,10 +100,7 @@ def _system(spec: WorkflowSpec) -> tuple[str, int]:
     else:
         text_failure = "Such a reply ends the episode, whatever the error allowance."
     lines = [
-        "You control a stateful workflow through one tool call per turn: execute(v, a), with v "
-        f"an operation identifier in 0..{n - 1} and a a candidate slot in 0..{b - 1}.",
-        describe_rules(spec),
-        "Registers that are not shown in an observation are written as hidden.",
+        *_intro(spec),
         "A reply that cannot be executed also fails: invalid_json (not one JSON object), "
         "invalid_schema (not exactly the two integer fields below), invalid_action (an "
         f"operation outside 0..{n - 1} or a candidate outside 0..{b - 1}). {text_failure}",
@@ -100,6 +115,43 @@ def _system(spec: WorkflowSpec) -> tuple[str, int]:
     ]
     text = "\n".join(lines)
     return text, count(text)
+
+
+def conversation_rules(spec: WorkflowSpec, answer: str) -> str:
+    """The public rules of `spec` for a conversation, ending with the harness's `answer`
+    instruction (which says how a reply is given and what an invalid one costs)."""
+    lines = [
+        *_intro(spec),
+        "A reply that cannot be executed is not a call and the error allowance does not cover "
+        "it; the answer instruction below says what follows it.",
+        "Each turn you get the result of your last call and the new observation; the first "
+        "turn gives the public task and the initial observation (every register value before "
+        "any call). A result starts with your call, its outcome and the register update it "
+        "applied, so the current values follow from the initial values and the updates even "
+        "when the registers are shown as hidden. When the conversation outgrows the context "
+        "window its oldest turns after the first are left out.",
+        *([_RESAMPLED_RULE] if spec.hidden_resampling else []),
+        answer,
+    ]
+    return "\n".join(lines)
+
+
+def opening_prompt(spec: WorkflowSpec, observation: Mapping[str, Any]) -> str:
+    """The first turn of a conversation: the public task, then the initial registers and the
+    observation block as `decision_prompt` prints them, with no history."""
+    return "\n".join([
+        *_task_lines(spec, observation), INITIAL_HEADER,
+        f"registers: {_registers(observation['registers'].tolist())}",
+        *observation_lines(spec, observation, called=False),
+    ])
+
+
+def result_prompt(spec: WorkflowSpec, k: int, entry: Mapping[str, Any],
+                  observation: Mapping[str, Any]) -> str:
+    """The turn after call k (1-based, `entry` as in `decision_prompt`'s history): its history
+    line, then the observation block of the new observation."""
+    return "\n".join([_history_line(spec, k, entry),
+                       *observation_lines(spec, observation, called=True)])
 
 
 def system_prompt(spec: WorkflowSpec) -> str:
@@ -161,33 +213,45 @@ def decision_prompt(
     if history and initial is None:
         raise ValueError("initial: the first observation's registers are needed once the "
                          "history is not empty")
-    shown = _registers(observation["registers"].tolist())
-    done = [v for v, flag in enumerate(observation["completed"].tolist()) if flag]
-    reg, delta = observation["last_update"].tolist()
-    last = f"x[{reg}] += {delta}" if reg >= 0 else "none yet"
-    failure = FAILURE_NAMES[int(observation["failure"])]
-    lines = [
-        "Task (op v: after <prerequisites>; query x[query[v]]; update x[update[v]] += "
-        "delta[v]; codes [codes[v][0] .. codes[v][b-1]]):",
-        _task_text(spec, _task_key(spec, observation)),
-    ]
+    lines = _task_lines(spec, observation)
     if history:
         lines += [INITIAL_HEADER, f"registers: {_registers([int(v) for v in initial])}"]
-    lines += [
-        "Observation:",
-        f"registers: {shown}",
-        f"completed: {done}",
-        f"last update: {last}",
-        f"last call: {(failure or OUTCOME_OK) if history else 'none yet'}",
-        f"errors so far: {int(observation['errors'])} (allowed: {spec.error_allowance})",
-        "History:",
-    ]
+    lines += [*observation_lines(spec, observation, called=bool(history)), "History:"]
     if history:
         lines.extend(_history_line(spec, i, entry) for i, entry in enumerate(history, 1))
     else:
         lines.append("none yet")
     lines.append("Your action (one JSON object):")
     return "\n".join(lines)
+
+
+def _task_lines(spec: WorkflowSpec, observation: Mapping[str, Any]) -> list[str]:
+    return [
+        "Task (op v: after <prerequisites>; query x[query[v]]; update x[update[v]] += "
+        "delta[v]; codes [codes[v][0] .. codes[v][b-1]]):",
+        _task_text(spec, _task_key(spec, observation)),
+    ]
+
+
+def observation_lines(spec: WorkflowSpec, observation: Mapping[str, Any], *,
+                      called: bool) -> list[str]:
+    """The "Observation:" block, one text for every harness so their prompts cannot drift.
+
+    called: whether a call has been made in this episode (else "last call: none yet").
+    """
+    shown = _registers(observation["registers"].tolist())
+    done = [v for v, flag in enumerate(observation["completed"].tolist()) if flag]
+    reg, delta = observation["last_update"].tolist()
+    last = f"x[{reg}] += {delta}" if reg >= 0 else "none yet"
+    failure = FAILURE_NAMES[int(observation["failure"])]
+    return [
+        "Observation:",
+        f"registers: {shown}",
+        f"completed: {done}",
+        f"last update: {last}",
+        f"last call: {(failure or OUTCOME_OK) if called else 'none yet'}",
+        f"errors so far: {int(observation['errors'])} (allowed: {spec.error_allowance})",
+    ]
 
 
 def render(
@@ -252,7 +316,7 @@ def history_entry(
 class WorkflowRenderer:
     """StatefulWorkflow prompts for LLMPolicy: keeps the episode's initial registers and its
     history of calls and their outcomes, and renders each decision with `render` (optionally
-    under a budget)."""
+    under a budget), or, for a conversation, its rules, opening and results."""
 
     schema = ACTION_SCHEMA
 
@@ -286,3 +350,18 @@ class WorkflowRenderer:
         return render(self.spec, observation, self.history, budget=self.budget, q=self.q,
                       coordination=self.coordination, order=self.order,
                       system_role=self.system_role, initial=self.initial)
+
+    def rules(self, answer: str) -> str:
+        return conversation_rules(self.spec, answer)
+
+    def opening(self, observation: Mapping[str, Any]) -> str:
+        """The first turn after reset()."""
+        self.initial = [int(v) for v in observation["registers"]]
+        return opening_prompt(self.spec, observation)
+
+    def result(self, action: Sequence[int], observation: Mapping[str, Any],
+               info: Mapping[str, Any]) -> str:
+        """The turn after `action`: recorded in the history, as its line and the new
+        observation."""
+        self.record(action, observation, info)
+        return result_prompt(self.spec, len(self.history), self.history[-1], observation)

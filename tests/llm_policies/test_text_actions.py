@@ -1,4 +1,5 @@
-"""The text-action wrapper bounds answers by what a text policy may say, per env family."""
+"""The text-action wrapper bounds answers by what a text policy may say, per env family, in
+JSON text or as a native tool call."""
 
 from __future__ import annotations
 
@@ -10,7 +11,15 @@ import pytest
 
 import envs  # noqa: F401
 from envs.dacs.scenario import N_OPTIONS
-from llm_policies.text_actions import INVALID_ACTION, TextActionWrapper, text_action_fields
+from llm_policies.text_actions import (
+    INVALID_ACTION,
+    TOOL_FAILURES,
+    InvalidReply,
+    TextActionWrapper,
+    ToolCallAction,
+    judge_tool_call,
+    text_action_fields,
+)
 
 
 @pytest.mark.parametrize("agent_chosen_focus", [False, True])
@@ -122,3 +131,119 @@ def test_workflow_invalid_reply_carries_no_env_metrics() -> None:
     wrapped.reset(seed=0)
     *_, info = wrapped.step("not json {")
     assert info["failure"] == "invalid_json" and "episode_metrics" not in info
+
+
+# -- tool calls and replies the harness already judged ----------------------------------------
+def _ready(info: dict) -> int:
+    return int(np.flatnonzero(info["action_mask"][:8])[0])
+
+
+@pytest.mark.parametrize(("call", "category"), [
+    (ToolCallAction("run", '{"operation": 0, "candidate": 0}'), "unknown_tool"),
+    (ToolCallAction("execute", "operation 0"), "invalid_arguments"),
+    (ToolCallAction("execute", '{"operation": 0}'), "invalid_arguments"),
+    (ToolCallAction("execute", '{"operation": 0, "slot": 0}'), "invalid_arguments"),
+    (ToolCallAction("execute", '{"operation": "0", "candidate": 0}'), "invalid_arguments"),
+    (ToolCallAction("execute", '[0, 0]'), "invalid_arguments"),
+    (ToolCallAction("execute", '{"operation": 8, "candidate": 0}'), "invalid_action"),
+    (ToolCallAction("execute", '{"operation": 0, "candidate": -1}'), "invalid_action"),
+    (InvalidReply("no_tool_call"), "no_tool_call"),
+    (InvalidReply("multiple_tool_calls", "2 calls"), "multiple_tool_calls"),
+])
+def test_a_bad_tool_call_ends_the_episode_with_its_category(call: object, category: str) -> None:
+    env = gym.make("StatefulWorkflow-v0")
+    wrapped = TextActionWrapper(env)
+    wrapped.reset(seed=4)
+    _, reward, terminated, truncated, info = wrapped.step(call)
+    assert (terminated, truncated, reward) == (True, False, 0.0)
+    assert info["failure"] == info["action_status"] == category
+    assert info["decisions"] == 1 and not info["success"]
+    assert env.unwrapped._state[2] == 0  # no execute call reached the env (CALLS)
+
+
+def test_a_tool_call_is_the_same_action_as_the_json_answer() -> None:
+    """Positive control: execute(v, a) plays exactly what {"operation": v, "candidate": a}
+    plays, step for step."""
+    by_tool, by_text = (TextActionWrapper(gym.make("StatefulWorkflow-v0")) for _ in range(2))
+    _, info = by_tool.reset(seed=7)
+    by_text.reset(seed=7)
+    for _ in range(8):
+        op = _ready(info)
+        args = json.dumps({"candidate": by_tool.unwrapped.correct_slot(op), "operation": op})
+        out_tool = by_tool.step(ToolCallAction("execute", args))
+        out_text = by_text.step(args)
+        info = out_tool[4]
+        assert out_tool[1:4] == out_text[1:4]
+        assert info["action_status"] == out_text[4]["action_status"] == "ok"
+        if out_tool[2]:
+            break
+    assert info["success"] and info["completed_ops"] == 8
+
+
+def test_judge_tool_call_names_the_tool_and_its_integers() -> None:
+    env = gym.make("StatefulWorkflow-v0", n_ops=4, depth=2, candidates=3)
+    tools = TextActionWrapper(env).tools
+    assert [t.name for t in tools] == ["execute"]
+    assert tools[0].fields == text_action_fields(env)
+    status, tool, parsed = judge_tool_call(tools, ToolCallAction(
+        "execute", '```json\n{"candidate": 2, "operation": 3}\n```'))
+    assert (status, tool, parsed) == ("ok", tools[0], (3, 2))
+    assert judge_tool_call(tools, ToolCallAction("execute", '{"operation": 4, "candidate": 0}')
+                           ) == ("invalid_action", tools[0], None)
+    assert judge_tool_call(tools, ToolCallAction("answer", '{"option": 0}')) == (
+        "unknown_tool", None, None)
+
+
+def test_an_invalid_reply_category_outside_the_failures_is_refused() -> None:
+    with pytest.raises(ValueError, match=(
+            r"^category must be one of invalid_json \| invalid_schema \| invalid_action \| "
+            r"no_tool_call \| multiple_tool_calls \| unknown_tool \| invalid_arguments; "
+            r"got 'oops'$")):
+        InvalidReply("oops")
+    assert TOOL_FAILURES == ("no_tool_call", "multiple_tool_calls", "unknown_tool",
+                             "invalid_arguments")
+
+
+def test_dacs_focus_through_a_tool_call_is_the_focus_action() -> None:
+    """focus(agent=j) steps the env with N_OPTIONS + j, exactly as the integer action does."""
+    kwargs = {"n_agents": 4, "agent_chosen_focus": True, "focus_cost": 0.25}
+    by_tool = TextActionWrapper(gym.make("DACSSteering-v0", **kwargs))
+    direct = gym.make("DACSSteering-v0", **kwargs)
+    assert [t.name for t in by_tool.tools] == ["answer", "focus"]
+    by_tool.reset(seed=5)
+    direct.reset(seed=5)
+    observation, reward, terminated, _, info = by_tool.step(
+        ToolCallAction("focus", '{"agent": 2}'))
+    expected, expected_reward, *_ = direct.step(N_OPTIONS + 2)
+    assert info["action_status"] == "ok" and info["focus"] == 2 and not terminated
+    assert reward == expected_reward == -0.25
+    assert observation["window"] == expected["window"]
+    _, _, terminated, _, info = by_tool.step(ToolCallAction("focus", '{"agent": 4}'))
+    assert terminated and info["failure"] == "invalid_action"  # agents are 0..3
+
+
+def test_dacs_without_focus_offers_no_focus_tool() -> None:
+    wrapped = TextActionWrapper(gym.make("DACSSteering-v0", n_agents=3))
+    assert [t.name for t in wrapped.tools] == ["answer"]
+    wrapped.reset(seed=0)
+    *_, info = wrapped.step(ToolCallAction("focus", '{"agent": 0}'))
+    assert info["failure"] == "unknown_tool"
+    keywords = TextActionWrapper(gym.make("DACSSteering-v0", scoring="keywords"))
+    assert keywords.tools == ()
+
+
+@pytest.mark.parametrize("reply", [
+    InvalidReply("no_tool_call"), ToolCallAction("answer", '{"choice": 1}'),
+    ToolCallAction("nope", "{}")])
+def test_dacs_bad_tool_reply_ends_with_metrics_counting_it_as_wrong(reply: object) -> None:
+    wrapped = TextActionWrapper(gym.make("DACSSteering-v0", n_agents=3, decisions=3))
+    wrapped.reset(seed=2)
+    core = wrapped.unwrapped
+    _, _, _, _, first = wrapped.step(ToolCallAction(
+        "answer", json.dumps({"option": core.pending.correct})))
+    assert first["correct"] and first["action_status"] == "ok"
+    _, reward, terminated, _, info = wrapped.step(reply)
+    assert terminated and reward == 0.0
+    assert info["correct"] is False and info["contaminated"] is False
+    metrics = info["episode_metrics"]
+    assert metrics["accuracy"] == pytest.approx(1 / 2) and metrics["invalid"] == 1

@@ -1,0 +1,79 @@
+"""What every harness shares: a judged reply, the harness contract LLMPolicy drives, and the
+words of an answer instruction and of a re-ask.
+
+A harness owns the message list of an episode and the meaning of a reply; LLMPolicy owns the
+calls, the run log and the counters. So the three harnesses play on one runner, one log and
+one set of records, and differ only in what is sent and how a reply is read.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from llm_policies.client.transport import ChatResult
+from llm_policies.harness.conversation import Window
+from llm_policies.text_actions import FAILURE_REASONS
+
+ActionFields = tuple[tuple[str, int], ...]
+
+
+@dataclass(frozen=True)
+class Judged:
+    """A reply as the harness reads it: `status` "ok" or its failure category, `parsed` the
+    answer's integers (None when it has none, or for a free-text reply), `action` what the
+    policy hands to TextActionWrapper.step."""
+
+    status: str
+    parsed: tuple[int, ...] | None
+    action: Any
+
+    @property
+    def well_formed(self) -> bool:
+        """The reply has the answer's form (an out-of-range value is still well formed)."""
+        return self.status in ("ok", "invalid_action")
+
+
+class Harness(Protocol):
+    """One episode's messages and the reading of replies, for LLMPolicy.
+
+    Per decision: `prompt` (the first ask, after the outcome of the previous answer), `judge`
+    each reply; an invalid one may be followed by `reask` (its reply and category appended);
+    the reply that stands is `accept`ed. `tools` are the OpenAI tool dicts sent with every
+    call (None: sent without).
+    """
+
+    name: str
+    tools: list[dict[str, Any]] | None
+
+    def reset(self) -> None: ...
+
+    def prompt(self, observation: Any, info: dict[str, Any]) -> Window: ...
+
+    def judge(self, result: ChatResult) -> Judged: ...
+
+    def reask(self, result: ChatResult, judged: Judged) -> Window: ...
+
+    def accept(self, result: ChatResult, judged: Judged) -> None: ...
+
+
+def json_format(fields: ActionFields) -> str:
+    """The JSON answer of `fields` as an instruction shows it: {"operation": <int>, ...}."""
+    return "{" + ", ".join(f'"{key}": <int>' for key, _ in fields) + "}"
+
+
+def consequence(categories: Sequence[str], invalid_retries: int) -> str:
+    """What an invalid reply costs, naming its categories."""
+    named = ", ".join(categories)
+    invalid = ("A reply in any other form, or with a value out of range, cannot be executed "
+               f"({named})")
+    if invalid_retries == 0:
+        return f"{invalid} and ends the episode."
+    return (f"{invalid}: you are told its category and asked again, at most {invalid_retries} "
+            "times per turn, and an invalid last reply ends the episode.")
+
+
+def reask_text(status: str, again: str) -> str:
+    """The message after an invalid reply: its category, what that means, how to answer."""
+    return f"That reply was {status}: {FAILURE_REASONS[status]}. {again}"

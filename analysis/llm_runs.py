@@ -9,6 +9,7 @@ so a run log can describe them.
 
 from __future__ import annotations
 
+import copy
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -22,13 +23,22 @@ from llm_policies.oracle import InProcessChat
 from llm_policies.policy import LLMPolicy, renderer_for
 from llm_policies.text_actions import TextActionWrapper
 
+CLIENT_KEYS = ("base_url", "model", "api_key_env", "timeout", "temperature", "max_tokens",
+               "seed", "response_format")
+
 
 @dataclass(frozen=True)
 class ChatSettings:
     """Where the model is and how it is sampled and decoded; `budget` (RCWT: every prompt
-    exactly W cl100k_base tokens) and `system_role` shape the prompts, the rest the client.
+    exactly W cl100k_base tokens; in the conversation harnesses the window the conversation
+    is kept within) and `system_role` shape the prompts, the rest the client.
     response_format is the decoding: json_schema / json_object constrained, none
-    unconstrained, auto negotiated (llm_policies.policy.decoding)."""
+    unconstrained, auto negotiated (llm_policies.policy.decoding). harness and
+    invalid_retries choose how the model acts (llm_policies.harness); prices, cost_limit and
+    cache_dir how its calls are paid for and reused (llm_policies.client.prices, .cache);
+    concurrency bounds the calls in flight, shared by every worker and lowered on HTTP 429
+    (llm_policies.client.limits). capabilities: what the server's probe found
+    (llm_policies.client.probe), recorded in each session line of the run log."""
 
     base_url: str
     model: str
@@ -40,11 +50,17 @@ class ChatSettings:
     response_format: str = "auto"
     system_role: bool = True
     budget: int | None = None
+    harness: str = "json"
+    invalid_retries: int = 0
+    concurrency: int = 1
+    prices: str | None = None
+    cost_limit: float | None = None
+    cache_dir: str | None = None
+    capabilities: dict[str, Any] | None = None
 
     def client_kwargs(self) -> dict[str, Any]:
         """ChatClient keyword arguments (without the JSON schema, which the prompt sets)."""
-        prompt_only = ("system_role", "budget")
-        return {k: v for k, v in dataclasses.asdict(self).items() if k not in prompt_only}
+        return {k: getattr(self, k) for k in CLIENT_KEYS}
 
 
 def make_text_env(env_id: str, **kwargs: Any) -> TextActionWrapper:
@@ -52,35 +68,94 @@ def make_text_env(env_id: str, **kwargs: Any) -> TextActionWrapper:
     return TextActionWrapper(gym.make(env_id, **kwargs))
 
 
-def llm_policy_factory(settings: ChatSettings) -> Callable[[Any], LLMPolicy]:
-    """make_policy(env) for the runner: a new client and policy for each env it is given."""
+class PolicyFactory:
+    """make_policy(env) for the runner: a new client and policy for each env it is given
+    (each worker has its own), over what the run's workers share: one cost meter (so the
+    limit holds across them), one response cache, one adaptive concurrency limit and one
+    price table. `spent_usd` is what the run's log already paid (a resume counts it)."""
 
-    def make_policy(env: Any) -> LLMPolicy:
-        renderer = renderer_for(env, budget=settings.budget, system_role=settings.system_role)
+    def __init__(self, settings: ChatSettings, spent_usd: float = 0.0) -> None:
+        from pathlib import Path
+
+        from llm_policies.client.cache import ResponseCache
+        from llm_policies.client.limits import AdaptiveLimit
+        from llm_policies.client.prices import CostMeter, PriceTable
+
+        self.settings = settings
+        self.prices = PriceTable.load(Path(settings.prices) if settings.prices else None)
+        self.meter = CostMeter(settings.cost_limit, spent_usd)
+        self.cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
+        self.limiter = AdaptiveLimit(settings.concurrency)
+
+    def for_harness(self, harness: str) -> PolicyFactory:
+        """This factory in another harness, sharing its meter, cache, limit and prices, so a
+        study's cost limit and concurrency hold over every harness it compares."""
+        other = copy.copy(self)
+        other.settings = dataclasses.replace(self.settings, harness=harness)
+        return other
+
+    def session(self) -> dict[str, Any]:
+        """What a run log's session line records about this factory's calls."""
+        return {"server": self.settings.capabilities, "prices": self.prices.describe(),
+                "cost_limit_usd": self.settings.cost_limit,
+                "cache": self.cache is not None, "concurrency": self.settings.concurrency}
+
+    def __call__(self, env: Any) -> LLMPolicy:
+        from llm_policies.client.cache import CachedChat
+        from llm_policies.client.prices import CostedChat
+
+        settings = self.settings
+        schema = renderer_for(env).schema
         kwargs = settings.client_kwargs()
-        if renderer.schema is None:  # a free-text reply cannot be held to a JSON schema
+        if schema is None:  # a free-text reply cannot be held to a JSON schema
             kwargs["response_format"] = "none"
-        client = ChatClient(**kwargs, json_schema=renderer.schema)
-        return LLMPolicy(client, renderer, response_format=kwargs["response_format"])
+        client: Any = ChatClient(**kwargs, json_schema=schema, limiter=self.limiter)
+        # The cache outside the meter: an answer from the cache reserves nothing, so a resume
+        # at its limit still replays what it already paid for.
+        client = CostedChat(client, self.prices, self.meter)
+        if self.cache is not None:
+            client = CachedChat(client, self.cache, response_format=kwargs["response_format"])
+        return LLMPolicy.for_env(client, env, harness=settings.harness,
+                                 invalid_retries=settings.invalid_retries,
+                                 response_format=kwargs["response_format"],
+                                 session=self.session(), budget=settings.budget,
+                                 system_role=settings.system_role)
 
-    return make_policy
+
+def llm_policy_factory(settings: ChatSettings, spent_usd: float = 0.0) -> PolicyFactory:
+    """make_policy(env) for the runner (PolicyFactory)."""
+    return PolicyFactory(settings, spent_usd)
 
 
-def oracle_policy_factory(*, budget: int | None = None,
-                          system_role: bool = True) -> Callable[[Any], LLMPolicy]:
+def oracle_policy_factory(*, budget: int | None = None, system_role: bool = True,
+                          harness: str = "json",
+                          invalid_retries: int = 0) -> Callable[[Any], LLMPolicy]:
     """make_policy(env) for the text oracle: an LLMPolicy whose chat model is the env family's
     oracle (llm_policies/oracle.py) in this process, so the run exercises the prompts, the
     parser and the text wrapper as a model's run does, with no server."""
 
     def make_policy(env: Any) -> LLMPolicy:
-        renderer = renderer_for(env, budget=budget, system_role=system_role)
-        return LLMPolicy(InProcessChat(text_family(env).oracle()), renderer)
+        return LLMPolicy.for_env(InProcessChat(text_family(env).oracle()), env,
+                                 harness=harness, invalid_retries=invalid_retries,
+                                 budget=budget, system_role=system_role)
 
     return make_policy
 
 
+def spent_in_log(log: Any) -> float:
+    """USD the calls in a run log cost, voided (replayed) calls included: they were paid for.
+    0 when there is no log yet."""
+    from pathlib import Path
+
+    from controllers.runlog import call_totals
+
+    if log is None or not Path(log).exists():
+        return 0.0
+    totals = call_totals(Path(log))
+    return totals.totals["cost_usd"] + totals.replayed_totals["cost_usd"]
+
+
 PREFLIGHT_TIMEOUT_S = 10.0  # at most this long per pre-flight request (less with --timeout)
-MAX_MODELS_BYTES = 1_000_000  # a models list larger than this is not read
 PROBE = [{"role": "user", "content": "Answer OK."}]
 
 
@@ -98,6 +173,7 @@ def preflight(settings: ChatSettings) -> None:
     transient errors, which the run's own calls retry and categorise."""
     import os
 
+    from llm_policies.client.probe import ProbeError, list_models
     from llm_policies.client.secrets import scrub, url_secrets
 
     kwargs = {**settings.client_kwargs(), "response_format": "none", "max_tokens": 1,
@@ -114,7 +190,10 @@ def preflight(settings: ChatSettings) -> None:
                 f"no key was sent: set ${settings.api_key_env}, or --api-key-env NAME")
             return stop(f"refused the key (HTTP {status}); {hint}")
 
-        status, models = _models(settings, key, kwargs["timeout"], stop)
+        try:
+            status, models = list_models(settings.base_url, key, kwargs["timeout"])
+        except ProbeError as error:
+            raise PreflightError(str(error)) from None
         if status in (401, 403):
             raise refused(status)
         doubt = status == 404 or (models is not None and settings.model not in models)
@@ -131,39 +210,55 @@ def preflight(settings: ChatSettings) -> None:
                        "names a model it serves")
 
 
-def _models(settings: ChatSettings, key: str, timeout: float,
-            stop: Callable[[str], PreflightError]) -> tuple[int | None, set[str] | None]:
-    """(HTTP status, the listed model ids or None) of GET {base_url}/models; raises through
-    `stop` when nothing answers at all."""
-    import json
-    import time
+PROBE_RECORD = 1  # the version of a cached probe record; bump when the probe changes
 
-    import httpx
 
-    url = settings.base_url.strip().rstrip("/") + "/models"
-    headers = {"Accept-Encoding": "identity"}  # raw bytes, so the size bound is the real one
-    if key:
-        headers["Authorization"] = f"Bearer {key}"
-    try:
-        with httpx.Client(timeout=httpx.Timeout(timeout)) as http, \
-                http.stream("GET", url, headers=headers) as response:
-            if response.status_code != 200:
-                return response.status_code, None
-            body, end = b"", time.monotonic() + timeout  # a dripping body is cut at `timeout`
-            for chunk in response.iter_raw():
-                body += chunk
-                if len(body) > MAX_MODELS_BYTES or time.monotonic() > end:
-                    return 200, None
-    except (httpx.ConnectError, httpx.ConnectTimeout) as error:
-        raise stop(f"cannot be reached ({type(error).__name__}: {error}); check --base-url "
-                   "and that the server is running") from None
-    except httpx.HTTPError:
-        return None, None  # it answered something; the run's own calls will say what
-    try:
-        data = json.loads(body) if body.count(b"[") + body.count(b"{") < 10_000 else None
-    except (ValueError, RecursionError):
-        return 200, None
-    listed = data.get("data") if isinstance(data, dict) else None
-    if not isinstance(listed, list):
-        return 200, None
-    return 200, {str(m.get("id")) for m in listed if isinstance(m, dict)}
+def probe_server(settings: ChatSettings, harnesses: tuple[str, ...] = ("json",),
+                 preflight: Callable[[ChatSettings], None] | None = None,
+                 known: dict[str, Any] | None = None) -> ChatSettings:
+    """`settings` with the server's capabilities (llm_policies.client.probe), after refusing
+    what it cannot serve: a harness it lacks (tools), a --llm-seed it refuses, or a
+    --response-format it does not honour. With a cache dir, a probe recorded there for this
+    server and model is reused, and neither the pre-flight check nor the probe sends
+    anything; otherwise `preflight` runs first (a dead server or a refused key is reported
+    as such, not as a missing capability). `known`: capabilities a caller knows better than
+    a probe can find (a bundled model's chat format: a forced tool call passes through a
+    grammar even where the model is never shown the tools), with their notes."""
+    from pathlib import Path
+
+    from llm_policies.client.cache import ResponseCache
+    from llm_policies.client.probe import Capabilities, check_harness, probe
+    from llm_policies.client.secrets import redact_url
+
+    cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
+    request = {"probe": PROBE_RECORD, "base_url": redact_url(settings.base_url),
+               "model": settings.model}
+    found = cache.get_meta("probe", request) if cache is not None else None
+    if found is None:
+        if preflight is not None:
+            preflight(settings)
+        found = probe(base_url=settings.base_url, model=settings.model,
+                      api_key_env=settings.api_key_env,
+                      timeout=min(settings.timeout, PREFLIGHT_TIMEOUT_S)).as_dict()
+        if cache is not None:
+            cache.put_meta("probe", request, found)
+    if known:
+        found = {**found, **{k: v for k, v in known.items() if k != "notes"},
+                 "notes": {**found.get("notes", {}), **known.get("notes", {})}}
+    capabilities = Capabilities(**found)
+    for harness in harnesses:
+        check_harness(capabilities, harness, settings.base_url)
+    where = f"the server at {redact_url(settings.base_url)}"
+    if settings.seed is not None and capabilities.seed is False:
+        raise ValueError(f"--llm-seed: {where} refuses a sampling seed "
+                         f"({capabilities.notes.get('seed', 'refused')}); drop --llm-seed")
+    if settings.response_format in ("json_schema", "json_object"):
+        honoured = (capabilities.json_schema if settings.response_format == "json_schema"
+                    else capabilities.json_object_schema)
+        if honoured is False:
+            note = capabilities.notes.get(
+                "json_schema" if settings.response_format == "json_schema"
+                else "json_object_schema", "not honoured")
+            raise ValueError(f"--response-format {settings.response_format}: {where} does not "
+                             f"honour it ({note}); use --response-format auto or none")
+    return dataclasses.replace(settings, capabilities=found)

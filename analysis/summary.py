@@ -50,12 +50,22 @@ class Steering:
 class ModelCalls:
     """A chat model policy's counters (llm_policies.policy.COUNTER_KEYS) over the run.
 
-    Rates are over decisions the model answered; None when it answered none."""
+    Rates are over decisions the model answered; None when it answered none. Cost is the sum
+    of the calls' USD cost (llm_policies/client/prices.py), None when no call had a known
+    price; success per dollar is None when the cost is unknown or zero (a local model, or
+    every answer from the cache), since a ratio over nothing would rank nothing."""
 
     decisions: int
     schema_valid_rate: float | None
     mean_decision_latency_s: float | None
     median_episode_latency_s: float
+    cost_usd: float | None = None
+    success_per_usd: float | None = None
+    cache_hits: int = 0
+    invalid_retries: int = 0
+
+    def to_json(self) -> dict[str, Any]:
+        return dict(vars(self))
 
 
 @dataclass(frozen=True)
@@ -90,6 +100,8 @@ class Summary:
                        unmeasured=self.steering.unmeasured,
                        mean_tokens=self.steering.mean_tokens,
                        p95_tokens=self.steering.p95_tokens)
+        if self.model_calls is not None:
+            out["model_calls"] = self.model_calls.to_json()
         return out
 
 
@@ -112,7 +124,7 @@ def summarise(episodes: Episodes | Sequence[EpisodeRecord]) -> Summary:
         mean_return=float(np.mean(c["episode_return"])),
         failures=failure_counts(c["first_failure"]),
         steering=steering(runs.metrics) if runs.has_metrics else None,
-        model_calls=model_calls(runs.counters),
+        model_calls=model_calls(runs.counters, wins),
     )
 
 
@@ -153,18 +165,27 @@ def steering(metrics: Sequence[dict[str, Any]]) -> Steering | None:
     )
 
 
-def model_calls(counters: dict[str, np.ndarray]) -> ModelCalls | None:
-    """A chat model's call metrics when every episode counted its decisions, else None."""
+def model_calls(counters: dict[str, np.ndarray], successes: int = 0) -> ModelCalls | None:
+    """A chat model's call metrics when every episode counted its decisions, else None;
+    `successes` (the run's successful episodes) gives success per dollar."""
     if "decisions" not in counters or not len(counters["decisions"]):
         return None
     decisions = int(np.sum(counters["decisions"]))
     valid = float(np.sum(counters.get("schema_valid", 0)))
     latency = counters.get("latency_s", np.zeros(len(counters["decisions"])))
+    cost = None
+    if "cost_usd" in counters:
+        known = [float(c) for c in counters["cost_usd"].tolist() if c is not None]
+        cost = float(sum(known)) if known else None
     return ModelCalls(
         decisions=decisions,
         schema_valid_rate=valid / decisions if decisions else None,
         mean_decision_latency_s=float(np.sum(latency)) / decisions if decisions else None,
         median_episode_latency_s=float(np.median(latency)),
+        cost_usd=cost,
+        success_per_usd=successes / cost if cost else None,
+        cache_hits=int(np.sum(counters.get("cache_hits", 0))),
+        invalid_retries=int(np.sum(counters.get("invalid_retries", 0))),
     )
 
 
@@ -192,6 +213,16 @@ def format_summary(summary: Summary) -> str:
         f"mean calls      {summary.mean_calls:.2f}",
         f"first failures  {failures}",
     ]
+    m = summary.model_calls
+    if m is not None:
+        valid = "n/a" if m.schema_valid_rate is None else f"{100 * m.schema_valid_rate:.1f}%"
+        latency = ("n/a" if m.mean_decision_latency_s is None
+                   else f"{m.mean_decision_latency_s:.3f} s")
+        cost = "unknown price" if m.cost_usd is None else f"${m.cost_usd:.4f}"
+        per_dollar = ("" if m.success_per_usd is None
+                      else f", {m.success_per_usd:.2f} successes per USD")
+        lines.append(f"model calls     {m.decisions} decisions, valid replies {valid}, mean "
+                     f"latency {latency}, cost {cost}{per_dollar}, cache hits {m.cache_hits}")
     if s is not None:
         lines.append(f"contamination   {s.contamination:.3f}   "
                      f"window tokens mean {s.mean_tokens:.0f}, p95 {s.p95_tokens:.0f}")

@@ -134,7 +134,7 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
     first_env, first_policy = worker_pair()
     spec = batched_spec(first_env, first_policy) if fast else None
     run_log, owned = _open_log(log, describe_run(first_env, first_policy), resume, run_name,
-                               retry_failed)
+                               retry_failed, describe_session(first_policy))
     finished: list[EpisodeRecord] = []
     if run_log is None:
         todo = np.arange(episodes, dtype=np.int64)
@@ -163,16 +163,25 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
     return merged.take(np.argsort(merged.columns["episode"], kind="stable"))
 
 
+def describe_session(policy: Any) -> dict[str, Any] | None:
+    """What a policy says about this session of its run (an LLM policy: the server's probed
+    capabilities, prices, cost limit), for the run log's session line; a policy without a
+    `describe_session()` method says nothing."""
+    describe = getattr(policy, "describe_session", None)
+    return describe() if callable(describe) else None
+
+
 def _open_log(log: Path | RunLog | None, run: dict[str, Any], resume: bool,
-              run_name: str | None, retry_failed: bool) -> tuple[RunLog | None, bool]:
+              run_name: str | None, retry_failed: bool,
+              session: dict[str, Any] | None = None) -> tuple[RunLog | None, bool]:
     """The run's log with `run` open in it, and whether this runner opened (and closes) it."""
     if log is None:
         return None, False
     if isinstance(log, RunLog):
-        log.open_run(run, name=run_name, retry_failed=retry_failed)
+        log.open_run(run, name=run_name, retry_failed=retry_failed, session=session)
         return log, False
     return RunLog(log, run, resume or retry_failed, name=run_name,
-                  retry_failed=retry_failed), True
+                  retry_failed=retry_failed, session=session), True
 
 
 def _play_steps(worker_pair: Callable[[], tuple[gym.Env, Policy]], seed: int, todo: list[int],
@@ -196,8 +205,29 @@ def _play_steps(worker_pair: Callable[[], tuple[gym.Env, Policy]], seed: int, to
 
     if workers == 1:
         return [play(i) for i in todo]
+    # The first failure (a cost limit reached, an interrupt) stops the run: episodes not yet
+    # started are cancelled instead of each failing in turn; those in flight end as they do.
+    stop = threading.Event()
+
+    def guarded(i: int) -> EpisodeRecord | None:
+        if stop.is_set():
+            return None
+        try:
+            return play(i)
+        except BaseException:
+            stop.set()
+            raise
+
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        return list(pool.map(play, todo))
+        futures = [pool.submit(guarded, i) for i in todo]
+        try:
+            records = [future.result() for future in futures]
+        except BaseException:
+            stop.set()
+            for future in futures:
+                future.cancel()
+            raise
+    return [record for record in records if record is not None]
 
 
 def _play_batched(spec: WorkflowSpec, controller: str, seed: int, todo: np.ndarray,

@@ -22,6 +22,13 @@ A damaged log still resumes: reading skips a torn line, a line that is not UTF-8
 and a line that is not an entry of a log (`RunLog.skipped`, counted by kind and reported in one
 warning line). The torn last line is cut, so the next append starts on a line of its own.
 
+Each session (every open of a run: the first, and each resume) writes one "session" line
+before its first other line, with the provenance of the code that plays it
+(controllers/provenance.py: diagym version, git commit, library versions), when it started,
+and what the caller adds (a chat server's probed capabilities, say). It is not part of the
+identity, so a resume under a newer commit continues the run and the log says which code
+played which episodes.
+
 Replayed calls are marked, not dropped. An episode a kill interrupted left call lines behind;
 before a resume plays it again it appends a "replay" line for its key, which voids every
 earlier line of that episode (its calls, and under retry_failed its episode line). Rewriting
@@ -32,6 +39,7 @@ lines, counting each decision once and the void ones apart.
 
 from __future__ import annotations
 
+import datetime
 import fcntl
 import hashlib
 import json
@@ -44,6 +52,7 @@ from pathlib import Path
 from typing import Any
 
 from controllers.policy import EpisodeRecord
+from controllers.provenance import provenance
 
 # Settings that say how a run reaches its model, not what it measures; never in an identity.
 TRANSPORT_KEYS = frozenset({"base_url", "api_key_env", "timeout", "deadline", "max_retries",
@@ -53,7 +62,7 @@ TRANSPORT_KEYS = frozenset({"base_url", "api_key_env", "timeout", "deadline", "m
 PROVIDER_ERROR = "provider_error"
 # Numeric fields of a call line that `call_totals` sums.
 CALL_FIELDS = ("provider_prompt_tokens", "provider_completion_tokens", "cl100k_prompt_tokens",
-               "cl100k_completion_tokens", "latency_s", "retries")
+               "cl100k_completion_tokens", "latency_s", "retries", "cost_usd")
 # What reading a log may skip, in the order a report names them.
 SKIP_KINDS = {"torn": ("torn line", "torn lines"),
               "undecodable": ("line that is not UTF-8", "lines that are not UTF-8"),
@@ -185,7 +194,8 @@ class RunLog:
     """
 
     def __init__(self, path: Path, run: Mapping[str, Any] | None = None, resume: bool = False,
-                 *, name: str | None = None, retry_failed: bool = False) -> None:
+                 *, name: str | None = None, retry_failed: bool = False,
+                 session: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.check_target(self.path, resume)
         self.path.parent.mkdir(parents=True, exist_ok=True)
@@ -210,10 +220,11 @@ class RunLog:
         self.finished: dict[str, EpisodeRecord] = {}
         self.results: dict[str, dict[str, Any]] = {}
         self._announce: dict[str, Any] | None = None
+        self._session: dict[str, Any] | None = None
         try:
             self._read()
             if run is not None:
-                self.open_run(run, name=name, retry_failed=retry_failed)
+                self.open_run(run, name=name, retry_failed=retry_failed, session=session)
         except BaseException:
             self._sink.close()
             raise
@@ -267,12 +278,14 @@ class RunLog:
             self._results.setdefault(run_id, {}).setdefault(str(entry["key"]), entry)
 
     def open_run(self, run: Mapping[str, Any], *, name: str | None = None,
-                 retry_failed: bool = False) -> str:
+                 retry_failed: bool = False, session: Mapping[str, Any] | None = None) -> str:
         """Make `run` (a description, `identity` of it names the run) the run this log
         writes; returns its run id. `name`, when given, names the run instead; the run's
         recorded settings must then match too. Raises RunChanged when the log recorded other
         settings for this run. With retry_failed, episodes whose first failure is
-        PROVIDER_ERROR do not count as finished, so the runner plays them again."""
+        PROVIDER_ERROR do not count as finished, so the runner plays them again. `session`
+        adds to the session line (module docstring) what the caller knows about this session
+        (a server's capabilities); it is written with the run's first line of the session."""
         if name is not None and (not isinstance(name, str) or not name.strip()):
             raise ValueError(f"run name must be a non-empty string; got {name!r}")
         ident = identity(run)
@@ -293,6 +306,10 @@ class RunLog:
                 self._announce = {"run_id": run_id, "run": ident}
                 if name is not None:
                     self._announce["run_name"] = name
+            started = datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds")
+            self._session = {"type": "session", "run_id": run_id,
+                             "provenance": provenance(), "started": started,
+                             **identity(dict(session or {}))}
         prefix = f"{run_id}:"
         self.finished = {
             key: record for key, record in self._episodes.items()
@@ -313,20 +330,26 @@ class RunLog:
 
     def write(self, entry: dict[str, Any]) -> None:
         with self._lock:
-            if self._announce is not None:  # the open run's first line carries its settings
-                entry = {**entry, **self._announce}
-                self._runs.setdefault(self.run_name, {})[self.run_id] = self.run
-                self._described.add(self.run_id)
+            if self._session is not None:  # the session line, and a new run's settings
+                session, self._session = self._session, None
+                self._append({**session, **(self._announce or {})})
                 self._announce = None
-            line = json.dumps(entry, sort_keys=True, default=str)
-            self._sink.write(line.encode() + b"\n")
-            self._sink.flush()
-            key = entry.get("episode_key")
-            if entry.get("type") == "replay":
-                self._episodes.pop(key, None)
-                self._live.discard(key)
-            elif isinstance(key, str):
-                self._live.add(key)
+            self._append(entry)
+
+    def _append(self, entry: dict[str, Any]) -> None:
+        """One line, flushed; the caller holds the thread lock."""
+        if "run" in entry and "run_id" in entry:
+            self._runs.setdefault(self.run_name, {})[self.run_id] = self.run
+            self._described.add(self.run_id)
+        line = json.dumps(entry, sort_keys=True, default=str)
+        self._sink.write(line.encode() + b"\n")
+        self._sink.flush()
+        key = entry.get("episode_key")
+        if entry.get("type") == "replay":
+            self._episodes.pop(key, None)
+            self._live.discard(key)
+        elif isinstance(key, str):
+            self._live.add(key)
 
     def write_episode(self, key: str, record: EpisodeRecord) -> None:
         # A shallow copy serialises the same as dataclasses.asdict, which deep-copies every

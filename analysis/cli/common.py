@@ -210,25 +210,49 @@ def fail(command: str, error: BaseException | str) -> int:
 
 
 RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")  # transport.RESPONSE_FORMATS
+DEFAULT_TIMEOUT_S = 60.0
 LOCAL_REJECTS = "json_schema"  # llama-cpp-python's server answers OpenAI's json_schema type 500
 
 
-def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True) -> None:
+HARNESSES = ("json", "tools", "chat")  # llm_policies.harness.HARNESSES
+
+
+
+def harness_list(text: str) -> tuple[str, ...]:
+    """argparse type for llm-study's --harness: a comma list of harnesses, each once."""
+    names = tuple(part.strip() for part in text.split(","))
+    bad = [name for name in names if name not in HARNESSES]
+    if bad or not names or len(set(names)) != len(names):
+        raise argparse.ArgumentTypeError(
+            f"must be a comma list of distinct harnesses from {', '.join(HARNESSES)}; "
+            f"got {text!r}")
+    return names
+
+
+def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
+                  policy: bool = True, harnesses: bool = False) -> None:
     """Flags of a chat model policy (--policy llm, llm-study, dacs-study, rcwt sweep); without
     `budget` no --budget, for commands that set the prompt size themselves (rcwt sweep's
-    --window), so the flag is refused there instead of silently ignored."""
+    --window), so the flag is refused there instead of silently ignored. Without `policy`
+    no harness, retry, cost or cache flags (rcwt sweep calls the model itself); with
+    `harnesses`, --harness takes a comma list (llm-study's factor)."""
     group = parser.add_argument_group("chat model (--policy llm)")
     group.add_argument("--base-url", metavar="URL",
                        help="OpenAI-compatible API root ending in /v1, e.g. "
                             "http://127.0.0.1:8080/v1 (llama.cpp, vLLM, Ollama, OpenAI); "
                             "checked with one request before the run (default: none; "
                             "required unless --local)")
-    group.add_argument("--local", action="store_true",
-                       help="start the bundled Gemma 3 270M llama.cpp server and use it "
+    from llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
+
+    group.add_argument("--local", nargs="?", const=DEFAULT_MODEL, choices=tuple(LOCAL_MODELS),
+                       default=None, metavar="MODEL",
+                       help="start a bundled model's llama.cpp server on 127.0.0.1 and use "
+                            "it: gemma (Gemma 3 270M, the default of a bare --local) or "
+                            "smollm2 (SmolLM2-135M-Instruct, ChatML, native tool calls) "
                             "(default: off)")
     group.add_argument("--model", metavar="NAME",
                        help="model name sent to the server (default: none; required unless "
-                            "--local, which serves gemma-3-270m)")
+                            "--local, which names its own model)")
     group.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
                        help="environment variable holding the API key, never logged "
                             "(default: %(default)s; unset: no key is sent)")
@@ -244,9 +268,10 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True) -> None:
                        help="sampling temperature, >= 0 (default: %(default)s, greedy)")
     group.add_argument("--llm-seed", type=bounded_int(0), metavar="S",
                        help="sampling seed sent to the server (default: none, not sent)")
-    group.add_argument("--timeout", type=positive_float, default=60.0, metavar="SECONDS",
+    group.add_argument("--timeout", type=positive_float, default=None, metavar="SECONDS",
                        help="wall-clock seconds for one attempt of one call, > 0 (default: "
-                            "%(default)s)")
+                            f"{DEFAULT_TIMEOUT_S:g}; with --local the model's measured "
+                            "per-call timeout)")
     group.add_argument("--response-format", choices=RESPONSE_FORMATS, default=None,
                        help="decoding: json_schema or json_object (constrained: the server "
                             "holds the answer to the action schema), none (unconstrained: "
@@ -255,12 +280,46 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True) -> None:
     group.add_argument("--no-system-role", action="store_true",
                        help="put the rules in the user turn, for chat formats without a "
                             "system role (default: off)")
+    if not policy:
+        return
+    if harnesses:
+        group.add_argument("--harness", type=harness_list, default=("json",),
+                           metavar="LIST",
+                           help="harnesses to compare, a comma list of "
+                                + ", ".join(HARNESSES) + ": every cell is played in each, on "
+                                "the same tasks and seeds (default: json)")
+    else:
+        group.add_argument("--harness", choices=HARNESSES, default="json",
+                           help="how the model acts: json (seed 003's protocol: a fresh "
+                                "prompt per decision, one JSON text action), tools (a "
+                                "conversation; the action is a native tool call, its result "
+                                "a tool message) or chat (a conversation of JSON text "
+                                "actions); with --budget W the conversations keep the "
+                                "newest exchanges within W tokens (default: %(default)s)")
+    group.add_argument("--invalid-retries", type=bounded_int(0, 8), default=0, metavar="K",
+                       help="after an invalid reply, tell the model its category and ask "
+                            "again, up to K times, 0..8 (default: %(default)s: an invalid "
+                            "reply ends the episode, as in seed 003)")
+    group.add_argument("--prices", type=Path, metavar="FILE.json",
+                       help="price table, USD per 1M input, cached input and output tokens "
+                            "per model (default: the bundled table, which lists only the "
+                            "local models)")
+    group.add_argument("--cost-limit", type=non_negative_float, metavar="USD",
+                       help="stop before the call that could take the run's cost past USD "
+                            "(calls already in the log count); --resume with a higher limit "
+                            "continues (default: none)")
+    group.add_argument("--cache-dir", type=Path, metavar="DIR",
+                       help="reuse answers to identical requests from DIR (model, messages, "
+                            "tools, decoding, temperature, seed, max tokens), and store new "
+                            "ones; a cached answer makes no server call (default: none)")
 
 
 def chat_flags_given(args: argparse.Namespace) -> list[str]:
     """The chat-model flags (add_llm_flags) given with a value other than their default."""
     defaults = argparse.ArgumentParser()
     add_llm_flags(defaults)
+    if isinstance(getattr(args, "harness", None), tuple):
+        defaults.set_defaults(harness=("json",))
     given = []
     for action in defaults._actions:
         if action.option_strings and action.dest != "help" and hasattr(args, action.dest):
@@ -284,10 +343,11 @@ SETTING_FLAGS = {"base_url": "--base-url", "model": "--model", "timeout": "--tim
                  "temperature": "--temperature", "max_tokens": "--max-tokens"}
 
 
-def _preflight(check: Callable[[ChatSettings], None], settings: ChatSettings) -> None:
+def _preflight(check: Callable[[ChatSettings], ChatSettings],
+               settings: ChatSettings) -> ChatSettings:
     """Run the pre-flight check; a setting the client refuses is reported by its flag."""
     try:
-        check(settings)
+        return check(settings)
     except ValueError as error:
         text = str(error)
         name = text.split(" ", 1)[0]
@@ -295,34 +355,63 @@ def _preflight(check: Callable[[ChatSettings], None], settings: ChatSettings) ->
                          else text) from None
 
 
+def _settings_shared(args: argparse.Namespace) -> dict[str, Any]:
+    """ChatSettings fields the flags set the same way for a local or a remote server."""
+    harness = getattr(args, "harness", "json")
+    return {"api_key_env": args.api_key_env, "temperature": args.temperature,
+            "max_tokens": args.max_tokens, "seed": args.llm_seed,
+            "budget": getattr(args, "budget", None),
+            "harness": harness[0] if isinstance(harness, tuple) else harness,
+            "invalid_retries": getattr(args, "invalid_retries", 0),
+            "concurrency": getattr(args, "concurrency", 1),
+            "prices": str(args.prices) if getattr(args, "prices", None) else None,
+            "cost_limit": getattr(args, "cost_limit", None),
+            "cache_dir": str(args.cache_dir) if getattr(args, "cache_dir", None) else None}
+
+
+def harnesses_of(args: argparse.Namespace) -> tuple[str, ...]:
+    """The harnesses a command plays (llm-study's --harness list, or the one --harness)."""
+    harness = getattr(args, "harness", "json")
+    return harness if isinstance(harness, tuple) else (harness,)
+
+
 @contextlib.contextmanager
 def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
-    """Chat settings from the flags, with --base-url checked against the server
-    (`llm_runs.preflight`); with --local, around a running local server."""
-    from analysis.llm_runs import ChatSettings, preflight  # deferred: only chat-model runs
+    """Chat settings from the flags, with the server checked before anything is played
+    (`llm_runs.preflight`, then `llm_runs.probe_server`: the capabilities the harnesses
+    need); with --local, around a running local server."""
+    from analysis.llm_runs import ChatSettings, preflight, probe_server
 
-    shared = {"api_key_env": args.api_key_env, "timeout": args.timeout,
-              "temperature": args.temperature, "max_tokens": args.max_tokens,
-              "seed": args.llm_seed, "budget": getattr(args, "budget", None)}
+    shared = _settings_shared(args)
+    if getattr(args, "cache_dir", None) is not None:
+        writable_dir("--cache-dir", args.cache_dir)
     if args.local:
         from llm_policies.client import local_server
 
-        response_format = args.response_format or local_server.RESPONSE_FORMAT
+        local = local_server.LOCAL_MODELS[args.local]
+        response_format = args.response_format or local.response_format
         if response_format == LOCAL_REJECTS:
             allowed = " | ".join(f for f in RESPONSE_FORMATS if f != LOCAL_REJECTS)
             raise ValueError(f"--response-format with --local must be one of {allowed} (the "
                              f"local llama.cpp server rejects {LOCAL_REJECTS}); got "
                              f"{response_format!r}")
-        with local_server.local_server() as base_url:
+        with local_server.local_server(model=args.local) as base_url:
             # no pre-flight: the local server is ours, keyless, and answered before this
-            yield ChatSettings(base_url=base_url, model=args.model or "gemma-3-270m",
-                               response_format=response_format,
-                               system_role=local_server.SYSTEM_ROLE, **shared)
+            settings = ChatSettings(base_url=base_url, model=args.model or local.name,
+                                    response_format=response_format,
+                                    system_role=local.system_role and not args.no_system_role,
+                                    timeout=args.timeout or local.timeout_s, **shared)
+            tools = {"tools": local.tools, "notes": {} if local.tools else {
+                "tools": f"{local.title}'s chat format ({local.chat_format}) never shows the "
+                         "model its tools"}}
+            yield probe_server(settings, harnesses_of(args), known=tools)
         return
     if not args.base_url or not args.model:
         raise ValueError("--policy llm needs --base-url URL and --model NAME (or --local)")
     settings = ChatSettings(base_url=args.base_url, model=args.model,
                             response_format=args.response_format or "auto",
-                            system_role=not args.no_system_role, **shared)
-    _preflight(preflight, settings)  # a refused key or a dead server: no episode is played
-    yield settings
+                            system_role=not args.no_system_role,
+                            timeout=args.timeout or DEFAULT_TIMEOUT_S, **shared)
+    # a refused key or a dead server: no episode is played
+    yield _preflight(lambda s: probe_server(s, harnesses_of(args), preflight=preflight),
+                     settings)

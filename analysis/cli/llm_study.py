@@ -1,9 +1,13 @@
-"""`diagym llm-study`: seed 003's language-model designs for a chat model."""
+"""`diagym llm-study`: seed 003's language-model designs for a chat model, the text oracle or
+a user's policy, with the harness as a factor."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import sys
+from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
@@ -11,7 +15,10 @@ from analysis.cli.common import (
     add_log_flags,
     bounded_int,
     fail,
+    harnesses_of,
     llm_endpoint,
+    refuse_chat_flags,
+    writable_dir,
     writable_file,
 )
 from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
@@ -36,39 +43,136 @@ def add_parser(subparsers: Any) -> None:
                         + ", ".join(f"{n} {d}" for d, n in DEFAULT_SEEDS.items()) + ")")
     parser.add_argument("--first-seed", type=bounded_int(0), default=0, metavar="S",
                         help="task seed of each cell's first episode (default: %(default)s)")
+    parser.add_argument("--policy", type=_policy, default="llm", metavar="POLICY",
+                        help="llm (a chat model behind --base-url or --local), text-oracle "
+                             "(the harness's self-check, no server) or your own policy as "
+                             "package.module:Name or path/to/file.py:Name, given the text env "
+                             "(default: %(default)s)")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="also write DIR/summary.json and DIR/results.csv (one row per "
+                             "harness and cell, with the run's provenance) (default: none)")
     add_log_flags(parser, "calls and episodes", run_flags=True)
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the tables (default: off)")
-    add_llm_flags(parser)
+    add_llm_flags(parser, harnesses=True)
     parser.set_defaults(func=run)
+
+
+TEXT_ORACLE = "text-oracle"
+COST_LIMIT_STATUS = 3  # the run stopped at --cost-limit; it resumes with a higher one
+
+
+def _policy(text: str) -> str:
+    """argparse type for --policy: llm, text-oracle or an import spec (loaded later, so an
+    import error is one line from `run`)."""
+    from controllers.loading import FORMS, is_import_path
+
+    if text in ("llm", TEXT_ORACLE) or is_import_path(text):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"must be llm, {TEXT_ORACLE} or your own policy as {FORMS}; got {text!r}")
 
 
 def run(args: argparse.Namespace) -> int:
     import tempfile
-    from pathlib import Path
 
     import envs  # noqa: F401  (registers the ids)
-    from analysis.llm_runs import llm_policy_factory
-    from analysis.studies.llm_study.report import answered_calls, format_summary, summarise
-    from analysis.studies.llm_study.run import run_design
+    from analysis.studies.llm_study.report import (
+        answered_calls,
+        format_summary,
+        summarise,
+        write_outputs,
+    )
+    from analysis.studies.llm_study.run import ENV_ID, run_design, text_env
+    from controllers.provenance import provenance
     from controllers.runlog import RunLog
+    from llm_policies.client.prices import CostLimitReached
 
     n_seeds = args.seeds or DEFAULT_SEEDS[args.design]
+    harnesses = harnesses_of(args)
     try:
         writable_file("--log", args.log)
+        if args.out is not None:
+            writable_dir("--out", args.out)
         RunLog.check_target(args.log, args.resume)
         # The median decision latency is read from the call lines, so a run without --log
         # still writes one, to a directory that is removed afterwards.
         with tempfile.TemporaryDirectory(prefix="diagym-llm-study-") as scratch, \
-                llm_endpoint(args) as settings:
+                contextlib.ExitStack() as stack:
             log = args.log or Path(scratch) / "study.jsonl"
-            results = run_design(args.design, args.first_seed, n_seeds,
-                                 llm_policy_factory(settings), log=log,
-                                 resume=args.resume, workers=args.concurrency, progress=True,
-                                 run_name=args.run_name, retry_failed=args.retry_failed)
+            make_policy, make_env, described = _policies(args, stack, log, text_env)
+            try:
+                results = run_design(args.design, args.first_seed, n_seeds, make_policy,
+                                     harnesses=harnesses, log=log, resume=args.resume,
+                                     workers=args.concurrency, progress=True,
+                                     make_env=make_env, run_name=args.run_name,
+                                     retry_failed=args.retry_failed)
+            except CostLimitReached as reached:
+                print(f"diagym llm-study: {reached}", file=sys.stderr)
+                return COST_LIMIT_STATUS
             calls = answered_calls(log)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("llm-study", error)
-    summary = summarise(results, calls=calls, response_format=settings.response_format)
+    summary = summarise(results, calls=calls, response_format=described["response_format"])
+    summary["run"] = {
+        "env": ENV_ID, "design": args.design, "harnesses": list(harnesses),
+        "task_seeds": [args.first_seed, args.first_seed + n_seeds - 1], **described,
+        "served_models": sorted({str(c["served_model"]) for c in calls
+                                 if c.get("served_model")}),
+    }
+    summary["provenance"] = provenance()
+    if args.out is not None:
+        write_outputs(summary, results, args.out)
     print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary))
     return 0
+
+
+def _policies(args: argparse.Namespace, stack: contextlib.ExitStack, log: Path,
+              text_env: Any) -> tuple[Any, Any, dict[str, Any]]:
+    """(make_policy(harness), make_env(spec), the policy's description for the summary)."""
+    if args.policy == "llm":
+        from analysis.llm_runs import llm_policy_factory, spent_in_log
+
+        settings = stack.enter_context(llm_endpoint(args))
+        factory = llm_policy_factory(settings, spent_usd=spent_in_log(log))
+        capabilities = settings.capabilities or {}
+        return factory.for_harness, text_env, {
+            "policy": "llm", "model": settings.model,
+            "probed_model": capabilities.get("served_model"),
+            "response_format": settings.response_format,
+            "temperature": settings.temperature, "llm_seed": settings.seed,
+            "invalid_retries": settings.invalid_retries, "capabilities": capabilities}
+    if args.policy == TEXT_ORACLE:
+        from analysis.llm_runs import oracle_policy_factory
+
+        served = [flag for flag, value in (("--base-url", args.base_url),
+                                           ("--local", args.local),
+                                           ("--model", args.model)) if value]
+        if served:
+            raise ValueError(f"--policy {TEXT_ORACLE} answers in this process; it takes no "
+                             + ", ".join(served))
+
+        def oracle(harness: str) -> Any:
+            return oracle_policy_factory(budget=args.budget,
+                                         system_role=not args.no_system_role,
+                                         harness=harness, invalid_retries=args.invalid_retries)
+
+        return oracle, text_env, {"policy": TEXT_ORACLE, "response_format": "none"}
+    import gymnasium as gym
+
+    from analysis.studies.llm_study.run import ENV_ID
+    from controllers.loading import load_policy_factory
+
+    refuse_chat_flags(args, args.policy)
+    loaded = load_policy_factory(args.policy)
+
+    def bare_env(spec: Any) -> Any:
+        import dataclasses
+
+        return gym.make(ENV_ID, **dataclasses.asdict(spec))
+
+    make_env = text_env if loaded.text_actions else bare_env
+    from analysis.studies.llm_study.design import design_cells
+
+    loaded(make_env(design_cells(args.design)[0].spec))  # a broken policy fails here, in one line
+    return (lambda _harness: loaded), make_env, {"policy": args.policy, "response_format": None}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +20,7 @@ from analysis.cli.common import (
 )
 
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
+COST_LIMIT_STATUS = 3  # the run stopped at --cost-limit; it resumes with a higher one
 
 
 def _policy_name(text: str) -> str:
@@ -110,9 +112,19 @@ def _play(args: argparse.Namespace) -> Any:
                 raise ValueError(f"--policy {TEXT_ORACLE} answers in this process; it takes no "
                                  + ", ".join(served))
             return play(oracle_policy_factory(budget=args.budget,
-                                              system_role=not args.no_system_role))
+                                              system_role=not args.no_system_role,
+                                              harness=args.harness,
+                                              invalid_retries=args.invalid_retries))
+        from analysis.llm_runs import spent_in_log
+
         with llm_endpoint(args) as settings:
-            return play(llm_policy_factory(settings))
+            capabilities = settings.capabilities or {}
+            args.described = {
+                "model": settings.model, "probed_model": capabilities.get("served_model"),
+                "harness": settings.harness, "response_format": settings.response_format,
+                "temperature": settings.temperature, "llm_seed": settings.seed,
+                "invalid_retries": settings.invalid_retries, "capabilities": capabilities}
+            return play(llm_policy_factory(settings, spent_usd=spent_in_log(args.log)))
     refuse_chat_flags(args, args.policy)
     if is_import_path(args.policy):
         make_policy = load_policy_factory(args.policy)
@@ -178,17 +190,27 @@ def run(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from analysis.summary import format_summary, summarise
+    from controllers.provenance import provenance
     from controllers.runlog import RunLog
+    from llm_policies.client.prices import CostLimitReached
 
+    args.described = {}
     try:
         writable_file("--log", args.log)
         RunLog.check_target(args.log, args.resume)
         episodes = _play(args)
+    except CostLimitReached as reached:
+        print(f"diagym run: {reached}", file=sys.stderr)
+        return COST_LIMIT_STATUS
     except (gym.error.Error, ValueError, TypeError, RuntimeError, OSError) as error:
         return fail("run", error)
     summary = summarise(episodes)
     if args.json:
-        print(json.dumps(summary.to_json(), indent=2))
+        described = {"env": args.env, "env_kwargs": args.env_kwargs, "policy": args.policy,
+                     "task_seeds": [args.seed, args.seed + args.episodes - 1],
+                     **args.described}
+        print(json.dumps({**summary.to_json(), "run": described,
+                          "provenance": provenance()}, indent=2))
         return 0
     print(f"{args.policy} on {args.env} {json.dumps(args.env_kwargs)}: "
           f"{summary.episodes} episodes from seed {args.seed}")

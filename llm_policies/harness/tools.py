@@ -88,7 +88,9 @@ class ToolsHarness(ChatHarness):
 
     def reply_message(self, result: ChatResult) -> Message:
         """The assistant message as received: its text (None when empty) and its calls."""
-        message: Message = {"role": "assistant", "content": result.text or None}
+        # "" rather than null: llama.cpp's chatml-function-calling answers null with HTTP 500,
+        # and OpenAI-compatible servers take an empty content beside tool_calls.
+        message: Message = {"role": "assistant", "content": result.text or ""}
         if result.tool_calls:
             message["tool_calls"] = [
                 {"id": call.id, "type": "function",

@@ -81,7 +81,10 @@ def test_run_json_summarises_the_batched_runs_episodes(
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
     assert set(summary) == {"episodes", "success", "success_ci", "mean_completed",
-                            "mean_calls", "failures"}
+                            "mean_calls", "failures", "run", "provenance"}
+    assert summary["run"] == {"env": "StatefulWorkflow-v0", "policy": "scan-4",
+                              "env_kwargs": {"snapshot_period": 0, "candidates": 8},
+                              "task_seeds": [7, 46]}
     batched = run_controller(WorkflowSpec(snapshot_period=0, candidates=8), "scan-4",
                              np.arange(7, 47))
     assert summary["episodes"] == 40

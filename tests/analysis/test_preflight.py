@@ -158,8 +158,9 @@ def test_a_listed_model_needs_no_completion_and_the_run_goes_on(
     log = tmp_path / "run.jsonl"
     assert main(_run(_url(server), log, "--json")) == 0
     assert json.loads(capsys.readouterr().out)["episodes"] == 2
-    assert server.seen[0] == ("GET", "/v1/models")
-    assert server.seen.count(("GET", "/v1/models")) == 1
+    # The pre-flight's list, then the capability probe's own list: no completion between.
+    assert server.seen[:2] == [("GET", "/v1/models")] * 2
+    assert server.seen.count(("GET", "/v1/models")) == 2
     assert log.exists()
 
 

@@ -163,3 +163,25 @@ def test_model_call_metrics_from_a_chat_models_counters() -> None:
 def test_no_episodes_is_an_error_naming_the_parameter() -> None:
     with pytest.raises(ValueError, match="episodes: a summary needs at least one episode"):
         summarise([])
+
+
+def test_cost_and_success_per_dollar_from_the_counters() -> None:
+    counters = [{"decisions": 2, "schema_valid": 2, "latency_s": 1.0, "cost_usd": 0.25,
+                 "cache_hits": 1, "invalid_retries": 0},
+                {"decisions": 3, "schema_valid": 3, "latency_s": 1.0, "cost_usd": 0.75,
+                 "cache_hits": 0, "invalid_retries": 2},
+                {"decisions": 1, "schema_valid": 0, "latency_s": 1.0, "cost_usd": None,
+                 "cache_hits": 0, "invalid_retries": 0}]
+    s = summarise([record(i, i < 2, 8, 2, None if i < 2 else "invalid_json", 1.0, counters=c)
+                   for i, c in enumerate(counters)])
+    m = s.model_calls
+    assert m is not None
+    assert (m.cost_usd, m.success_per_usd, m.cache_hits, m.invalid_retries) == (1.0, 2.0, 1, 2)
+    assert s.to_json()["model_calls"]["success_per_usd"] == 2.0
+    assert "cost $1.0000, 2.00 successes per USD, cache hits 1" in format_summary(s)
+    free = summarise([record(0, True, 8, 2, None, 1.0, counters={**counters[0],
+                                                                  "cost_usd": 0.0})])
+    assert free.model_calls is not None and free.model_calls.success_per_usd is None
+    unknown = summarise([record(0, True, 8, 2, None, 1.0, counters=counters[2])])
+    assert unknown.model_calls is not None and unknown.model_calls.cost_usd is None
+    assert "cost unknown price" in format_summary(unknown)

@@ -34,8 +34,14 @@ def at_root(monkeypatch: pytest.MonkeyPatch) -> None:
 
 
 def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> object:
+    """The summary `diagym argv --json` printed, without the run's description and
+    provenance (a Python summary has neither)."""
     assert main(argv) == 0
-    return json.loads(capsys.readouterr().out)
+    shown = json.loads(capsys.readouterr().out)
+    if isinstance(shown, dict) and "provenance" in shown:
+        assert shown.pop("provenance")["diagym_version"]
+        assert shown.pop("run")["policy"] == argv[argv.index("--policy") + 1]
+    return shown
 
 
 def _fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
@@ -115,7 +121,9 @@ def test_the_console_script_imports_a_module_from_the_current_directory(
         cwd=tmp_path, capture_output=True, text=True,
         env={**os.environ, "PYTHONPATH": str(ROOT)})
     assert result.returncode == 0, result.stderr
-    assert json.loads(result.stdout) == _in_python(user_policy.Greedy(), 8)
+    shown = json.loads(result.stdout)
+    assert shown.pop("run")["policy"] == "mypkg_xq.agent:MyAgent" and shown.pop("provenance")
+    assert shown == _in_python(user_policy.Greedy(), 8)
 
 
 @pytest.mark.parametrize(("spec", "message"), [

@@ -39,6 +39,13 @@ SPECS = [
 EPISODES = 40
 
 
+def play_lines(path: Path) -> list[str]:
+    """A log's lines without its session lines (provenance and start time per session), so
+    logs written in two sessions or at two moments compare by what was played."""
+    return [line for line in path.read_text().splitlines()
+            if json.loads(line).get("type") != "session"]
+
+
 def make_env(spec: WorkflowSpec, **make_kwargs: Any) -> gym.Env:
     return gym.make("StatefulWorkflow-v0", **spec.as_dict(), **make_kwargs)
 
@@ -86,8 +93,8 @@ def test_log_lines_are_the_same_on_both_paths(tmp_path: Path) -> None:
     policy = ReferencePolicy.for_env("random-schedule", env)
     rollout(env, policy, 25, seed=3, log=tmp_path / "fast.jsonl")
     rollout(env, policy, 25, seed=3, log=tmp_path / "slow.jsonl", fast=False)
-    fast = (tmp_path / "fast.jsonl").read_text().splitlines()
-    slow = (tmp_path / "slow.jsonl").read_text().splitlines()
+    fast = play_lines(tmp_path / "fast.jsonl")
+    slow = play_lines(tmp_path / "slow.jsonl")
     assert len(fast) == len(slow) == 25
     assert sorted(fast) == sorted(slow)
     assert {json.loads(line)["record"]["first_failure"] for line in fast} >= {"dependency",
@@ -112,13 +119,13 @@ def test_resume_after_a_partial_log_loses_and_duplicates_nothing(tmp_path: Path,
     assert resumed == whole
     assert [r.episode for r in resumed] == list(range(12))
     assert seen == list(whole)[5:]
-    assert sorted(path.read_text().splitlines()) == sorted(
-        (tmp_path / "whole.jsonl").read_text().splitlines())
+    assert sorted(play_lines(path)) == sorted(play_lines(tmp_path / "whole.jsonl"))
+    assert [json.loads(x)["type"] for x in path.read_text().splitlines()].count("session") == 2
     for fast in (True, False):  # a finished log: nothing is played or written again
         again = rollout(env, policy, 12, seed=40, log=path, resume=True,
                         on_record=seen.append, fast=fast)
         assert again == whole and len(seen) == 7
-        assert len(path.read_text().splitlines()) == 12
+        assert len(play_lines(path)) == 12 and len(path.read_text().splitlines()) == 14
 
 
 def test_on_record_sees_every_played_record_in_order_on_both_paths() -> None:
@@ -197,7 +204,7 @@ def test_both_paths_hold_the_log_lock_and_void_an_interrupted_episode(tmp_path: 
     whole = rollout(env, policy, 6, seed=2, fast=False)
     path = tmp_path / "run.jsonl"
     rollout(env, policy, 3, seed=2, log=path, fast=fast)
-    key = json.loads(path.read_text().splitlines()[0])["episode_key"].split(":")[0] + ":5"
+    key = json.loads(play_lines(path)[0])["episode_key"].split(":")[0] + ":5"
     with path.open("a") as sink:  # a line an interrupted attempt at episode 5 left behind
         sink.write(json.dumps({"type": "call", "episode_key": key, "decision": 0}) + "\n")
 
@@ -208,7 +215,7 @@ def test_both_paths_hold_the_log_lock_and_void_an_interrupted_episode(tmp_path: 
     resumed = rollout(env, policy, 6, seed=2, log=path, resume=True, fast=fast,
                       on_record=refuse_a_second_writer)
     assert resumed == whole
-    entries = [json.loads(line) for line in path.read_text().splitlines()]
+    entries = [json.loads(line) for line in play_lines(path)]
     assert [x["type"] for x in entries].count("replay") == 1
     replay = next(i for i, x in enumerate(entries) if x["type"] == "replay")
     assert entries[replay]["episode_key"] == key
@@ -217,3 +224,21 @@ def test_both_paths_hold_the_log_lock_and_void_an_interrupted_episode(tmp_path: 
                         and x["episode_key"] == key)]
     totals = call_totals(path)
     assert (totals.calls, totals.replayed) == (0, 1)  # the interrupted attempt counts for nothing
+
+
+def test_a_failing_worker_stops_the_episodes_not_yet_started() -> None:
+    started: list[int] = []
+
+    class Failing:
+        def reset(self, *, seed: int | None = None) -> None:
+            started.append(int(seed or 0))
+            if seed == 1:
+                raise RuntimeError("cost limit reached")
+
+        def act(self, observation: Any, info: dict[str, Any]) -> Any:
+            return np.array([0, 0])
+
+    with pytest.raises(RuntimeError, match="cost limit reached"):
+        rollout_parallel(lambda: make_env(SPECS[0]), lambda _env: Failing(), 200, seed=0,
+                         workers=2)
+    assert 1 in started and len(started) < 50  # not every remaining episode failed in turn

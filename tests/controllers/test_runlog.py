@@ -239,7 +239,7 @@ def test_resume_with_other_settings_is_refused_with_the_differences(
         f"diagym run: error: log {log} holds the run with other settings "
         '(env_kwargs.n_ops: 8 -> 16; policy.controller: "exact" -> "cache-2"): resume '
         "with the same settings, or choose another file or a --run-name"]
-    assert len(lines(log)) == 3
+    assert [x["type"] for x in lines(log)] == ["session", "episode", "episode", "episode"]
     # The same settings with more episodes extend the run; a new name starts another beside it.
     assert main([*argv, "5", "--resume"]) == 0
     assert main([*changed, "--run-name", "bigger"]) == 0
@@ -334,7 +334,8 @@ def test_retry_failed_replays_exactly_the_provider_error_episodes(tmp_path: Path
     after = log.read_text().splitlines()
     assert after[:len(before)] == before  # append-only: the failed attempts stay, voided
     assert [x["type"] for x in map(json.loads, after[len(before):])] == [
-        "replay", "episode", "replay", "episode"]
+        "session", "replay", "episode", "replay", "episode"]  # a resume that plays nothing
+    # writes nothing, not even a session line
     with RunLog(log, resume=True) as again:
         again.open_run(json.loads(after[0])["run"])
         assert len(again.finished) == 6
@@ -349,13 +350,14 @@ def test_the_cli_flag_retry_failed_implies_resume_and_reaches_the_runner(
     assert main(argv) == 0
     first = json.loads(capsys.readouterr().out)
     entries = log.read_text().splitlines()
-    outage = json.loads(entries[2])  # episode 2's line, as if its provider had failed
+    outage = json.loads(entries[3])  # episode 2's line, after the session line
     outage["record"]["first_failure"] = PROVIDER_ERROR
-    log.write_text("\n".join([*entries[:2], json.dumps(outage), *entries[3:]]) + "\n")
+    log.write_text("\n".join([*entries[:3], json.dumps(outage), *entries[4:]]) + "\n")
     assert main([*argv, "--retry-failed"]) == 0  # no --resume needed
     assert json.loads(capsys.readouterr().out) == first
-    tail = lines(log)[4:]
-    assert [(x["type"], x["episode_key"]) for x in tail] == [
+    tail = lines(log)[5:]
+    assert [(x["type"], x.get("episode_key")) for x in tail] == [
+        ("session", None),
         ("replay", outage["episode_key"]), ("episode", outage["episode_key"])]
 
 
@@ -405,3 +407,24 @@ def test_a_study_shares_one_open_log_between_named_runs_and_keeps_it_locked(
     assert study(True) == first
     assert len(set(episode_keys(log))) == len(episode_keys(log)) == 6
     assert sorted(x["run_name"] for x in lines(log) if "run" in x) == sorted(map(str, cells))
+
+
+# -- sessions --------------------------------------------------------------------------------
+def test_each_session_writes_its_provenance_once_outside_the_identity(tmp_path: Path) -> None:
+    from controllers.provenance import provenance
+
+    log = tmp_path / "run.jsonl"
+    env = gym.make(ENV)
+    rollout(env, Stepwise(env), 2, seed=0, log=log)
+    rollout(env, Stepwise(env), 2, seed=0, log=log, resume=True)  # nothing to play: no line
+    with RunLog(log, resume=True) as again:
+        again.open_run(lines(log)[0]["run"], session={"server": {"tools": True},
+                                                     "base_url": "http://secret@host/v1"})
+        again.write({"type": "note"})
+    sessions = [x for x in lines(log) if x["type"] == "session"]
+    assert len(sessions) == 2 and sessions[0]["run_id"] == sessions[1]["run_id"]
+    assert all(x["provenance"] == provenance() for x in sessions)
+    assert provenance()["git_commit"] is None or len(provenance()["git_commit"]) == 40
+    assert "run" in sessions[0] and "run" not in sessions[1]  # the run is described once
+    assert sessions[1]["server"] == {"tools": True} and "base_url" not in sessions[1]
+    assert [x["type"] for x in lines(log)] == ["session", "episode", "episode", "session", "note"]

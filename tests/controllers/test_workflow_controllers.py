@@ -359,6 +359,8 @@ def test_rollout_resumes_from_its_log_without_losing_or_duplicating(tmp_path: An
     resumed = rollout(env, policy, episodes=12, seed=40, log=path, resume=True)
     assert resumed == whole
     lines = [json.loads(x) for x in path.read_text().splitlines()]
+    assert [x["type"] for x in lines].count("session") == 2  # the first session, the resume
+    lines = [x for x in lines if x["type"] != "session"]
     assert all(x["type"] == "episode" for x in lines)
     assert sorted(x["record"]["episode"] for x in lines) == list(range(12))
     # Another policy in the same log must be named as another run: nothing of the first is

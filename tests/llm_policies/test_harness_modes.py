@@ -352,7 +352,7 @@ def test_the_tools_conversation_sends_the_function_and_answers_each_call() -> No
         assert sent[k][:-2] == sent[k - 1]
         call, result = sent[k][-2:]
         arguments = call["tool_calls"][0]["function"]["arguments"]
-        assert call == {"role": "assistant", "content": None, "tool_calls": [
+        assert call == {"role": "assistant", "content": "", "tool_calls": [
             {"id": "call_0", "type": "function",
              "function": {"name": "execute", "arguments": arguments}}]}
         assert result["role"] == "tool" and result["tool_call_id"] == "call_0"

@@ -15,6 +15,7 @@ whether tracked files differed from that commit.
 from __future__ import annotations
 
 import functools
+import hashlib
 import importlib.metadata
 import platform
 import subprocess
@@ -59,3 +60,23 @@ def provenance() -> dict[str, Any]:
         "python": platform.python_version(),
         "libraries": {name: _version(name) for name in LIBRARIES},
     }
+
+
+PROVENANCE_NAME = "provenance.json"
+
+
+def write_provenance(directory: Path, run: dict[str, Any]) -> Path:
+    """DIR/provenance.json: what a command's output files measure (`run`: the command, its
+    settings and seeds) and the code that made them, beside files (CSV tables, plots) whose
+    format has no place for it."""
+    import json
+
+    path = Path(directory) / PROVENANCE_NAME
+    path.write_text(json.dumps({"run": run, **provenance()}, indent=2, default=str) + "\n")
+    return path
+
+
+def file_sha256(path: Path) -> str:
+    """The sha256 of a file's bytes (hashlib reads it in blocks: model files are large)."""
+    with Path(path).open("rb") as handle:
+        return hashlib.file_digest(handle, "sha256").hexdigest()

@@ -339,6 +339,16 @@ def refuse_chat_flags(args: argparse.Namespace, policy: str) -> None:
                          "(only --policy llm does)")
 
 
+def refuse_served_flags(args: argparse.Namespace, policy: str) -> None:
+    """ValueError naming the flags that pick a server (--base-url, --local, --model), for a
+    policy that answers in this process (text-oracle)."""
+    served = [flag for flag, value in (("--base-url", args.base_url), ("--local", args.local),
+                                       ("--model", args.model)) if value]
+    if served:
+        raise ValueError(f"--policy {policy} answers in this process; it takes no "
+                         + ", ".join(served))
+
+
 SETTING_FLAGS = {"base_url": "--base-url", "model": "--model", "timeout": "--timeout",
                  "temperature": "--temperature", "max_tokens": "--max-tokens"}
 

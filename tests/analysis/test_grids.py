@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import pytest
@@ -56,6 +57,9 @@ def test_reproduce_writes_results_tables_and_plots(tmp_path: Path,
     tables = (tmp_path / "tables.md").read_text()
     assert "Table 1." in tables and "C.4" in tables
     assert (tmp_path / "profile_recovery.png").stat().st_size > 0
+    made = json.loads((tmp_path / "provenance.json").read_text())
+    assert made["run"]["grids"] == ["recovery"] and made["run"]["configurations"] == 256
+    assert made["run"]["seeds_per_configuration"] == 256 and made["diagym_version"]
 
 
 def test_a_failing_positive_control_aborts_the_run() -> None:

@@ -197,6 +197,10 @@ def test_llm_sweep_against_fake_server(tmp_path: Path) -> None:
     out = write_outputs(records, tmp_path, 700, resamples=20)
     assert out.fits["fake-model"]["categories"]["invalid_json"] == 1
     assert out.plot.exists() and read_rows(out.csv)[0]["model"] == "fake-model"
+    made = json.loads((tmp_path / "provenance.json").read_text())
+    assert made["run"] == {"command": "rcwt sweep", "window": 700, "resamples": 20,
+                           "models": ["fake-model"], "calls": len(records)}
+    assert made["diagym_version"] and "git_commit" in made
 
 
 def test_llm_sweep_without_a_system_role_sends_one_message_ending_with_the_task(

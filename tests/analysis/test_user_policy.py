@@ -22,6 +22,7 @@ from analysis.summary import summarise
 from controllers.policy import Policy
 from controllers.rollout import rollout
 from tests import user_policy
+from tests.analysis.test_cli_errors import _fail
 
 ROOT = Path(__file__).resolve().parents[2]
 FORMS = "package.module:Name or path/to/file.py:Name"
@@ -42,20 +43,6 @@ def _json(argv: list[str], capsys: pytest.CaptureFixture[str]) -> object:
         assert shown.pop("provenance")["diagym_version"]
         assert shown.pop("run")["policy"] == argv[argv.index("--policy") + 1]
     return shown
-
-
-def _fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """The one error line of `diagym argv`, after checking status 2 and no traceback."""
-    try:
-        status = main(argv)
-    except SystemExit as exit_info:  # argparse's errors
-        status = exit_info.code
-    captured = capsys.readouterr()
-    assert status == 2, captured
-    assert "Traceback" not in captured.err
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 def _in_python(policy: Policy, episodes: int, env_id: str = "StatefulWorkflow-v0") -> object:

@@ -13,6 +13,8 @@ from typing import Any
 
 import numpy as np
 
+from controllers.provenance import write_provenance
+
 CSV_FIELDS = ("model", "p", "score", "order", "q", "r", "u", "c", "seed", "category")
 
 
@@ -94,6 +96,9 @@ def write_outputs(records: Sequence[Mapping[str, Any]], out: Path, window: int,
     rows = [{"model": r["model"], "p": r["p"], "score": r["score"], "q": r["q"]}
             for r in records]
     png = plot_fits(rows, window, out / "fits.png")
+    write_provenance(out, {"command": "rcwt sweep", "window": window, "resamples": resamples,
+                           "models": sorted({str(r["model"]) for r in records}),
+                           "calls": len(records)})
     return SweepOutputs(csv_path, fits_path, png, fits)
 
 

@@ -31,6 +31,7 @@ from analysis.studies.reproduce.report import (
     tables_markdown,
     write_results_csv,
 )
+from controllers.provenance import write_provenance
 from controllers.workflow.batched import ControllerAbort, run_many
 
 
@@ -141,6 +142,10 @@ def reproduce(grid: str = "all", out: Path = Path("results"), progress: bool = F
     start = time.perf_counter()
     plots = plot_profiles(configs, episodes, out)
     seconds["plots"] = time.perf_counter() - start
+    write_provenance(out, {"command": "reproduce", "grids": list(names),
+                           "configurations": len(configs),
+                           "seeds_per_configuration": int(episodes["success"].shape[1]),
+                           "resamples": resamples})
     return Reproduction(
         results_csv=results_csv,
         tables_md=tables_md,

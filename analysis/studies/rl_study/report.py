@@ -6,6 +6,7 @@ from pathlib import Path
 
 from analysis.studies.rl_study.design import ENV_ID, EVAL_SEEDS, FEEDBACK, PRESET
 from analysis.studies.rl_study.run import StudyRow
+from controllers.provenance import write_provenance
 
 TABLE_NAME = "rl_study.md"
 PLOT_NAME = "rl_profile.png"
@@ -51,9 +52,10 @@ def plot_rows(rows: list[StudyRow], out_png: Path) -> Path:
 
 
 def write_report(rows: list[StudyRow], out: Path) -> tuple[Path, Path]:
-    """DIR/rl_study.md and DIR/rl_profile.png."""
+    """DIR/rl_study.md, DIR/rl_profile.png and DIR/provenance.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     table = out / TABLE_NAME
     table.write_text(format_rows(rows) + "\n")
+    write_provenance(out, {"command": "rl-study", "rows": len(rows)})
     return table, plot_rows(rows, out / PLOT_NAME)

@@ -203,6 +203,16 @@ def add_log_flags(parser: argparse.ArgumentParser, what: str, run_flags: bool = 
                              "(default: off)")
 
 
+COST_LIMIT_STATUS = 3  # stopped at --cost-limit; the run resumes with a higher one
+
+
+def stopped_at_cost_limit(command: str, reached: BaseException) -> int:
+    """Print the cost limit's one line (what was spent, how to continue) for `diagym
+    <command>` and return COST_LIMIT_STATUS."""
+    print(f"diagym {command}: {reached}", file=sys.stderr)
+    return COST_LIMIT_STATUS
+
+
 def fail(command: str, error: BaseException | str) -> int:
     """Print one error line for `diagym <command>` and return the usage-error status 2."""
     print(f"diagym {command}: error: {error}", file=sys.stderr)

@@ -15,6 +15,7 @@ from analysis.cli.common import (
     fail,
     llm_endpoint,
     refuse_chat_flags,
+    stopped_at_cost_limit,
     writable_dir,
     writable_file,
 )
@@ -77,10 +78,10 @@ def _play(args: argparse.Namespace) -> list[Any]:
               "workers": args.concurrency, "run_name": args.run_name,
               "retry_failed": args.retry_failed}
     if args.policy == "llm":
-        from analysis.llm_runs import llm_policy_factory
+        from analysis.llm_runs import llm_policy_factory, spent_in_log
 
         with llm_endpoint(args) as settings:
-            make_policy = llm_policy_factory(settings)
+            make_policy = llm_policy_factory(settings, spent_usd=spent_in_log(args.log))
             return run_study(lambda _name, env: make_policy(env), arms=LLM_ARMS,
                              make_env=text_env, **shared)
     from controllers.loading import is_import_path, load_policy_factory
@@ -101,6 +102,7 @@ def _play(args: argparse.Namespace) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from analysis.studies.dacs_study.report import format_table, plot_study
     from controllers.runlog import RunLog
+    from llm_policies.client.prices import CostLimitReached
 
     try:
         writable_file("--log", args.log)
@@ -108,6 +110,8 @@ def run(args: argparse.Namespace) -> int:
             writable_dir("--out", args.out)
         RunLog.check_target(args.log, args.resume)
         results = _play(args)
+    except CostLimitReached as reached:
+        return stopped_at_cost_limit("dacs-study", reached)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("dacs-study", error)
     if args.json:

@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +18,7 @@ from analysis.cli.common import (
     llm_endpoint,
     refuse_chat_flags,
     refuse_served_flags,
+    stopped_at_cost_limit,
     writable_dir,
     writable_file,
 )
@@ -60,7 +60,6 @@ def add_parser(subparsers: Any) -> None:
 
 
 TEXT_ORACLE = "text-oracle"
-COST_LIMIT_STATUS = 3  # the run stopped at --cost-limit; it resumes with a higher one
 
 
 def _policy(text: str) -> str:
@@ -109,8 +108,7 @@ def run(args: argparse.Namespace) -> int:
                                      make_env=make_env, run_name=args.run_name,
                                      retry_failed=args.retry_failed)
             except CostLimitReached as reached:
-                print(f"diagym llm-study: {reached}", file=sys.stderr)
-                return COST_LIMIT_STATUS
+                return stopped_at_cost_limit("llm-study", reached)
             calls = answered_calls(log)
     except (ValueError, RuntimeError, OSError) as error:
         return fail("llm-study", error)

@@ -93,7 +93,7 @@ def add_parser(subparsers: Any) -> None:
                        help="bootstrap resamples for theta's interval (default 1000)")
     sweep.add_argument("--json", action="store_true",
                        help="print the fits JSON instead of the tables (default: off)")
-    add_llm_flags(sweep, budget=False)  # --window is the budget
+    add_llm_flags(sweep, budget=False, policy=False)  # --window is the budget; no harness
     sweep.set_defaults(func=run_sweep)
 
     fit = commands.add_parser(

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -17,11 +16,11 @@ from analysis.cli.common import (
     llm_endpoint,
     refuse_chat_flags,
     refuse_served_flags,
+    stopped_at_cost_limit,
     writable_file,
 )
 
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
-COST_LIMIT_STATUS = 3  # the run stopped at --cost-limit; it resumes with a higher one
 
 
 def _policy_name(text: str) -> str:
@@ -196,8 +195,7 @@ def run(args: argparse.Namespace) -> int:
         RunLog.check_target(args.log, args.resume)
         episodes = _play(args)
     except CostLimitReached as reached:
-        print(f"diagym run: {reached}", file=sys.stderr)
-        return COST_LIMIT_STATUS
+        return stopped_at_cost_limit("run", reached)
     except (gym.error.Error, ValueError, TypeError, RuntimeError, OSError) as error:
         return fail("run", error)
     summary = summarise(episodes)

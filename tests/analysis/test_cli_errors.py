@@ -103,6 +103,24 @@ CASES = [
      "levels (see diagym rcwt sweep --help)"),
     ("rcwt sweep", [*SWEEP, "--out", "DIR", "--budget", "500"], "--budget",
      "unrecognized arguments: --budget 500 (see diagym rcwt sweep --help)"),
+    ("rcwt sweep", [*SWEEP, "--out", "DIR", "--harness", "tools"], "--harness",
+     "unrecognized arguments: --harness tools (see diagym rcwt sweep --help)"),
+    ("run", [*RUN, "--harness", "tools"], "--harness",
+     "--harness is a chat-model flag; --policy exact does not use it (only --policy llm "
+     "does)"),
+    ("run", [*RUN, "--harness", "xml"], "--harness",
+     "argument --harness: invalid choice: 'xml' (choose from 'json', 'tools', 'chat') (see "
+     "diagym run --help)"),
+    ("llm-study", ["llm-study", "--design", "fractional", "--policy", "text-oracle",
+                   "--harness", "json,json"], "--harness",
+     "argument --harness: must be a comma list of distinct harnesses from json, tools, chat; "
+     "got 'json,json' (see diagym llm-study --help)"),
+    ("run", [*RUN, "--cost-limit", "-1"], "--cost-limit",
+     "argument --cost-limit: must be a finite number >= 0; got '-1' (see diagym run --help)"),
+    ("run", ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--episodes", "1",
+             "--local", "llama"], "--local",
+     "argument --local: invalid choice: 'llama' (choose from 'gemma', 'smollm2') (see diagym "
+     "run --help)"),
     ("run", [*RUN, "--base-url", "http://127.0.0.1:9/v1", "--timeout", "3"], "--base-url",
      "--base-url, --timeout are chat-model flags; --policy exact does not use them (only "
      "--policy llm does)"),

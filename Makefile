@@ -47,6 +47,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/dacs_step.py
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/run_paths.py
+	$(BIN)/python benchmarks/diagnose.py
 
 clean-cache:
 	find envs controllers llm_policies analysis -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -1,0 +1,163 @@
+"""The configurations an agent is played on, and how many episodes each, so that its episodes
+separate the mechanisms.
+
+One configuration cannot do it: under a snapshot after every success a cache of 2 plays as
+exact (every decision is visible), residue-8 plays as exact whenever b divides 8, and without
+retries elimination plays as guessing. Each mechanism is told apart only where its rule
+binds, so the battery is chosen by measured separation. The separation of a true mechanism i
+from an alternative j on configuration c is KL(p_i || p_j) of their simulated outcome
+distributions (analysis/diagnose/likelihood.py): the expected log likelihood ratio per
+episode played there. A budget split with shares w over the pool separates the pair by
+sum_c w_c KL_c(i || j) per episode, linear in w, so the shares that maximise the weakest
+separation solve a linear program (scipy's HiGHS): maximise t subject to
+sum_c w_c KL_c(i || j) >= t for every pair, sum_c w_c = 1, w >= 0. The battery is the
+configurations with a share of at least one episode in DEFAULT_BUDGET; the true mechanisms
+are the 19 reference controllers and the cache-k and scan-s families, the alternatives every
+hypothesis that does not play identically to i on the whole pool.
+
+The pool (`candidate_pool`) is N = 8 chains with depth, width, b, snapshot period, hidden
+resampling and error allowance varied: 192 configurations. `choose_battery()` (1024
+simulations per mechanism and configuration, about 15 s) gives DEFAULT_BATTERY and its shares:
+
+    share  depth  width  b  snapshot  hidden  R   episodes of 512
+    0.7227      8      8  3  history   no      2   370
+    0.1093      2      8  3  history   no      2    56
+    0.0686      2      4  8  every 2   no      0    35
+    0.0323      8      8  6  every     yes     2    17
+    0.0238      8      4  8  every 2   no      0    12
+    0.0147      2      4  3  history   yes     2     8
+    0.0132      2      8  8  history   no      2     7
+    0.0079      8      4  8  every     yes     2     4
+    0.0049      8      4  6  every 2   no      0     2
+    0.0026      2      8  4  history   no      2     1
+
+Most of the budget goes where most rules bind at once: history with b = 3 and retries (caches
+lose registers, scans miss, elimination shortens retries, residues mod 3 drift from updates
+mod 8); the small shares separate what that configuration cannot (hidden resampling for the
+precomputed plan, R = 0 and b = 8 for scan limits). The weakest separation at the optimum is
+0.0249 nats per episode (scan-5 against scan-6), 12.8 nats at the default budget; an even
+split over eight configurations chosen greedily for the same criterion reaches about 0.010.
+The shares are an optimum of simulated separations, so other simulation seeds give other,
+about equally separating, shares. Identification by budget is measured by
+benchmarks/diagnose.py (40 runs per controller): at DEFAULT_BUDGET = 512 episodes the
+top-ranked hypothesis is the true reference controller or a play alias in 99.3% of runs and
+in at least 95% for every controller (worst: scan-2, against scan-2 with elimination).
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.optimize import linprog
+
+from analysis.diagnose.hypotheses import REFERENCE, Mechanism, families, hypotheses
+from analysis.diagnose.likelihood import build_model
+from envs.workflow.params import WorkflowSpec
+
+DEFAULT_BUDGET = 512
+SELECTION_SIMULATIONS = 1024
+TARGET_FAMILIES = ("cache-k", "scan-s")
+
+
+def _spec(depth: int, width: int, b: int, period: int, hidden: bool, r: int) -> WorkflowSpec:
+    return WorkflowSpec(n_ops=8, depth=depth, width=width, candidates=b, snapshot_period=period,
+                        hidden_resampling=hidden, error_allowance=r)
+
+
+# ((depth, width, b, snapshot period, hidden resampling, R), share) from choose_battery().
+_CHOSEN: tuple[tuple[tuple[int, int, int, int, bool, int], float], ...] = (
+    ((8, 8, 3, 0, False, 2), 0.7227),
+    ((2, 8, 3, 0, False, 2), 0.1093),
+    ((2, 4, 8, 2, False, 0), 0.0686),
+    ((8, 8, 6, 1, True, 2), 0.0323),
+    ((8, 4, 8, 2, False, 0), 0.0238),
+    ((2, 4, 3, 0, True, 2), 0.0147),
+    ((2, 8, 8, 0, False, 2), 0.0132),
+    ((8, 4, 8, 1, True, 2), 0.0079),
+    ((8, 4, 6, 2, False, 0), 0.0049),
+    ((2, 8, 4, 0, False, 2), 0.0026),
+)
+DEFAULT_BATTERY = tuple(_spec(*levels) for levels, _ in _CHOSEN)
+DEFAULT_SHARES = tuple(share for _, share in _CHOSEN)
+
+
+def candidate_pool() -> list[WorkflowSpec]:
+    """Every combination of the factors that decide which rule binds: depth (how many ready
+    operations a random schedule may wrongly pick), width (which cache sizes matter), b (scan
+    limits; b in {3, 6} keeps residues mod b from commuting with updates mod 8), snapshot
+    period (history, every success, every other), hidden resampling and error allowance."""
+    return [_spec(*levels) for levels in itertools.product(
+        (2, 8), (4, 8), (3, 4, 6, 8), (0, 1, 2), (False, True), (0, 2))]
+
+
+def allocate(shares: Sequence[float], budget: int = DEFAULT_BUDGET) -> tuple[int, ...]:
+    """Episodes per configuration: budget x shares, rounded by largest remainder (sum: budget)."""
+    exact = np.asarray(shares, dtype=np.float64) * budget / float(np.sum(shares))
+    episodes = np.floor(exact).astype(np.int64)
+    for c in np.argsort(-(exact - episodes), kind="stable")[:budget - int(episodes.sum())]:
+        episodes[c] += 1
+    return tuple(int(e) for e in episodes)
+
+
+DEFAULT_ALLOCATION = allocate(DEFAULT_SHARES)
+
+
+def target_names() -> list[str]:
+    """The mechanisms a battery must identify: the references, cache-k and scan-s."""
+    named = [m.name for m in hypotheses()[0] if m.family == REFERENCE]
+    members = [m.name for f in TARGET_FAMILIES for m in families()[f]]
+    return list(dict.fromkeys([*named, *members]))
+
+
+def kl_matrix(log_p: np.ndarray) -> np.ndarray:
+    """KL(p_i || p_j) between the rows of a (mechanisms, outcomes) log-probability table."""
+    p = np.exp(log_p)
+    kl = (p * log_p).sum(axis=1)[:, None] - p @ log_p.T
+    return np.where(kl < 1e-12, 0.0, kl)  # rounding of equal rows is no separation
+
+
+@dataclass(frozen=True)
+class Design:
+    """The chosen configurations, their budget shares and the weakest pair separation."""
+
+    battery: tuple[WorkflowSpec, ...]
+    shares: tuple[float, ...]
+    weakest: float
+    weakest_pair: tuple[str, str]
+
+
+def choose_battery(pool: Sequence[WorkflowSpec] | None = None,
+                   simulations: int = SELECTION_SIMULATIONS,
+                   candidates: Sequence[Mechanism] | None = None,
+                   targets: Sequence[str] | None = None,
+                   budget: int = DEFAULT_BUDGET) -> Design:
+    """The maximin budget shares over `pool` (see the module docstring)."""
+    pool = list(candidate_pool() if pool is None else pool)
+    model = build_model(pool, simulations, candidates)
+    wanted = set(target_names() if targets is None else targets)
+    true = [i for i, m in enumerate(model.mechanisms)
+            if wanted & {m.name, *model.aliases[m.name]}]
+    kl = np.stack([kl_matrix(log_p) for log_p in model.log_p])  # (config, i, j)
+    pairs = [(i, j) for i in true for j in range(len(model.mechanisms)) if i != j]
+    separation = np.stack([kl[:, i, j] for i, j in pairs])  # (pair, config)
+    configs = len(pool)
+    solution = linprog(
+        c=np.r_[np.zeros(configs), -1.0],
+        A_ub=np.hstack([-separation, np.ones((len(pairs), 1))]), b_ub=np.zeros(len(pairs)),
+        A_eq=np.r_[np.ones(configs), 0.0][None, :], b_eq=[1.0],
+        bounds=[(0, None)] * configs + [(None, None)], method="highs",
+    )
+    if not solution.success:
+        raise RuntimeError(f"battery design failed: {solution.message}")
+    shares = solution.x[:configs]
+    kept = [c for c in range(configs) if shares[c] * budget >= 1]
+    kept.sort(key=lambda c: -shares[c])
+    weights = shares[kept] / shares[kept].sum()
+    achieved = separation[:, kept] @ weights
+    worst = int(np.argmin(achieved))
+    pair = (model.mechanisms[pairs[worst][0]].name, model.mechanisms[pairs[worst][1]].name)
+    return Design(tuple(pool[c] for c in kept), tuple(float(w) for w in weights),
+                  float(achieved[worst]), pair)

@@ -1,0 +1,247 @@
+"""Mechanism fit: how likely an agent's episode outcomes are under each hypothesised mechanism.
+
+An opaque agent shows only how its episodes end, so an episode's outcome is the triple
+(first failure category, operations completed, failed calls) at its end: with R = 0 the
+completed count is where the first failure struck, which is what separates a cache of 2 from
+a cache of 3; with R > 0 the failed calls separate elimination from guessing with replacement.
+Most mechanisms have no closed form for that distribution (analysis/predictions.py gives
+success probabilities only, and not for next-use-2), so every mechanism's distribution is
+simulated by the batched runner's own numba loop on SIMULATIONS task seeds from
+SIMULATION_SEED on, a range disjoint from the project's other seeds (the grids' 0..10255,
+training's held-out evaluation from 10**9), so an agent is never scored on the very tasks
+its reference distributions came from.
+
+All mechanisms are simulated on the same seeds (common random numbers): two rows that play
+identically on the battery then produce identical tables, exactly, and the model merges them
+into one hypothesis with aliases (indexed plays as exact, sham-check-4 as scan-1, a cache of
+8 as exact) instead of reporting a tie that no budget can break. Outcome-equivalent rows
+whose random draws differ are made to play identically first (`simulated_row`).
+
+Smoothing: probabilities are (count + PSEUDO_COUNT) / (SIMULATIONS + PSEUDO_COUNT * K) over
+the K outcomes of a configuration. The Jeffreys pseudo-count 1/2 keeps an outcome a mechanism
+never produced in 4096 simulations possible (about 1/8000, a cost of ~9 log-units per such
+episode) instead of impossible, so one unexpected episode weighs against a mechanism but
+cannot veto it; and it is small against 4096, so the distributions it flattens stay near their
+simulated values.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy.stats import chi2
+
+from analysis.diagnose.hypotheses import Mechanism, Row, families, hypotheses
+from controllers.workflow.batched import (
+    COMPLETED,
+    ERRORS_COL,
+    FIRST_FAILURE,
+    RECORD_FIELDS,
+    run_episodes,
+)
+from controllers.workflow.mechanisms import CONTROLLER_FIELDS, K_SCAN, UNLIMITED
+from envs.workflow.kernel import allocate_rows
+from envs.workflow.layout import FAILURE_NAMES
+from envs.workflow.params import WorkflowSpec
+
+SIMULATION_SEED = 3 * 10**9
+SIMULATIONS = 4096
+PSEUDO_COUNT = 0.5
+# Half the 95% quantile of chi2(1): parameter values this close to the best in log-likelihood
+# form the likelihood-ratio interval (Wilks).
+INTERVAL_LOG_UNITS = float(chi2.ppf(0.95, 1) / 2)
+
+
+def outcome_count(spec: WorkflowSpec) -> int:
+    """K: failure category (none + 3) x completed (0..N) x failed calls (0..R + 1)."""
+    return len(FAILURE_NAMES) * (spec.n_ops + 1) * (spec.error_allowance + 2)
+
+
+def outcome_codes(spec: WorkflowSpec, first_failure: np.ndarray, completed: np.ndarray,
+                  errors: np.ndarray) -> np.ndarray:
+    """The outcome index of each episode; first_failure as codes (0: none) or category names."""
+    failure = np.asarray(first_failure)
+    if failure.dtype == object or failure.dtype.kind in "US":
+        lookup = {name: code for code, name in enumerate(FAILURE_NAMES)}
+        failure = np.array([lookup[None if f is None else str(f)] for f in failure],
+                           dtype=np.int64)
+    failure = failure.astype(np.int64)
+    completed = np.asarray(completed, dtype=np.int64)
+    errors = np.asarray(errors, dtype=np.int64)
+    if (completed < 0).any() or (completed > spec.n_ops).any() or (errors < 0).any() \
+            or (errors > spec.error_allowance + 1).any():
+        raise ValueError(f"episode outcomes outside the ranges of {spec}")
+    return (failure * (spec.n_ops + 1) + completed) * (spec.error_allowance + 2) + errors
+
+
+def count_outcomes(spec: WorkflowSpec, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+    """Outcome counts (length K) of episodes given as columns first_failure, completed, errors
+    (an Episodes' `columns`, or the batched runner's)."""
+    codes = outcome_codes(spec, columns["first_failure"], columns["completed"],
+                          columns["errors"])
+    return np.bincount(codes, minlength=outcome_count(spec))
+
+
+def simulated_row(spec: WorkflowSpec, row: Row) -> Row:
+    """The row simulated for `row` on `spec`: a scan limit of b - 1 or more examines every
+    slot or is left with one (which it must take), so it plays as an unlimited scan but for
+    the word drawn for that forced slot, which shifts later draws without changing their
+    distribution. Simulated as unlimited it merges with the unlimited row, instead of
+    differing from it by simulation noise alone."""
+    if row[K_SCAN] >= spec.candidates - 1:
+        return (*row[:K_SCAN], UNLIMITED, *row[K_SCAN + 1:])  # type: ignore[return-value]
+    return row
+
+
+def simulate_codes(spec: WorkflowSpec, row: Row, seeds: np.ndarray) -> np.ndarray:
+    """Per-episode outcome codes of the mechanism `row` on the tasks of `seeds`, from the
+    batched runner's loop (a row need not be one of the 19 names)."""
+    row = simulated_row(spec, row)
+    seeds = np.ascontiguousarray(seeds, dtype=np.int64)
+    params = spec.to_params()
+    records = np.zeros((seeds.shape[0], RECORD_FIELDS), dtype=np.int64)
+    cstate = np.zeros((1, CONTROLLER_FIELDS), dtype=np.int64)
+    no_trace = np.zeros((seeds.shape[0], 0, 2), dtype=np.int64)
+    bad = run_episodes(params, np.array(row, dtype=np.int64), seeds, *allocate_rows(params, 1),
+                       cstate, records, no_trace)
+    if bad >= 0:
+        raise RuntimeError(f"row {row} on {spec} exceeded the call horizon on seed {seeds[bad]}")
+    return outcome_codes(spec, records[:, FIRST_FAILURE], records[:, COMPLETED],
+                         records[:, ERRORS_COL])
+
+
+def simulation_seeds(simulations: int = SIMULATIONS) -> np.ndarray:
+    return np.arange(SIMULATION_SEED, SIMULATION_SEED + simulations, dtype=np.int64)
+
+
+def smoothed_log_p(counts: np.ndarray) -> np.ndarray:
+    """log of (count + PSEUDO_COUNT) / (total + PSEUDO_COUNT * K), along the last axis."""
+    counts = np.asarray(counts, dtype=np.float64)
+    total = counts.sum(axis=-1, keepdims=True) + PSEUDO_COUNT * counts.shape[-1]
+    return np.log(counts + PSEUDO_COUNT) - np.log(total)
+
+
+@dataclass(frozen=True)
+class MechanismModel:
+    """Simulated outcome distributions of the distinct-playing mechanisms on a battery.
+
+    mechanisms[i] represents every name in aliases[mechanisms[i].name] (same play on every
+    battery configuration and simulation seed); log_p[c][i] is its smoothed log-distribution
+    on battery[c]; index maps every hypothesis name (aliases and family members included) to
+    its row in log_p."""
+
+    battery: tuple[WorkflowSpec, ...]
+    mechanisms: tuple[Mechanism, ...]
+    aliases: dict[str, tuple[str, ...]]
+    log_p: tuple[np.ndarray, ...]
+    index: dict[str, int]
+    simulations: int
+
+
+def build_model(battery: Sequence[WorkflowSpec], simulations: int = SIMULATIONS,
+                candidates: Sequence[Mechanism] | None = None) -> MechanismModel:
+    """Simulate every candidate (default: `hypotheses()`, which covers every family member)
+    on every battery configuration and merge the ones that play identically. With explicit
+    candidates only their names are indexed, so fit_family needs the default."""
+    kept, row_aliases = hypotheses()
+    if candidates is not None:
+        kept, row_aliases = list(candidates), {}
+    seeds = simulation_seeds(simulations)
+    battery = tuple(battery)
+    codes = {m.name: [simulate_codes(spec, m.row, seeds) for spec in battery] for m in kept}
+    by_play: dict[bytes, int] = {}
+    mechanisms: list[Mechanism] = []
+    aliases: dict[str, list[str]] = {}
+    index: dict[str, int] = {}
+    for mechanism in kept:
+        key = b"".join(c.astype(np.int32).tobytes() for c in codes[mechanism.name])
+        at = by_play.setdefault(key, len(mechanisms))
+        if at == len(mechanisms):
+            mechanisms.append(mechanism)
+            aliases[mechanism.name] = []
+        else:
+            aliases[mechanisms[at].name].append(mechanism.name)
+        for name in (mechanism.name, *row_aliases.get(mechanism.name, ())):
+            index[name] = at
+            if name != mechanisms[at].name and name not in aliases[mechanisms[at].name]:
+                aliases[mechanisms[at].name].append(name)
+    log_p = tuple(
+        smoothed_log_p(np.stack([
+            np.bincount(codes[m.name][c], minlength=outcome_count(spec)) for m in mechanisms
+        ]))
+        for c, spec in enumerate(battery)
+    )
+    return MechanismModel(battery, tuple(mechanisms),
+                          {name: tuple(names) for name, names in aliases.items()}, log_p,
+                          index, simulations)
+
+
+def log_likelihoods(model: MechanismModel, agent_counts: Sequence[np.ndarray]) -> np.ndarray:
+    """Sum over configurations and outcomes of n log p, per distinct mechanism."""
+    if len(agent_counts) != len(model.battery):
+        raise ValueError(f"agent_counts needs one count vector per battery configuration "
+                         f"({len(model.battery)}); got {len(agent_counts)}")
+    total = np.zeros(len(model.mechanisms))
+    for log_p, counts in zip(model.log_p, agent_counts, strict=True):
+        total += log_p @ np.asarray(counts, dtype=np.float64)
+    return total
+
+
+def log_likelihood(model: MechanismModel, agent_counts: Sequence[np.ndarray],
+                   name: str) -> float:
+    """The log-likelihood of one hypothesis, by any of its names (aliases included)."""
+    return float(log_likelihoods(model, agent_counts)[model.index[name]])
+
+
+@dataclass(frozen=True)
+class Fit:
+    """A mechanism's log-likelihood and its log likelihood ratio to the best (<= 0)."""
+
+    mechanism: Mechanism
+    aliases: tuple[str, ...]
+    log_likelihood: float
+    log_lr_to_best: float
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return (self.mechanism.name, *self.aliases)
+
+
+def fit(model: MechanismModel, agent_counts: Sequence[np.ndarray]) -> list[Fit]:
+    """Every distinct mechanism, best first (ties broken by hypothesis order)."""
+    ll = log_likelihoods(model, agent_counts)
+    best = float(ll.max())
+    order = sorted(range(len(ll)), key=lambda i: (-ll[i], i))
+    return [Fit(model.mechanisms[i], model.aliases[model.mechanisms[i].name], float(ll[i]),
+                float(ll[i]) - best) for i in order]
+
+
+@dataclass(frozen=True)
+class FamilyFit:
+    """Maximum-likelihood member of a family and, per parameter, the range of values whose
+    profile log-likelihood is within INTERVAL_LOG_UNITS of the maximum (95%, Wilks)."""
+
+    family: str
+    params: dict[str, int]
+    log_likelihood: float
+    intervals: dict[str, tuple[int, int]]
+
+
+def fit_family(model: MechanismModel, agent_counts: Sequence[np.ndarray],
+               family: str) -> FamilyFit:
+    """MLE of `family`'s parameters with profile likelihood-ratio intervals."""
+    members = families()[family]
+    ll = log_likelihoods(model, agent_counts)
+    member_ll = np.array([ll[model.index[m.name]] for m in members])
+    best = int(np.argmax(member_ll))
+    top = float(member_ll[best])
+    intervals = {}
+    for key in members[0].params:
+        values = sorted({m.params[key] for m in members})
+        profile = {v: max(member_ll[i] for i, m in enumerate(members) if m.params[key] == v)
+                   for v in values}
+        inside = [v for v in values if profile[v] >= top - INTERVAL_LOG_UNITS]
+        intervals[key] = (min(inside), max(inside))
+    return FamilyFit(family, dict(members[best].params), top, intervals)

@@ -1,0 +1,173 @@
+"""Programmed StatefulWorkflow agents whose mistakes are known, and a loop recording traces.
+
+Each agent makes one kind of mistake by construction, so the attribution of its failures is a
+positive control: a diagnosis that does not recover the mistake is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+
+import envs  # noqa: F401  (registers the ids)
+from analysis.diagnose.attribution import ENV_ID, Trace
+from controllers.policy import Policy
+
+
+def sizes(observation: Mapping[str, np.ndarray]) -> tuple[int, int]:
+    """(N, b) of the observation's task."""
+    n = len(observation["completed"])
+    return n, len(observation["codes"]) // n
+
+
+def smallest_ready(observation: Mapping[str, np.ndarray], info: Mapping[str, Any]) -> int:
+    """The smallest-labelled ready operation (the reference schedule)."""
+    n, _ = sizes(observation)
+    return int(np.flatnonzero(info["action_mask"][:n])[0])
+
+
+def slot_for(observation: Mapping[str, np.ndarray], op: int, value: int) -> int:
+    """The slot of `op` whose code is value mod b (codes are a permutation of 0..b-1)."""
+    _, b = sizes(observation)
+    codes = observation["codes"][op * b:(op + 1) * b]
+    return int(np.flatnonzero(codes == value % b)[0])
+
+
+class Tracker:
+    """Register values from what an agent sees: a snapshot overwrites them and, when `apply`,
+    each success applies its public update (read from last_update)."""
+
+    def __init__(self, apply: bool) -> None:
+        self.apply = apply
+        self.values = np.zeros(8, dtype=np.int64)
+        self.done = 0
+
+    def reset(self) -> None:
+        self.done = 0
+
+    def see(self, observation: Mapping[str, np.ndarray]) -> np.ndarray:
+        done = int(observation["completed"].sum())
+        if self.apply and done > self.done:
+            u, delta = (int(x) for x in observation["last_update"])
+            self.values[u] = (self.values[u] + delta) % 8
+        self.done = done
+        shown = observation["registers"]
+        self.values = np.where(shown >= 0, shown, self.values)
+        return self.values
+
+
+class StaleAgent:
+    """The reference schedule, each slot from the last shown register values: it never applies
+    updates (a stale value, or the initial value under history feedback)."""
+
+    def __init__(self) -> None:
+        self.tracker = Tracker(apply=False)
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.tracker.reset()
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        values = self.tracker.see(observation)
+        op = smallest_ready(observation, info)
+        q = int(observation["query_register"][op])
+        return np.array([op, slot_for(observation, op, int(values[q]))])
+
+
+class WrongRegister:
+    """Tracks every register exactly, but reads the next active register after the queried
+    one, (query + 1) mod width (a binding error; the width is a public rule)."""
+
+    def __init__(self, width: int) -> None:
+        self.tracker = Tracker(apply=True)
+        self.width = width
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.tracker.reset()
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        values = self.tracker.see(observation)
+        op = smallest_ready(observation, info)
+        q = int(observation["query_register"][op])
+        return np.array([op, slot_for(observation, op, int(values[(q + 1) % self.width]))])
+
+
+class Guesser:
+    """The reference schedule and a uniform slot, from its own seeded stream."""
+
+    def __init__(self) -> None:
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        _, b = sizes(observation)
+        return np.array([smallest_ready(observation, info), int(self.rng.integers(b))])
+
+
+class BadScheduler:
+    """Calls the smallest incomplete operation that is not ready (a scheduling error), else the
+    smallest ready one with slot 0."""
+
+    def reset(self, *, seed: int | None = None) -> None:
+        pass
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        n, _ = sizes(observation)
+        blocked = np.flatnonzero((observation["completed"] == 0) & ~info["action_mask"][:n])
+        op = int(blocked[0]) if len(blocked) else smallest_ready(observation, info)
+        return np.array([op, 0])
+
+
+class Repeater:
+    """Calls an operation it has completed again (a bookkeeping error); before any success,
+    the smallest ready one with the slot the shown registers make right."""
+
+    def reset(self, *, seed: int | None = None) -> None:
+        pass
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        done = np.flatnonzero(observation["completed"])
+        if len(done):
+            return np.array([int(done[0]), 0])
+        op = smallest_ready(observation, info)
+        value = int(observation["registers"][observation["query_register"][op]])
+        return np.array([op, slot_for(observation, op, value)])
+
+
+class Scripted:
+    """Plays a fixed list of actions, cyclically (random traces for invariants)."""
+
+    def __init__(self, actions: Iterable[tuple[int, int]]) -> None:
+        self.actions = list(actions)
+        self.step = 0
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.step = 0
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        n, b = sizes(observation)
+        op, slot = self.actions[self.step % len(self.actions)]
+        self.step += 1
+        return np.array([op % n, slot % b])
+
+
+def play(agent: Policy, env_kwargs: Mapping[str, Any], seeds: Iterable[int]) -> list[Trace]:
+    """One episode of `agent` per task seed, recorded as traces."""
+    env = gym.make(ENV_ID, **dict(env_kwargs))
+    traces = []
+    for seed in seeds:
+        observation, info = env.reset(seed=seed)
+        agent.reset(seed=seed)
+        actions: list[tuple[int, int]] = []
+        ended = False
+        while not ended:
+            action = agent.act(observation, info)
+            actions.append((int(action[0]), int(action[1])))
+            observation, _, ended, _, info = env.step(action)
+        traces.append(Trace(dict(env_kwargs), seed, tuple(actions)))
+    env.close()
+    return traces

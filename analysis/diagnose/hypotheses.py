@@ -7,7 +7,9 @@ Every member is a row of the one CONTROLLERS parameter space, played by the one 
 function; nothing here is a second copy of a controller.
 
 The table cannot express stale-h (RETAIN_STALE ignores its capacity field: stale-8 is the
-only stale mechanism) or a lapse rate; neither is a family here.
+only stale mechanism), so it is no family here. A lapse rate is the row's last field; every
+hypothesis here has epsilon 0, and likelihood.fit_lapse mixes it into the leading ones only,
+so the model stays cheap to build.
 """
 
 from __future__ import annotations
@@ -23,7 +25,7 @@ from controllers.workflow.mechanisms import (
     UNLIMITED,
 )
 
-Row = tuple[int, int, int, int, int, int]
+Row = tuple[int, int, int, int, int, int, int]
 REFERENCE = "reference"
 LEVELS = tuple(range(UNLIMITED + 1))  # cache sizes and scan limits 0..8 (8: every slot)
 
@@ -35,12 +37,12 @@ class Mechanism:
     name: str
     family: str
     params: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
-    row: Row = (0, 0, 0, 0, 0, 0)
+    row: Row = (0, 0, 0, 0, 0, 0, 0)
 
 
 def _serial(retain: int, capacity: int, scan: int, eliminate: int = 0,
             random_schedule: int = 0) -> Row:
-    return (retain, capacity, scan, SELECT_SERIAL, eliminate, random_schedule)
+    return (retain, capacity, scan, SELECT_SERIAL, eliminate, random_schedule, 0)
 
 
 def families() -> dict[str, list[Mechanism]]:

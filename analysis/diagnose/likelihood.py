@@ -23,12 +23,24 @@ never produced in 4096 simulations possible (about 1/8000, a cost of ~9 log-unit
 episode) instead of impossible, so one unexpected episode weighs against a mechanism but
 cannot veto it; and it is small against 4096, so the distributions it flattens stay near their
 simulated values.
+
+Lapse: any mechanism mixed with a lapse rate epsilon (a uniform slot instead of its own on a
+fraction epsilon of decisions, the controller row's K_LAPSE) has no closed-form table either,
+and simulating every hypothesis at every epsilon would multiply the model's cost by the grid.
+`fit_lapse` profiles epsilon over LAPSE_GRID for a few leading hypotheses only, simulating
+each (mechanism, epsilon) table the first time it is asked for and keeping it in the model.
+The leaders at epsilon 0 alone would miss a lapsing agent: its scattered failures are best
+explained at epsilon 0 by another mechanism's occasional ones (scan-2 lapsing at 0.05 reads
+as a cache of 7, whose lost register fails about as often), so the true row is not among them.
+The candidates are therefore the LAPSE_TOP leaders at epsilon 0 and the LAPSE_TOP leaders at
+SCREEN_EPSILON, the latter screened on SCREEN_SIMULATIONS seeds (an eighth of the model's
+cost: a ranking needs fewer simulations than a profile).
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from scipy.stats import chi2
@@ -41,7 +53,13 @@ from controllers.workflow.batched import (
     RECORD_FIELDS,
     run_episodes,
 )
-from controllers.workflow.mechanisms import CONTROLLER_FIELDS, K_SCAN, UNLIMITED
+from controllers.workflow.mechanisms import (
+    CONTROLLER_FIELDS,
+    K_LAPSE,
+    K_SCAN,
+    LAPSE_SCALE,
+    UNLIMITED,
+)
 from envs.workflow.kernel import allocate_rows
 from envs.workflow.layout import FAILURE_NAMES
 from envs.workflow.params import WorkflowSpec
@@ -52,6 +70,11 @@ PSEUDO_COUNT = 0.5
 # Half the 95% quantile of chi2(1): parameter values this close to the best in log-likelihood
 # form the likelihood-ratio interval (Wilks).
 INTERVAL_LOG_UNITS = float(chi2.ppf(0.95, 1) / 2)
+# Lapse rates profiled by fit_lapse, and how many leading hypotheses get the profile.
+LAPSE_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+LAPSE_TOP = 5
+SCREEN_EPSILON = 0.1
+SCREEN_SIMULATIONS = 512
 
 
 def outcome_count(spec: WorkflowSpec) -> int:
@@ -138,6 +161,10 @@ class MechanismModel:
     log_p: tuple[np.ndarray, ...]
     index: dict[str, int]
     simulations: int
+    # (representative index, lapse in parts of LAPSE_SCALE, simulations) -> log_p per
+    # configuration, filled by lapse_log_p on first use.
+    lapse_cache: dict[tuple[int, int, int], tuple[np.ndarray, ...]] = field(
+        default_factory=dict, compare=False, repr=False)
 
 
 def build_model(battery: Sequence[WorkflowSpec], simulations: int = SIMULATIONS,
@@ -197,12 +224,16 @@ def log_likelihood(model: MechanismModel, agent_counts: Sequence[np.ndarray],
 
 @dataclass(frozen=True)
 class Fit:
-    """A mechanism's log-likelihood and its log likelihood ratio to the best (<= 0)."""
+    """A mechanism's log-likelihood and its log likelihood ratio to the best (<= 0), at its
+    lapse rate `epsilon`; `epsilon_interval` is the range of LAPSE_GRID values within
+    INTERVAL_LOG_UNITS of its profile maximum, None where epsilon was not profiled (held at 0)."""
 
     mechanism: Mechanism
     aliases: tuple[str, ...]
     log_likelihood: float
     log_lr_to_best: float
+    epsilon: float = 0.0
+    epsilon_interval: tuple[float, float] | None = None
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -245,3 +276,95 @@ def fit_family(model: MechanismModel, agent_counts: Sequence[np.ndarray],
         inside = [v for v in values if profile[v] >= top - INTERVAL_LOG_UNITS]
         intervals[key] = (min(inside), max(inside))
     return FamilyFit(family, dict(members[best].params), top, intervals)
+
+
+def lapse_units(epsilon: float) -> int:
+    """epsilon as the controller row's K_LAPSE (parts of LAPSE_SCALE)."""
+    if not 0.0 <= epsilon <= 1.0:
+        raise ValueError(f"a lapse rate is a probability; got {epsilon}")
+    return int(round(epsilon * LAPSE_SCALE))
+
+
+def with_lapse(row: Row, epsilon: float) -> Row:
+    """`row` mixed with lapse rate epsilon."""
+    return (*row[:K_LAPSE], lapse_units(epsilon), *row[K_LAPSE + 1:])  # type: ignore[return-value]
+
+
+def lapse_log_p(model: MechanismModel, index: int, epsilon: float,
+                simulations: int | None = None) -> tuple[np.ndarray, ...]:
+    """Smoothed log-distributions, per battery configuration, of distinct mechanism `index`
+    mixed with lapse rate epsilon, on the first `simulations` of the model's seeds (default:
+    all); simulated once, then cached. Epsilon 0 on all seeds is the model's own table."""
+    units = lapse_units(epsilon)
+    simulations = model.simulations if simulations is None else simulations
+    if units == 0 and simulations == model.simulations:
+        return tuple(log_p[index] for log_p in model.log_p)
+    key = (index, units, simulations)
+    if key not in model.lapse_cache:
+        row = with_lapse(model.mechanisms[index].row, epsilon)
+        seeds = simulation_seeds(simulations)
+        model.lapse_cache[key] = tuple(
+            smoothed_log_p(np.bincount(simulate_codes(spec, row, seeds),
+                                       minlength=outcome_count(spec)))
+            for spec in model.battery
+        )
+    return model.lapse_cache[key]
+
+
+def _check_counts(model: MechanismModel, agent_counts: Sequence[np.ndarray]) -> list[np.ndarray]:
+    if len(agent_counts) != len(model.battery):
+        raise ValueError(f"agent_counts needs one count vector per battery configuration "
+                         f"({len(model.battery)}); got {len(agent_counts)}")
+    return [np.asarray(c, dtype=np.float64) for c in agent_counts]
+
+
+def _lapse_log_likelihood(model: MechanismModel, counts: Sequence[np.ndarray], index: int,
+                          epsilon: float, simulations: int | None = None) -> float:
+    return sum(float(log_p @ c) for log_p, c in
+               zip(lapse_log_p(model, index, epsilon, simulations), counts, strict=True))
+
+
+def lapse_profile(model: MechanismModel, agent_counts: Sequence[np.ndarray], index: int,
+                  grid: Sequence[float] = LAPSE_GRID) -> np.ndarray:
+    """Log-likelihood of distinct mechanism `index` at each lapse rate of `grid`."""
+    counts = _check_counts(model, agent_counts)
+    return np.array([_lapse_log_likelihood(model, counts, index, e) for e in grid])
+
+
+def lapse_candidates(model: MechanismModel, agent_counts: Sequence[np.ndarray],
+                     top: int = LAPSE_TOP) -> list[int]:
+    """The distinct mechanisms fit_lapse profiles: the `top` leaders at epsilon 0, then the
+    `top` leaders at SCREEN_EPSILON on SCREEN_SIMULATIONS seeds (ties: hypothesis order)."""
+    counts = _check_counts(model, agent_counts)
+    ll = log_likelihoods(model, counts)
+    at_zero = sorted(range(len(ll)), key=lambda i: (-ll[i], i))[:top]
+    screened = np.array([
+        _lapse_log_likelihood(model, counts, i, SCREEN_EPSILON,
+                              min(SCREEN_SIMULATIONS, model.simulations))
+        for i in range(len(ll))
+    ]) if top > 0 else np.zeros(0)
+    at_screen = sorted(range(len(screened)), key=lambda i: (-screened[i], i))[:top]
+    return list(dict.fromkeys([*at_zero, *at_screen]))
+
+
+def fit_lapse(model: MechanismModel, agent_counts: Sequence[np.ndarray],
+              top: int = LAPSE_TOP, grid: Sequence[float] = LAPSE_GRID) -> list[Fit]:
+    """`fit` with the `lapse_candidates` mixed with their maximum-likelihood lapse rate on
+    `grid` and re-ranked; the others keep epsilon 0 and no interval (a lower bound of their
+    profile). The interval is the grid values within INTERVAL_LOG_UNITS of the profile
+    maximum, so its true ends lie between those and the grid points next to them. Ties keep
+    the lower epsilon, then the hypothesis order."""
+    grid = tuple(sorted(grid))
+    ll = log_likelihoods(model, agent_counts)
+    fitted: dict[int, tuple[float, float, tuple[float, float] | None]] = {
+        i: (float(ll[i]), 0.0, None) for i in range(len(ll))}
+    for i in lapse_candidates(model, agent_counts, top):
+        profile = lapse_profile(model, agent_counts, i, grid)
+        best = int(np.argmax(profile))
+        inside = [e for e, value in zip(grid, profile, strict=True)
+                  if value >= profile[best] - INTERVAL_LOG_UNITS]
+        fitted[i] = (float(profile[best]), grid[best], (min(inside), max(inside)))
+    order = sorted(fitted, key=lambda i: (-fitted[i][0], i))
+    top_ll = fitted[order[0]][0]
+    return [Fit(model.mechanisms[i], model.aliases[model.mechanisms[i].name], fitted[i][0],
+                fitted[i][0] - top_ll, fitted[i][1], fitted[i][2]) for i in order]

@@ -30,7 +30,7 @@ from envs.workflow.layout import (
 from envs.workflow.params import MAX_OPS, P_B, P_HIDDEN, P_N, P_WIDTH
 
 # -- controller parameters ------------------------------------------------------------------
-K_RETAIN, K_CAPACITY, K_SCAN, K_SELECT, K_ELIMINATE, K_RANDOM_SCHEDULE = range(6)
+K_RETAIN, K_CAPACITY, K_SCAN, K_SELECT, K_ELIMINATE, K_RANDOM_SCHEDULE, K_LAPSE = range(7)
 
 # What a controller retains between decisions.
 RETAIN_ALL, RETAIN_CACHE, RETAIN_NONE, RETAIN_STALE, RETAIN_NEXT_USE, RETAIN_RESIDUE, \
@@ -39,28 +39,31 @@ RETAIN_ALL, RETAIN_CACHE, RETAIN_NONE, RETAIN_STALE, RETAIN_NEXT_USE, RETAIN_RES
 SELECT_SERIAL, SELECT_FIXED, SELECT_SHAM, SELECT_INDEXED, SELECT_PLAN, SELECT_GUESS = range(6)
 
 UNLIMITED = 8  # scan limit >= every b
+# K_LAPSE is the lapse rate epsilon in parts of LAPSE_SCALE: an int64 row like the others, and
+# a Bernoulli draw against it is exact (uniform_below(LAPSE_SCALE) < lapse).
+LAPSE_SCALE = 10_000
 
-# name: (retain, capacity, scan limit, select, eliminate, random schedule)
-CONTROLLERS: dict[str, tuple[int, int, int, int, int, int]] = {
-    "exact": (RETAIN_ALL, 8, UNLIMITED, SELECT_SERIAL, 0, 0),
-    "cache-2": (RETAIN_CACHE, 2, UNLIMITED, SELECT_SERIAL, 0, 0),
-    "cache-4": (RETAIN_CACHE, 4, UNLIMITED, SELECT_SERIAL, 0, 0),
-    "scan-1": (RETAIN_ALL, 8, 1, SELECT_SERIAL, 0, 0),
-    "scan-2": (RETAIN_ALL, 8, 2, SELECT_SERIAL, 0, 0),
-    "scan-4": (RETAIN_ALL, 8, 4, SELECT_SERIAL, 0, 0),
-    "cache-2+scan-4": (RETAIN_CACHE, 2, 4, SELECT_SERIAL, 0, 0),
-    "random-schedule": (RETAIN_ALL, 8, UNLIMITED, SELECT_SERIAL, 0, 1),
-    "uniform-candidate": (RETAIN_NONE, 0, UNLIMITED, SELECT_GUESS, 0, 0),
-    "next-use-2": (RETAIN_NEXT_USE, 2, UNLIMITED, SELECT_SERIAL, 0, 0),
-    "residue-8": (RETAIN_RESIDUE, 8, UNLIMITED, SELECT_SERIAL, 0, 0),
-    "precomputed-plan": (RETAIN_PLAN, 0, UNLIMITED, SELECT_PLAN, 0, 0),
-    "stale-8": (RETAIN_STALE, 8, UNLIMITED, SELECT_SERIAL, 0, 0),
-    "indexed": (RETAIN_ALL, 8, UNLIMITED, SELECT_INDEXED, 0, 0),
-    "sham-check-4": (RETAIN_ALL, 8, 4, SELECT_SHAM, 0, 0),
-    "fixed-check-4": (RETAIN_ALL, 8, 4, SELECT_FIXED, 0, 0),
-    "eliminate": (RETAIN_NONE, 0, UNLIMITED, SELECT_GUESS, 1, 0),
-    "cache-2+eliminate": (RETAIN_CACHE, 2, UNLIMITED, SELECT_SERIAL, 1, 0),
-    "scan-1+eliminate": (RETAIN_ALL, 8, 1, SELECT_SERIAL, 1, 0),
+# name: (retain, capacity, scan limit, select, eliminate, random schedule, lapse)
+CONTROLLERS: dict[str, tuple[int, int, int, int, int, int, int]] = {
+    "exact": (RETAIN_ALL, 8, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
+    "cache-2": (RETAIN_CACHE, 2, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
+    "cache-4": (RETAIN_CACHE, 4, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
+    "scan-1": (RETAIN_ALL, 8, 1, SELECT_SERIAL, 0, 0, 0),
+    "scan-2": (RETAIN_ALL, 8, 2, SELECT_SERIAL, 0, 0, 0),
+    "scan-4": (RETAIN_ALL, 8, 4, SELECT_SERIAL, 0, 0, 0),
+    "cache-2+scan-4": (RETAIN_CACHE, 2, 4, SELECT_SERIAL, 0, 0, 0),
+    "random-schedule": (RETAIN_ALL, 8, UNLIMITED, SELECT_SERIAL, 0, 1, 0),
+    "uniform-candidate": (RETAIN_NONE, 0, UNLIMITED, SELECT_GUESS, 0, 0, 0),
+    "next-use-2": (RETAIN_NEXT_USE, 2, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
+    "residue-8": (RETAIN_RESIDUE, 8, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
+    "precomputed-plan": (RETAIN_PLAN, 0, UNLIMITED, SELECT_PLAN, 0, 0, 0),
+    "stale-8": (RETAIN_STALE, 8, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
+    "indexed": (RETAIN_ALL, 8, UNLIMITED, SELECT_INDEXED, 0, 0, 0),
+    "sham-check-4": (RETAIN_ALL, 8, 4, SELECT_SHAM, 0, 0, 0),
+    "fixed-check-4": (RETAIN_ALL, 8, 4, SELECT_FIXED, 0, 0, 0),
+    "eliminate": (RETAIN_NONE, 0, UNLIMITED, SELECT_GUESS, 1, 0, 0),
+    "cache-2+eliminate": (RETAIN_CACHE, 2, UNLIMITED, SELECT_SERIAL, 1, 0, 0),
+    "scan-1+eliminate": (RETAIN_ALL, 8, 1, SELECT_SERIAL, 1, 0, 0),
 }
 CONTROLLER_NAMES = tuple(CONTROLLERS)
 
@@ -331,7 +334,19 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
     # Selection.
     guess = 0
     slot = -1
-    if select == SELECT_PLAN:
+    # A lapse replaces the mechanism's slot by one uniform over all b (eliminated slots
+    # included; the schedule is kept, no checks or lookups are spent). At epsilon 0 nothing is
+    # drawn, so every lapse-free row plays as it always has.
+    lapsed = False
+    if cparams[K_LAPSE] > 0:
+        draw, counter = rng.uniform_below(cstate[crow, C_KEY], cstate[crow, C_COUNTER],
+                                          LAPSE_SCALE)
+        cstate[crow, C_COUNTER] = counter
+        lapsed = draw < cparams[K_LAPSE]
+    if lapsed:
+        slot = _guess(cstate, crow, b, 0, np.int64(0))
+        guess = 1
+    elif select == SELECT_PLAN:
         slot = cstate[crow, C_TABLE + op]
         cstate[crow, C_LOOKUPS] += 1
     elif select == SELECT_GUESS or value < 0:

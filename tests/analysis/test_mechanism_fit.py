@@ -4,7 +4,7 @@ Each reference controller is played as an agent on the default battery, on seeds
 from the model's simulation seeds, at the default budget; the fit ranks it first (or first a
 hypothesis that plays identically, named in PLAYS_AS) in every run but the recorded MISSES,
 which are the weakest pairs of the design. Family members that are not among the 19 are
-recovered with their parameter inside the likelihood-ratio interval.
+recovered with their parameter inside the likelihood-ratio interval, and so are lapse rates.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from analysis.diagnose.battery import (
 from analysis.diagnose.hypotheses import REFERENCE, Mechanism, families, hypotheses
 from analysis.diagnose.likelihood import (
     INTERVAL_LOG_UNITS,
+    LAPSE_GRID,
     PSEUDO_COUNT,
     SIMULATION_SEED,
     SIMULATIONS,
@@ -35,15 +36,18 @@ from analysis.diagnose.likelihood import (
     count_outcomes,
     fit,
     fit_family,
+    fit_lapse,
+    lapse_units,
     log_likelihood,
     outcome_codes,
     outcome_count,
     simulate_codes,
+    with_lapse,
 )
 from controllers.rollout import rollout
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import episode_columns
-from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS
+from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS, K_LAPSE
 from envs.workflow.params import WorkflowSpec
 
 REPEATS = 8
@@ -223,3 +227,50 @@ def test_default_battery_is_what_choose_battery_picks() -> None:
     assert chosen.shares == pytest.approx(DEFAULT_SHARES, abs=1e-4)
     assert chosen.weakest == pytest.approx(0.02491, abs=1e-5)
     assert chosen.weakest_pair == ("scan-5", "scan-6")
+
+
+def test_lapse_is_the_rows_last_field_in_parts_of_ten_thousand() -> None:
+    assert with_lapse(CONTROLLERS["cache-2"], 0.1) == (*CONTROLLERS["cache-2"][:K_LAPSE], 1000)
+    assert all(row[K_LAPSE] == 0 for row in CONTROLLERS.values())
+    assert lapse_units(0.02) == 200
+    with pytest.raises(ValueError, match="probability"):
+        lapse_units(1.5)
+    # Epsilon 1: every slot is uniform, so exact never succeeds at N = 8, b = 4 but by luck.
+    spec = WorkflowSpec(snapshot_period=1)
+    codes = simulate_codes(spec, with_lapse(CONTROLLERS["exact"], 1.0),
+                           np.arange(2000, dtype=np.int64))
+    assert (codes == outcome_codes(spec, [0], [8], [0])[0]).sum() == 0
+
+
+def test_a_lapse_rate_is_recovered_at_the_default_budget(model: MechanismModel) -> None:
+    """cache-2 lapsing at 0.1, 512 episodes, 5 runs: cache-2 ranks first with 0.1 inside its
+    epsilon interval; exact without a lapse gets epsilon 0 inside its own."""
+    lapsing = Mechanism("cache-2 lapsing", "test", {}, with_lapse(CONTROLLERS["cache-2"], 0.1))
+    exact = Mechanism("exact", REFERENCE, {}, CONTROLLERS["exact"])
+    for repeat in range(5):
+        ranked = fit_lapse(model, member_counts(lapsing, repeat))
+        top = ranked[0]
+        assert top.mechanism.name == "cache-2", (repeat, top)
+        assert top.epsilon == 0.1
+        assert top.epsilon_interval is not None
+        assert top.epsilon_interval[0] <= 0.1 <= top.epsilon_interval[1]
+        assert top.epsilon_interval[0] in LAPSE_GRID and top.epsilon_interval[1] in LAPSE_GRID
+        assert [f.log_lr_to_best for f in ranked] == sorted(
+            (f.log_lr_to_best for f in ranked), reverse=True)
+        plain = fit_lapse(model, member_counts(exact, repeat))[0]
+        assert {"exact", "cache-8+eliminate"} & set(plain.names)
+        assert plain.epsilon == 0.0 and plain.epsilon_interval == (0.0, 0.0)
+
+
+def test_lapse_tables_are_simulated_once(model: MechanismModel) -> None:
+    counts = controller_counts("scan-2", 0)
+    first = fit_lapse(model, counts)
+    cached = len(model.lapse_cache)
+    assert cached > 0
+    assert fit_lapse(model, counts) == first
+    assert len(model.lapse_cache) == cached
+    # Unprofiled mechanisms keep epsilon 0 and their fit() log-likelihood.
+    plain = {f.mechanism.name: f.log_likelihood for f in fit(model, counts)}
+    for f in first:
+        if f.epsilon_interval is None:
+            assert f.epsilon == 0.0 and f.log_likelihood == plain[f.mechanism.name]

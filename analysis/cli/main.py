@@ -17,6 +17,7 @@ from typing import Any, NoReturn
 from analysis.cli import (
     audit,
     dacs_study,
+    diagnose,
     llm_study,
     rcwt,
     reproduce,
@@ -28,7 +29,7 @@ from analysis.cli import (
 from analysis.interrupts import exit_status, interruptible
 
 COMMANDS: tuple[ModuleType, ...] = (
-    audit, run, reproduce, llm_study, dacs_study, train, rl_study, serve_local, rcwt,
+    audit, run, reproduce, llm_study, dacs_study, train, rl_study, serve_local, rcwt, diagnose,
 )
 
 

@@ -140,7 +140,7 @@ def test_run_refuses_an_existing_log_in_one_line(tmp_path: Path,
 
 @pytest.mark.parametrize("command", [
     "audit", "run", "reproduce", "llm-study", "dacs-study", "train", "rl-study", "serve-local",
-    "rcwt"])
+    "rcwt", "diagnose"])
 def test_every_command_has_help(command: str, capsys: pytest.CaptureFixture[str]) -> None:
     with pytest.raises(SystemExit) as exit_info:
         main([command, "--help"])

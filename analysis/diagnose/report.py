@@ -1,0 +1,151 @@
+"""A diagnosis as the issue's output contract (JSON), a Markdown report and a PNG, so scripts
+read the same facts a person reads.
+
+The JSON keys are the contract's and no more: env, policy, episodes, configurations (per
+battery configuration: kwargs, episodes, successes, the episodes without an env outcome, and
+the outcome counts as rows), attribution (counts), mechanisms (the TOP best first), verdicts,
+and provenance. The PNG draws the agent's success per configuration over the predicted success
+of the TOP_DRAWN best mechanisms, each with its 95% binomial band for that configuration's
+episode count: where the agent falls outside a mechanism's band, the mechanism does not
+explain it.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from scipy.stats import binom
+
+from analysis.diagnose.attribution import COUNT_KEYS
+from analysis.diagnose.likelihood import Fit, outcome_count
+from analysis.diagnose.run import Configuration, Diagnosis, label
+from controllers.provenance import provenance
+from envs.workflow.layout import FAILURE_NAMES
+
+TOP = 10
+TOP_DRAWN = 3
+FILES = ("diagnosis.json", "diagnosis.md", "diagnosis.png")
+
+
+def _outcome_rows(configuration: Configuration) -> list[dict[str, Any]]:
+    """The non-zero outcome counts as (first_failure, completed, errors, episodes) rows."""
+    spec = configuration.spec
+    counts = configuration.counts
+    errors_levels, completed_levels = spec.error_allowance + 2, spec.n_ops + 1
+    rows = []
+    for code in np.flatnonzero(counts).tolist():
+        errors = code % errors_levels
+        completed = (code // errors_levels) % completed_levels
+        failure = code // (errors_levels * completed_levels)
+        rows.append({"first_failure": FAILURE_NAMES[failure], "completed": completed,
+                     "errors": errors, "episodes": int(counts[code])})
+    return rows
+
+
+def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The output contract (module docstring)."""
+    configurations = [{
+        "kwargs": c.spec.as_dict(),
+        "episodes": len(c.episodes),
+        "successes": int(c.episodes.columns["success"].sum()),
+        "without_outcome": int((~c.ended_by_env).sum()),
+        "outcomes": _outcome_rows(c),
+    } for c in diagnosis.configurations]
+    mechanisms = [{
+        "name": f.mechanism.name, "family": f.mechanism.family,
+        "params": dict(f.mechanism.params), "epsilon": f.epsilon,
+        "log_likelihood": f.log_likelihood, "log_lr_to_best": f.log_lr_to_best,
+    } for f in diagnosis.ranked[:TOP]]
+    return {
+        "env": diagnosis.env,
+        "policy": diagnosis.policy,
+        "episodes": diagnosis.episodes,
+        "configurations": configurations,
+        "attribution": {key: int(diagnosis.tally.counts[key]) for key in COUNT_KEYS},
+        "mechanisms": mechanisms,
+        "verdicts": dict(diagnosis.verdicts),
+        "provenance": provenance(),
+    }
+
+
+def predicted_success(diagnosis: Diagnosis, fitted: Fit) -> list[float]:
+    """The mechanism's simulated success probability on each played configuration."""
+    model = diagnosis.model
+    row = model.index[fitted.mechanism.name]
+    out = []
+    for c in diagnosis.configurations:
+        spec = c.spec
+        codes = np.arange(outcome_count(spec))
+        completed = (codes // (spec.error_allowance + 2)) % (spec.n_ops + 1)
+        log_p = model.log_p[model.battery.index(spec)][row]
+        out.append(float(np.exp(log_p[completed == spec.n_ops]).sum()))
+    return out
+
+
+def to_markdown(diagnosis: Diagnosis) -> str:
+    """The ranked mechanisms, the attribution counts and the verdicts."""
+    lines = [f"# Diagnosis of {json.dumps(diagnosis.policy, sort_keys=True)} on {diagnosis.env}",
+             "", f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} battery "
+             "configurations.", "", "## Verdicts", ""]
+    lines += [f"- {text}" for text in diagnosis.verdicts.values()]
+    lines += ["", "## Mechanisms, best first", "",
+              "| rank | mechanism | plays as | epsilon | log-likelihood | log-LR to best |",
+              "|---:|---|---|---:|---:|---:|"]
+    for rank, f in enumerate(diagnosis.ranked[:TOP], start=1):
+        lines.append(f"| {rank} | {f.mechanism.name} | {', '.join(f.aliases) or '-'} | "
+                     f"{f.epsilon:.3f} | {f.log_likelihood:.1f} | {f.log_lr_to_best:.1f} |")
+    lines += ["", "## Attribution of the failed calls", "", "| category | calls |", "|---|---:|"]
+    lines += [f"| {key} | {diagnosis.tally.counts[key]} |" for key in COUNT_KEYS]
+    lines += ["", f"{diagnosis.tally.successes} of {diagnosis.tally.decisions} calls succeeded "
+              "(not evidence).", "", "## Success per configuration", "",
+              "| configuration | episodes | successes |", "|---|---:|---:|"]
+    for c in diagnosis.configurations:
+        successes = int(c.episodes.columns["success"].sum())
+        lines.append(f"| {label(c.spec)} | {len(c.episodes)} | {successes} |")
+    return "\n".join(lines) + "\n"
+
+
+def plot(diagnosis: Diagnosis, path: Path) -> None:
+    """The agent's success per configuration over the TOP_DRAWN mechanisms' 95% bands."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    configurations = diagnosis.configurations
+    x = np.arange(len(configurations))
+    n = np.array([len(c.episodes) for c in configurations])
+    agent = np.array([c.episodes.columns["success"].mean() if len(c.episodes) else np.nan
+                      for c in configurations])
+    figure, axes = plt.subplots(figsize=(10, 5))
+    for offset, fitted in zip((-0.2, 0.0, 0.2), diagnosis.ranked[:TOP_DRAWN], strict=False):
+        p = np.array(predicted_success(diagnosis, fitted))
+        low, high = binom.interval(0.95, n, p)
+        # the band's quantiles are whole episodes: p may sit a rounding outside them
+        yerr = np.clip([p - low / n, high / n - p], 0.0, None)
+        axes.errorbar(x + offset, p, yerr=yerr, fmt="s", capsize=3,
+                      alpha=0.7, label=f"{fitted.mechanism.name} (log-LR "
+                                       f"{fitted.log_lr_to_best:.1f}), 95% band")
+    axes.plot(x, agent, "ko", markersize=8, label="agent")
+    axes.set_xticks(x, [f"{label(c.spec)}\n({len(c.episodes)} ep.)" for c in configurations],
+                    rotation=45, ha="right", fontsize=8)
+    axes.set_ylabel("success rate")
+    axes.set_ylim(-0.05, 1.05)
+    axes.set_title("Success per battery configuration: the agent against the best mechanisms")
+    axes.legend(loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize=8)
+    figure.savefig(path, dpi=120, bbox_inches="tight")
+    plt.close(figure)
+
+
+def write(diagnosis: Diagnosis, directory: Path) -> Sequence[Path]:
+    """diagnosis.json, diagnosis.md and diagnosis.png in `directory`."""
+    json_path, md_path, png_path = (Path(directory) / name for name in FILES)
+    json_path.write_text(json.dumps(to_json(diagnosis), indent=2, sort_keys=True) + "\n",
+                         encoding="utf-8")
+    md_path.write_text(to_markdown(diagnosis), encoding="utf-8")
+    plot(diagnosis, png_path)
+    return json_path, md_path, png_path

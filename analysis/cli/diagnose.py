@@ -1,12 +1,11 @@
 """`diagym diagnose`: which calibrated mechanism an agent's StatefulWorkflow failures fit,
-played live on the battery (--policy) or read from a run log (--log without --policy)."""
+played live on the battery (--policy) or read from a run log (--log without --policy), or which
+DACS window reader its DACSSteering answers fit (--env DACSSteering-v0, played live)."""
 
 from __future__ import annotations
 
 import argparse
-import contextlib
 import json
-from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,20 +15,20 @@ from analysis.cli.common import (
     add_log_flags,
     bounded_int,
     fail,
-    llm_endpoint,
     refuse_chat_flags,
-    refuse_served_flags,
     stopped_at_cost_limit,
     writable_dir,
     writable_file,
 )
-from analysis.cli.run import TEXT_ORACLE, _policy_name
+from analysis.cli.policies import policy_maker, policy_name
 
 ENV = "StatefulWorkflow-v0"
+DACS_ENV = "DACSSteering-v0"  # analysis.diagnose.dacs.ENV_ID
 
 
 def add_parser(subparsers: Any) -> None:
     from analysis.diagnose.battery import DEFAULT_BUDGET
+    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
 
     parser = subparsers.add_parser(
         "diagnose",
@@ -39,12 +38,15 @@ def add_parser(subparsers: Any) -> None:
             "chosen to separate the reference mechanisms; analysis/diagnose/battery.py) and "
             "rank the mechanisms by the likelihood of its episodes' outcomes, attribute each "
             "failed call, and give a verdict per component. With --log and no --policy, "
-            "diagnose the episodes and traces a run log already holds, playing nothing."),
+            "diagnose the episodes and traces a run log already holds, playing nothing. With "
+            f"--env {DACS_ENV}, play its battery (analysis/diagnose/dacs.py), attribute each "
+            "wrong answer (contamination, truncation, distractor) and rank the DACS window "
+            "readers, each with its fitted lapse."),
     )
     parser.add_argument("--env", default=ENV, metavar="ID",
-                        help="the env to diagnose on (default: %(default)s, the only one "
-                             "for now)")
-    parser.add_argument("--policy", type=_policy_name, metavar="NAME",
+                        help=f"the env to diagnose on: %(default)s or {DACS_ENV} "
+                             "(default: %(default)s)")
+    parser.add_argument("--policy", type=policy_name, metavar="NAME",
                         help="any policy `diagym run` takes (a reference name, llm, "
                              "text-oracle, sb3:DIR/model.zip, package.module:Name or "
                              "path/to/file.py:Name) (default: none: --log is diagnosed)")
@@ -53,9 +55,11 @@ def add_parser(subparsers: Any) -> None:
                              "(model.zip is a pickle: loading runs any code it holds; default: "
                              "refuse it)")
     parser.add_argument("--budget", dest="episode_budget", type=bounded_int(1),
-                        default=DEFAULT_BUDGET, metavar="EPISODES",
-                        help="episodes over the battery, split by its shares (default: "
-                             "%(default)s)")
+                        metavar="EPISODES",
+                        help="episodes over the battery, split by its shares (a DACS budget "
+                             "evenly over its configurations) (default: "
+                             f"{DEFAULT_BUDGET} on {ENV}, "
+                             f"{DEFAULT_EPISODES * len(DEFAULT_BATTERY)} on {DACS_ENV})")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="task seed of every configuration's first episode; episode i "
                              "plays seed S + i (default: %(default)s)")
@@ -70,54 +74,19 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(func=diagnose)
 
 
-@contextlib.contextmanager
-def policy_factory(args: argparse.Namespace) -> Iterator[tuple[Callable[[Any], Any], bool]]:
-    """(make_policy(env), whether it plays text) for --policy, in every form `run` takes."""
-    if args.trust_model and not args.policy.startswith("sb3:"):
-        raise ValueError(f"--trust-model loads sb3:PATH models; --policy {args.policy} has none")
-    if args.policy == TEXT_ORACLE:
-        from analysis.llm_runs import oracle_policy_factory
-
-        refuse_served_flags(args, TEXT_ORACLE)
-        yield oracle_policy_factory(system_role=not args.no_system_role, harness=args.harness,
-                                    invalid_retries=args.invalid_retries), True
-        return
-    if args.policy == "llm":
-        from analysis.llm_runs import llm_policy_factory, spent_in_log
-
-        with llm_endpoint(args) as settings:
-            yield llm_policy_factory(settings, spent_usd=spent_in_log(args.log)), True
-        return
-    refuse_chat_flags(args, args.policy)
-    from controllers.loading import is_import_path, load_policy_factory
-
-    if is_import_path(args.policy):
-        factory = load_policy_factory(args.policy)
-        yield factory, factory.text_actions
-    elif args.policy.startswith("sb3:"):
-        from analysis.cli.run import check_model_env
-        from controllers.sb3.policy import SB3Policy
-
-        path = args.policy[len("sb3:"):]
-
-        def make_sb3(env: Any) -> Any:
-            check_model_env(path, ENV, dict(env.spec.kwargs), env)
-            return SB3Policy.load(path, trust=args.trust_model)
-
-        yield make_sb3, False
-    else:
-        from controllers.registry import make_reference_policy
-
-        yield (lambda env: make_reference_policy(args.policy, env)), False
-
-
 def _diagnosis(args: argparse.Namespace) -> Any:
     from analysis.diagnose.battery import DEFAULT_SHARES, allocate
     from analysis.diagnose.run import check_seed, diagnose_log, diagnose_policy
     from analysis.progress import progress
 
+    if args.env == DACS_ENV:
+        return _dacs_diagnosis(args)
     if args.env != ENV:
-        raise ValueError(f"--env {args.env}: diagnose plays {ENV} for now")
+        raise ValueError(f"--env {args.env}: diagnose plays {ENV} or {DACS_ENV}")
+    if args.episode_budget is None:
+        from analysis.diagnose.battery import DEFAULT_BUDGET
+
+        args.episode_budget = DEFAULT_BUDGET
     if args.policy is None:
         if args.log is None:
             raise ValueError("give --policy NAME (play the battery) or --log RUN.jsonl "
@@ -137,19 +106,56 @@ def _diagnosis(args: argparse.Namespace) -> Any:
 
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
-    with policy_factory(args) as (make_policy, text_actions), \
+    with policy_maker(args, ENV) as maker, \
             progress(total=sum(allocation), desc="diagym diagnose", unit="episode") as bar:
-        return diagnose_policy(make_policy, allocation=allocation, seed=args.seed,
+        return diagnose_policy(maker.make_policy, allocation=allocation, seed=args.seed,
                                log=args.log, resume=args.resume,
                                workers=getattr(args, "concurrency", 1),
-                               text_actions=text_actions,
+                               text_actions=maker.text_actions,
                                on_record=lambda _record: bar.update(1))
+
+
+def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
+    """The DACS contract of --policy played on the DACS battery."""
+    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
+    from analysis.diagnose.run import diagnose_dacs
+
+    if args.policy is None:
+        raise ValueError(f"--env {DACS_ENV} plays the DACS battery; give --policy NAME")
+    if args.log is not None or args.resume:
+        raise ValueError(f"--log and --resume are for {ENV}; --env {DACS_ENV} is diagnosed "
+                         "live only")
+    configurations = len(DEFAULT_BATTERY)
+    budget = (DEFAULT_EPISODES * configurations if args.episode_budget is None
+              else args.episode_budget)
+    if budget % configurations:
+        raise ValueError(f"--budget {budget}: the {DACS_ENV} battery has {configurations} "
+                         f"configurations; give a multiple of {configurations}")
+    with policy_maker(args, DACS_ENV) as maker:
+        return diagnose_dacs(maker.make_policy, episodes=budget // configurations,
+                             seed=args.seed, text_actions=maker.text_actions)
+
+
+def _print_dacs(result: dict[str, Any]) -> None:
+    """The DACS summary: the run, the best reader fit and the runner-up, the attribution."""
+    print(f"{json.dumps(result['policy'], sort_keys=True)} on {result['env']}: "
+          f"{result['episodes']} episodes, {result['decisions']} answers over "
+          f"{len(result['configurations'])} configurations")
+    best, *rest = result["mechanisms"]
+    low, high = best["params"]["epsilon_interval"]
+    runner_up = (f"; next {rest[0]['name']} at log-LR {rest[0]['log_lr_to_best']:.1f}"
+                 if rest else "")
+    print(f"best reader: {best['name']}"
+          + (f" (plays as {', '.join(best['aliases'])})" if best["aliases"] else "")
+          + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]" + runner_up)
+    print("answers: " + ", ".join(f"{key} {count}"
+                                  for key, count in result["attribution"].items()))
 
 
 def diagnose(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
-    from analysis.diagnose.report import to_json, write
+    from analysis.diagnose.report import dacs_to_json, to_json, write, write_dacs
     from llm_policies.client.prices import CostLimitReached
 
     try:
@@ -161,6 +167,14 @@ def diagnose(args: argparse.Namespace) -> int:
     except (gym.error.Error, OutputError, ValueError, TypeError, RuntimeError,
             OSError) as error:
         return fail("diagnose", error)
+    if isinstance(diagnosis, dict):
+        if args.out is not None:
+            write_dacs(diagnosis, args.out)
+        if args.json:
+            print(json.dumps(dacs_to_json(diagnosis), indent=2, sort_keys=True))
+        else:
+            _print_dacs(diagnosis)
+        return 0
     if args.out is not None:
         write(diagnosis, args.out)
     if args.json:

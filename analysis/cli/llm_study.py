@@ -22,6 +22,7 @@ from analysis.cli.common import (
     writable_dir,
     writable_file,
 )
+from analysis.cli.policies import TEXT_ORACLE
 from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
 
 
@@ -59,7 +60,6 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-TEXT_ORACLE = "text-oracle"
 
 
 def _policy(text: str) -> str:

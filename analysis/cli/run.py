@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
@@ -13,28 +12,10 @@ from analysis.cli.common import (
     add_log_flags,
     bounded_int,
     fail,
-    llm_endpoint,
-    refuse_chat_flags,
-    refuse_served_flags,
     stopped_at_cost_limit,
     writable_file,
 )
-
-TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
-
-
-def _policy_name(text: str) -> str:
-    """argparse type for --policy: a programmed policy, llm, text-oracle, sb3:PATH or an
-    import spec (loaded later, so an import error is one line from `run`)."""
-    from controllers.loading import FORMS, is_import_path
-    from controllers.registry import POLICY_NAMES
-
-    if (text in POLICY_NAMES or text in ("llm", TEXT_ORACLE) or text.startswith("sb3:")
-            or is_import_path(text)):
-        return text
-    raise argparse.ArgumentTypeError(
-        f"must be one of {', '.join(POLICY_NAMES)}, llm, {TEXT_ORACLE}, sb3:DIR/model.zip or "
-        f"your own policy as {FORMS}; got {text!r}")
+from analysis.cli.policies import policy_maker, policy_name
 
 
 def add_parser(subparsers: Any) -> None:
@@ -52,7 +33,7 @@ def add_parser(subparsers: Any) -> None:
     )
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     add_env_kwargs(parser)
-    parser.add_argument("--policy", required=True, type=_policy_name, metavar="NAME",
+    parser.add_argument("--policy", required=True, type=policy_name, metavar="NAME",
                         help="a programmed policy (" + ", ".join(POLICY_NAMES)
                         + "), llm (a chat model behind --base-url), text-oracle (the "
                         "harness's self-check: a programmed reader of the prompts behind the "
@@ -79,106 +60,38 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _play(args: argparse.Namespace) -> Any:
-    """The run's episodes, through the one runner."""
+    """The run's episodes, through the one runner: a chat model's or the text oracle's on
+    parallel workers, every other policy's on one env."""
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
-    from controllers.loading import is_import_path, load_policy_factory
     from controllers.rollout import rollout, rollout_parallel
 
-    if args.trust_model and not args.policy.startswith("sb3:"):
-        raise ValueError(f"--trust-model loads sb3:PATH models; --policy {args.policy} has none")
-    if args.policy in ("llm", TEXT_ORACLE):
-        from analysis.llm_runs import llm_policy_factory, make_text_env, oracle_policy_factory
-        from analysis.progress import progress
+    with policy_maker(args, args.env, args.env_kwargs) as maker:
+        args.described = maker.described
+        if maker.text_actions:
+            from analysis.llm_runs import make_text_env
 
-        def make_env() -> Any:
-            return make_text_env(args.env, **args.env_kwargs)
+            def make_env() -> Any:
+                return make_text_env(args.env, **args.env_kwargs)
+        else:
+            def make_env() -> Any:
+                return gym.make(args.env, **args.env_kwargs)
+        if maker.chat:
+            from analysis.progress import progress
 
-        def play(make_policy: Any) -> Any:
-            make_policy(make_env())  # fail early on a bad env or spec
+            maker.make_policy(make_env())  # fail early on a bad env or spec
             with progress(total=args.episodes, desc="diagym run", unit="episode") as bar:
                 return rollout_parallel(
-                    make_env, make_policy, args.episodes, seed=args.seed,
+                    make_env, maker.make_policy, args.episodes, seed=args.seed,
                     workers=args.concurrency, log=args.log, resume=args.resume,
                     on_record=lambda _record: bar.update(1), run_name=args.run_name,
                     retry_failed=args.retry_failed)
-
-        if args.policy == TEXT_ORACLE:
-            refuse_served_flags(args, TEXT_ORACLE)
-            return play(oracle_policy_factory(budget=args.budget,
-                                              system_role=not args.no_system_role,
-                                              harness=args.harness,
-                                              invalid_retries=args.invalid_retries))
-        from analysis.llm_runs import spent_in_log
-
-        with llm_endpoint(args) as settings:
-            capabilities = settings.capabilities or {}
-            args.described = {
-                "model": settings.model, "probed_model": capabilities.get("served_model"),
-                "harness": settings.harness, "response_format": settings.response_format,
-                "temperature": settings.temperature, "llm_seed": settings.seed,
-                "invalid_retries": settings.invalid_retries, "capabilities": capabilities}
-            return play(llm_policy_factory(settings, spent_usd=spent_in_log(args.log)))
-    refuse_chat_flags(args, args.policy)
-    if is_import_path(args.policy):
-        make_policy = load_policy_factory(args.policy)
-        if make_policy.text_actions:
-            from analysis.llm_runs import make_text_env
-
-            env = make_text_env(args.env, **args.env_kwargs)
-        else:
-            env = gym.make(args.env, **args.env_kwargs)
-        policy = make_policy(env)
-    elif args.policy.startswith("sb3:"):
-        from controllers.sb3.policy import SB3Policy
-
-        env = gym.make(args.env, **args.env_kwargs)
-        path = args.policy[len("sb3:"):]
-        check_model_env(path, args.env, args.env_kwargs, env)
-        policy = SB3Policy.load(path, trust=args.trust_model)
-    else:
-        from controllers.registry import make_reference_policy
-
-        env = gym.make(args.env, **args.env_kwargs)
-        policy = make_reference_policy(args.policy, env)
-    return rollout(env, policy, args.episodes, seed=args.seed, log=args.log, resume=args.resume,
-                   run_name=args.run_name, retry_failed=args.retry_failed)
-
-
-def check_model_env(path: str, env_id: str, env_kwargs: dict[str, Any], env: Any) -> None:
-    """ValueError unless the model at `path` was trained (config.json beside it) on an env with
-    the observation and action spaces of `env`: SB3 would otherwise fail with a reshape or
-    attribute error at the first step. Equal spaces, not equal kwargs, decide, so a model can
-    be evaluated under another feedback mode of the same size."""
-    import gymnasium as gym
-
-    from controllers.sb3.policy import CONFIG_NAME
-
-    where = Path(path)
-    directory = where.parent if where.suffix == ".zip" else where
-    config_path = directory / CONFIG_NAME
-    try:
-        config = json.loads(config_path.read_text(encoding="utf-8"))
-        trained_id, trained_kwargs = str(config["env"]), dict(config["env_kwargs"])
-    except FileNotFoundError:
-        raise ValueError(f"--policy sb3:{path}: no {config_path} beside the model; pass a "
-                         "DIR/model.zip written by diagym train") from None
-    except (OSError, ValueError, KeyError, TypeError) as error:
-        raise ValueError(f"--policy sb3:{path}: {config_path} is not a diagym train config "
-                         f"({type(error).__name__}: {error})") from None
-    if ":" in trained_id or trained_id not in gym.registry:  # "module:Env" would import
-        raise ValueError(f"--policy sb3:{path}: {config_path} names {trained_id!r}, not a "
-                         "registered env id")
-    trained_env = gym.make(trained_id, **trained_kwargs)
-    same = (trained_env.observation_space == env.observation_space
-            and trained_env.action_space == env.action_space)
-    trained_env.close()
-    if not same:
-        raise ValueError(
-            f"--policy sb3:{path} was trained on {trained_id} {json.dumps(trained_kwargs)}, "
-            f"whose observations and actions differ in size from --env {env_id} "
-            f"--env-kwargs {json.dumps(env_kwargs)}; evaluate it on an env of its size")
+        env = make_env()
+        policy = maker.make_policy(env)
+        return rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
+                       resume=args.resume, run_name=args.run_name,
+                       retry_failed=args.retry_failed)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -45,9 +45,12 @@ own windows are the ones each reader is run on. Epsilon is fitted on EPSILON_GRI
 likelihood-ratio interval of analysis/diagnose/likelihood.py (INTERVAL_LOG_UNITS).
 `dacs-reader` and `flat-reader` are one reader, and any readers whose choice distributions
 agree on every decision of the traces tie exactly at every epsilon: they are reported as one
-fit with aliases. Uniform is every reader's lapse-1 member: when no fit beats it by more than
-INTERVAL_LOG_UNITS, the data do not reject pure guessing and uniform is ranked first (a lapse
-fitted near 1 would otherwise win on sampling noise: 6 of 10 battery seeds).
+fit with aliases, named by the first in READERS order, or "uniform" when uniform is among them
+(registry-only guesses wherever no cascade request binds its rule, so on such traces it is
+uniform, and the name should say so). Uniform is every reader's lapse-1 member: when no fit
+beats it by more than INTERVAL_LOG_UNITS, the data do not reject pure guessing and uniform is
+ranked first (a lapse fitted near 1 would otherwise win on sampling noise: 6 of 10 battery
+seeds).
 
 ## Battery
 DEFAULT_BATTERY holds the windows where each reader's rule binds (N = 5, D = 3, 15 decisions
@@ -76,7 +79,7 @@ registry-only, whose rule picks an option only on cascade requests.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -112,6 +115,7 @@ DEFAULT_BATTERY: tuple[dict[str, Any], ...] = (
 )
 DEFAULT_EPISODES = 8
 _KEY_ID = {name: i for i, name in enumerate(KEYS)}
+PolicyMaker = Callable[[gym.Env], Policy]
 
 
 @dataclass(frozen=True)
@@ -185,32 +189,64 @@ class DacsTally:
     sources: dict[str, int]
 
 
-def play(policy: Policy, env_kwargs: Mapping[str, Any], seeds: Iterable[int]
+class _Recorded(gym.Wrapper):
+    """The env under the text-action wrapper, keeping the option index of each executed
+    answer: a reply the wrapper refused never reaches it, so is no answer of the trace."""
+
+    def __init__(self, env: gym.Env) -> None:
+        super().__init__(env)
+        self.actions: list[int] = []
+
+    def reset(self, **kwargs: Any) -> Any:
+        self.actions = []
+        return self.env.reset(**kwargs)
+
+    def step(self, action: Any) -> Any:
+        self.actions.append(int(action))
+        return self.env.step(action)
+
+
+def play(policy: Policy | None, env_kwargs: Mapping[str, Any], seeds: Iterable[int], *,
+         make_policy: PolicyMaker | None = None, text_actions: bool = False
          ) -> list[DacsTrace]:
-    """One episode of `policy` per scenario seed, recorded as traces."""
-    env = gym.make(ENV_ID, **dict(env_kwargs))
+    """One episode per scenario seed, recorded as traces, by `policy` or by the policy
+    `make_policy(env)` builds for the configuration's env; with `text_actions` the policy
+    answers in text behind the text-action wrapper and the trace holds the executed answers."""
+    recorded = _Recorded(gym.make(ENV_ID, **dict(env_kwargs)))
+    env: gym.Env = recorded
+    if text_actions:
+        from llm_policies.text_actions import TextActionWrapper
+
+        env = TextActionWrapper(recorded)
+    if make_policy is not None:
+        policy = make_policy(env)
+    if policy is None:
+        raise ValueError("play needs a policy or make_policy")
     traces = []
     try:
         for seed in seeds:
             observation, info = env.reset(seed=seed)
             policy.reset(seed=seed)
-            actions: list[int] = []
             ended = False
             while not ended:
-                action = int(policy.act(observation, info))
-                actions.append(action)
-                observation, _, ended, _, info = env.step(action)
-            traces.append(DacsTrace(dict(env_kwargs), int(seed), tuple(actions)))
+                observation, _, terminated, truncated, info = env.step(
+                    policy.act(observation, info))
+                ended = terminated or truncated
+            traces.append(DacsTrace(dict(env_kwargs), int(seed), tuple(recorded.actions)))
     finally:
         env.close()
     return traces
 
 
-def play_battery(policy: Policy, battery: Sequence[Mapping[str, Any]] = DEFAULT_BATTERY,
-                 episodes: int = DEFAULT_EPISODES, seed: int = 0) -> list[DacsTrace]:
-    """`episodes` episodes of `policy` on each configuration, scenario seeds seed, seed+1, ..."""
+def play_battery(policy: Policy | None = None,
+                 battery: Sequence[Mapping[str, Any]] = DEFAULT_BATTERY,
+                 episodes: int = DEFAULT_EPISODES, seed: int = 0, *,
+                 make_policy: PolicyMaker | None = None, text_actions: bool = False
+                 ) -> list[DacsTrace]:
+    """`episodes` episodes on each configuration, scenario seeds seed, seed+1, ... (play)."""
     return [trace for kwargs in battery
-            for trace in play(policy, kwargs, range(seed, seed + episodes))]
+            for trace in play(policy, kwargs, range(seed, seed + episodes),
+                              make_policy=make_policy, text_actions=text_actions)]
 
 
 def replay(trace: DacsTrace) -> list[DacsDecision]:
@@ -374,6 +410,9 @@ def fit_readers(decisions: Sequence[DacsDecision], readers: Sequence[str] = READ
         same = next((g for g in groups if np.array_equal(g[2], p)), None)
         if same is None:
             groups.append((name, [], p))
+        elif name == UNIFORM:  # a reader that only guesses here is named for guessing
+            same[1].insert(0, same[0])
+            groups[groups.index(same)] = (UNIFORM, same[1], p)
         else:
             same[1].append(name)
     rows = []

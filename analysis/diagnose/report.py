@@ -8,6 +8,10 @@ and provenance. The PNG draws the agent's success per configuration over the pre
 of the TOP_DRAWN best mechanisms, each with its 95% binomial band for that configuration's
 episode count: where the agent falls outside a mechanism's band, the mechanism does not
 explain it.
+
+A DACS diagnosis (analysis/diagnose/dacs.py `diagnosis`, a dict already in the DACS contract)
+gains provenance only; its Markdown beside it holds the reader fits and the attribution, and
+there is no PNG (the reader fits are exact likelihoods, with no predicted bands to draw).
 """
 
 from __future__ import annotations
@@ -149,3 +153,41 @@ def write(diagnosis: Diagnosis, directory: Path) -> Sequence[Path]:
     md_path.write_text(to_markdown(diagnosis), encoding="utf-8")
     plot(diagnosis, png_path)
     return json_path, md_path, png_path
+
+
+def dacs_to_json(result: dict[str, Any]) -> dict[str, Any]:
+    """The DACS contract with provenance."""
+    return {**result, "provenance": provenance()}
+
+
+def dacs_markdown(result: dict[str, Any]) -> str:
+    """The ranked reader fits, the attribution of the answers and the configurations."""
+    lines = [f"# Diagnosis of {json.dumps(result['policy'], sort_keys=True)} on {result['env']}",
+             "", f"{result['episodes']} episodes, {result['decisions']} answers, over "
+             f"{len(result['configurations'])} battery configurations.", "",
+             "## Readers, best first", "",
+             "| rank | reader | plays as | epsilon | interval | log-likelihood | "
+             "log-LR to best |", "|---:|---|---|---:|---|---:|---:|"]
+    for rank, m in enumerate(result["mechanisms"], start=1):
+        low, high = m["params"]["epsilon_interval"]
+        lines.append(f"| {rank} | {m['name']} | {', '.join(m['aliases']) or '-'} | "
+                     f"{m['epsilon']:.2f} | [{low:.2f}, {high:.2f}] | "
+                     f"{m['log_likelihood']:.1f} | {m['log_lr_to_best']:.1f} |")
+    lines += ["", "## Attribution of the answers", "",
+              "| category | answers | likelihood share |", "|---|---:|---:|"]
+    for key, count in result["attribution"].items():
+        share = result["attribution_weights"].get(key)
+        lines.append(f"| {key} | {count} | {'-' if share is None else f'{share:.1f}'} |")
+    lines += ["", f"The env calls {result['env_contaminated']} answers contaminated (another "
+              "agent holds the value).", "", "## Configurations", ""]
+    lines += [f"- {json.dumps(kwargs, sort_keys=True)}" for kwargs in result["configurations"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_dacs(result: dict[str, Any], directory: Path) -> Sequence[Path]:
+    """diagnosis.json and diagnosis.md in `directory`."""
+    json_path, md_path = (Path(directory) / name for name in FILES[:2])
+    json_path.write_text(json.dumps(dacs_to_json(result), indent=2, sort_keys=True) + "\n",
+                         encoding="utf-8")
+    md_path.write_text(dacs_markdown(result), encoding="utf-8")
+    return json_path, md_path

@@ -8,6 +8,9 @@ is its own run in one shared log (the run is named by its env kwargs and the pol
 description), episode i of every configuration on task seed seed + i; the seeds must stay
 below likelihood.SIMULATION_SEED, where the hypotheses' reference distributions are drawn.
 
+DACSSteering is diagnosed by `diagnose_dacs`, over analysis/diagnose/dacs.py's battery and
+reader fits (its traces are the answers, which replay the windows exactly).
+
 A text policy (an LLM, the text oracle, a user policy with text_actions = True) plays the env
 behind the text-action wrapper; its replies are decoded into the executed (op, slot) by the
 wrapper's own rules (parse_json_action, judge_tool_call), and a reply the env never executed
@@ -335,3 +338,22 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] = DEFAULT_BATTERY) 
         configurations.append(_configuration(battery[index], Episodes.from_records(records),
                                              seeds))
     return _diagnose(found[min(found)].run.get("policy"), configurations, battery)
+
+
+def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,
+                  seed: int = 0, text_actions: bool = False) -> dict[str, Any]:
+    """dacs.diagnosis of `episodes` episodes per DACS battery configuration played by the
+    policies `make_policy(env)` builds, with the policy's own description under "policy"."""
+    from analysis.diagnose import dacs
+
+    described: list[Any] = []
+
+    def make(env: gym.Env) -> Policy:
+        policy = make_policy(env)
+        if not described:
+            described.append(identity(describe_run(env, policy)["policy"]))
+        return policy
+
+    traces = dacs.play_battery(episodes=episodes, seed=seed, make_policy=make,
+                               text_actions=text_actions)
+    return {**dacs.diagnosis(traces), "policy": described[0]}

@@ -211,9 +211,9 @@ def test_episodes_an_invalid_reply_ended_are_no_evidence_for_the_fit(
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["--env", "DACSSteering-v0", "--policy", "exact"],
-     "diagym diagnose: error: --env DACSSteering-v0: diagnose plays StatefulWorkflow-v0 for "
-     "now"),
+    (["--env", "CartPole-v1", "--policy", "exact"],
+     "diagym diagnose: error: --env CartPole-v1: diagnose plays StatefulWorkflow-v0 or "
+     "DACSSteering-v0"),
     ([], "diagym diagnose: error: give --policy NAME (play the battery) or --log RUN.jsonl "
          "(diagnose a log)"),
     (["--policy", "exact", "--resume"],

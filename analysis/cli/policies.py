@@ -1,0 +1,137 @@
+"""The --policy flag of `run` and `diagnose`: which forms it takes, and the one construction of
+make_policy(env) from each, so both commands play a given --policy the same way.
+
+The forms: a programmed policy by name (controllers/registry.py), llm (a chat model behind
+--base-url), text-oracle (the harness's self-check), sb3:DIR/model.zip (a model saved by
+diagym train) and a user's policy as package.module:Name or path/to/file.py:Name.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import json
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from analysis.cli.common import llm_endpoint, refuse_chat_flags, refuse_served_flags
+
+TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
+
+
+def policy_name(text: str) -> str:
+    """argparse type for --policy: a programmed policy, llm, text-oracle, sb3:PATH or an
+    import spec (loaded later, so an import error is one line from the command)."""
+    from controllers.loading import FORMS, is_import_path
+    from controllers.registry import POLICY_NAMES
+
+    if (text in POLICY_NAMES or text in ("llm", TEXT_ORACLE) or text.startswith("sb3:")
+            or is_import_path(text)):
+        return text
+    raise argparse.ArgumentTypeError(
+        f"must be one of {', '.join(POLICY_NAMES)}, llm, {TEXT_ORACLE}, sb3:DIR/model.zip or "
+        f"your own policy as {FORMS}; got {text!r}")
+
+
+@dataclass(frozen=True)
+class PolicyMaker:
+    """make_policy(env) for a --policy; whether it plays text (behind the text-action
+    wrapper), whether it is a chat model's or the text oracle's (each env a worker's), and,
+    for a chat model, the settings a run describes itself by."""
+
+    make_policy: Callable[[Any], Any]
+    text_actions: bool
+    chat: bool = False
+    described: dict[str, Any] = field(default_factory=dict)
+
+
+@contextlib.contextmanager
+def policy_maker(args: argparse.Namespace, env_id: str,
+                 env_kwargs: dict[str, Any] | None = None) -> Iterator[PolicyMaker]:
+    """The PolicyMaker of args.policy on `env_id` (a chat model's endpoint is open while the
+    context is); `env_kwargs` are the kwargs the user gave, named when an sb3 model does not
+    fit (default: the env's own). Refuses the flags the form does not use (ValueError)."""
+    if args.trust_model and not args.policy.startswith("sb3:"):
+        raise ValueError(f"--trust-model loads sb3:PATH models; --policy {args.policy} has none")
+    if args.policy == TEXT_ORACLE:
+        from analysis.llm_runs import oracle_policy_factory
+
+        refuse_served_flags(args, TEXT_ORACLE)
+        yield PolicyMaker(oracle_policy_factory(budget=getattr(args, "budget", None),
+                                                system_role=not args.no_system_role,
+                                                harness=args.harness,
+                                                invalid_retries=args.invalid_retries),
+                          text_actions=True, chat=True)
+        return
+    if args.policy == "llm":
+        from analysis.llm_runs import llm_policy_factory, spent_in_log
+
+        with llm_endpoint(args) as settings:
+            capabilities = settings.capabilities or {}
+            described = {
+                "model": settings.model, "probed_model": capabilities.get("served_model"),
+                "harness": settings.harness, "response_format": settings.response_format,
+                "temperature": settings.temperature, "llm_seed": settings.seed,
+                "invalid_retries": settings.invalid_retries, "capabilities": capabilities}
+            yield PolicyMaker(llm_policy_factory(settings, spent_usd=spent_in_log(args.log)),
+                              text_actions=True, chat=True, described=described)
+        return
+    refuse_chat_flags(args, args.policy)
+    from controllers.loading import is_import_path, load_policy_factory
+
+    if is_import_path(args.policy):
+        factory = load_policy_factory(args.policy)
+        yield PolicyMaker(factory, text_actions=factory.text_actions)
+    elif args.policy.startswith("sb3:"):
+        from controllers.sb3.policy import SB3Policy
+
+        path = args.policy[len("sb3:"):]
+
+        def make_sb3(env: Any) -> Any:
+            kwargs = dict(env.unwrapped.spec.kwargs) if env_kwargs is None else env_kwargs
+            check_model_env(path, env_id, kwargs, env)
+            return SB3Policy.load(path, trust=args.trust_model)
+
+        yield PolicyMaker(make_sb3, text_actions=False)
+    else:
+        from controllers.registry import make_reference_policy
+
+        yield PolicyMaker(lambda env: make_reference_policy(args.policy, env),
+                          text_actions=False)
+
+
+def check_model_env(path: str, env_id: str, env_kwargs: dict[str, Any], env: Any) -> None:
+    """ValueError unless the model at `path` was trained (config.json beside it) on an env with
+    the observation and action spaces of `env`: SB3 would otherwise fail with a reshape or
+    attribute error at the first step. Equal spaces, not equal kwargs, decide, so a model can
+    be evaluated under another feedback mode of the same size."""
+    import gymnasium as gym
+
+    from controllers.sb3.policy import CONFIG_NAME
+
+    where = Path(path)
+    directory = where.parent if where.suffix == ".zip" else where
+    config_path = directory / CONFIG_NAME
+    try:
+        config = json.loads(config_path.read_text(encoding="utf-8"))
+        trained_id, trained_kwargs = str(config["env"]), dict(config["env_kwargs"])
+    except FileNotFoundError:
+        raise ValueError(f"--policy sb3:{path}: no {config_path} beside the model; pass a "
+                         "DIR/model.zip written by diagym train") from None
+    except (OSError, ValueError, KeyError, TypeError) as error:
+        raise ValueError(f"--policy sb3:{path}: {config_path} is not a diagym train config "
+                         f"({type(error).__name__}: {error})") from None
+    if ":" in trained_id or trained_id not in gym.registry:  # "module:Env" would import
+        raise ValueError(f"--policy sb3:{path}: {config_path} names {trained_id!r}, not a "
+                         "registered env id")
+    trained_env = gym.make(trained_id, **trained_kwargs)
+    same = (trained_env.observation_space == env.observation_space
+            and trained_env.action_space == env.action_space)
+    trained_env.close()
+    if not same:
+        raise ValueError(
+            f"--policy sb3:{path} was trained on {trained_id} {json.dumps(trained_kwargs)}, "
+            f"whose observations and actions differ in size from --env {env_id} "
+            f"--env-kwargs {json.dumps(env_kwargs)}; evaluate it on an env of its size")

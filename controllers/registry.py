@@ -40,5 +40,5 @@ def make_reference_policy(name: str, env: Any) -> Policy:
     for other, names in FACTORIES.items():
         if name in names:
             title = envs.FAMILIES[other].title
-            raise ValueError(f"{name} plays {title} envs; got {env.unwrapped!r}")
+            raise ValueError(f"{name} plays {title} envs; got {envs.env_name(env)}")
     raise ValueError(f"policy must be one of {' | '.join(POLICY_NAMES)} | llm; got {name!r}")

@@ -101,7 +101,17 @@ def family_of(env: Any, strict: bool = True) -> str | None:
             return family.name
     if not strict:
         return None
-    raise ValueError(f"env must be a diagym env ({' | '.join(FAMILIES)}); got {core!r}")
+    raise ValueError(f"env must be a diagym env ({' | '.join(FAMILIES)}); got {env_name(env)}")
+
+
+def env_name(env: Any) -> str:
+    """How an error line names an env: its registered id, else its class (an object repr
+    with a memory address tells a user nothing)."""
+    spec = getattr(env, "spec", None)
+    if spec is not None and getattr(spec, "id", None):
+        return str(spec.id)
+    core = getattr(env, "unwrapped", env)
+    return type(core).__name__
 
 
 def _register_all() -> None:

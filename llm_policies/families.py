@@ -118,5 +118,5 @@ def text_family(env: Any) -> TextFamily:
     family = envs.family_of(env, strict=False)
     if family not in TEXT_FAMILIES:
         titles = " and ".join(envs.FAMILIES[f].title for f in TEXT_FAMILIES)
-        raise ValueError(f"text policies play {titles} envs; got {env.unwrapped!r}")
+        raise ValueError(f"text policies play {titles} envs; got {envs.env_name(env)}")
     return TEXT_FAMILIES[family]

@@ -171,23 +171,28 @@ class TextActionWrapper(gym.Wrapper):
         self._last = (observation, info)
         return observation, info
 
+    def env_action(self, action: Any) -> tuple[str, Any]:
+        """(status, the env action) for a reply, or (failure category, None): the one
+        judgement of a JSON text, a tool call or an InvalidReply, which `step` executes and a
+        reader of logged replies (analysis/diagnose) applies without stepping."""
+        if isinstance(action, InvalidReply):
+            return action.category, None
+        if isinstance(action, ToolCallAction):
+            status, tool, parsed = judge_tool_call(self.tools, action)
+            ok = tool is not None and parsed is not None
+            return status, tool.to_action(parsed) if ok else None
+        if self.fields is None:  # a free-text env: the reply itself is the action
+            if not isinstance(action, str):
+                return INVALID_ACTION, None
+            return "ok", action[:MAX_ANSWER_CHARS]
+        status, parsed = parse_json_action(action, self.fields)
+        return status, None if parsed is None else self._to_action(parsed)
+
     def step(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
         if self._last is None:
             raise RuntimeError("call reset() before step()")
         self._decisions += 1
-        env_action: Any = None
-        if isinstance(action, InvalidReply):
-            status = action.category
-        elif isinstance(action, ToolCallAction):
-            status, tool, parsed = judge_tool_call(self.tools, action)
-            if tool is not None and parsed is not None:
-                env_action = tool.to_action(parsed)
-        elif self.fields is None:  # a free-text env: the reply itself is the action
-            status = "ok" if isinstance(action, str) else INVALID_ACTION
-            env_action = action[:MAX_ANSWER_CHARS] if status == "ok" else None
-        else:
-            status, parsed = parse_json_action(action, self.fields)
-            env_action = None if parsed is None else self._to_action(parsed)
+        status, env_action = self.env_action(action)
         if env_action is None:
             observation, info = self._last
             info = {**info, **self._invalid_outcome(), "failure": status, "success": False,

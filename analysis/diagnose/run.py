@@ -132,27 +132,11 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
 
 def text_decoder(env: gym.Env) -> Callable[[Any], Action | None]:
     """The (op, slot) a TextActionWrapper `env` executes for a reply, None for one it refuses
-    (the wrapper's dispatch: InvalidReply, a tool call, a JSON answer)."""
-    from llm_policies.families import text_family
-    from llm_policies.text_actions import (
-        InvalidReply,
-        ToolCallAction,
-        judge_tool_call,
-        parse_json_action,
-    )
-
-    fields = env.fields
-    tools = env.tools
-    to_action = text_family(env).to_action
+    (its own judgement, `TextActionWrapper.env_action`)."""
 
     def decode(reply: Any) -> Action | None:
-        if isinstance(reply, InvalidReply):
-            return None
-        if isinstance(reply, ToolCallAction):
-            _, tool, parsed = judge_tool_call(tools, reply)
-            return None if tool is None or parsed is None else pair(tool.to_action(parsed))
-        _, parsed = parse_json_action(reply, fields)
-        return None if parsed is None else pair(to_action(parsed))
+        _, action = env.env_action(reply)
+        return None if action is None else pair(action)
 
     return decode
 

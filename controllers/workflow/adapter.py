@@ -56,7 +56,7 @@ class ReferencePolicy:
         """The controller for a StatefulWorkflow env (wrapped or not)."""
         if envs.family_of(env, strict=False) != envs.WORKFLOW:
             raise ValueError(
-                f"reference controllers play StatefulWorkflow envs; got {env.unwrapped!r}"
+                f"reference controllers play StatefulWorkflow envs; got {envs.env_name(env)}"
             )
         return cls(name, env.unwrapped.params)
 

@@ -174,9 +174,11 @@ def test_reference_policies_by_name() -> None:
     env = gym.make("DACSSteering-v0")
     for name in DACS_CONTROLLERS:
         assert make_reference_policy(name, env) is not None
-    with pytest.raises(ValueError, match="dacs-reader plays DACSSteering envs"):
+    with pytest.raises(ValueError, match="^dacs-reader plays DACSSteering envs; got "
+                                         "StatefulWorkflow-v0$"):
         make_reference_policy("dacs-reader", gym.make("StatefulWorkflow-v0"))
-    with pytest.raises(ValueError, match="^exact plays StatefulWorkflow envs; got "):
+    with pytest.raises(ValueError, match="^exact plays StatefulWorkflow envs; got "
+                                         "DACSSteering-v0$"):
         make_reference_policy("exact", env)
     with pytest.raises(ValueError, match=r"^policy must be one of .* \| llm; got 'nope'$"):
         make_reference_policy("nope", env)

@@ -1,6 +1,7 @@
-"""`diagym diagnose`: which calibrated mechanism an agent's StatefulWorkflow failures fit,
-played live on the battery (--policy) or read from a run log (--log without --policy), or which
-DACS window reader its DACSSteering answers fit (--env DACSSteering-v0, played live)."""
+"""`diagym diagnose`: which calibrated mechanism an agent's StatefulWorkflow failures fit, or
+which DACS window reader its DACSSteering answers fit (--env DACSSteering-v0): played live on
+the battery (--policy; --adaptive chooses each round; --executor ray plays it on Ray) or read
+from a run log (--log without --policy)."""
 
 from __future__ import annotations
 
@@ -11,10 +12,14 @@ from typing import Any
 
 from analysis.cli.common import (
     OutputError,
+    add_executor_flags,
     add_llm_flags,
     add_log_flags,
     bounded_int,
+    check_executor_flags,
+    executor_workers,
     fail,
+    open_executor,
     refuse_chat_flags,
     stopped_at_cost_limit,
     writable_dir,
@@ -60,6 +65,11 @@ def add_parser(subparsers: Any) -> None:
                              "evenly over its configurations) (default: "
                              f"{DEFAULT_BUDGET} on {ENV}, "
                              f"{DEFAULT_EPISODES * len(DEFAULT_BATTERY)} on {DACS_ENV})")
+    parser.add_argument("--adaptive", action="store_true",
+                        help="play rounds of 8 episodes, each on the configuration most "
+                             "informative between the leading hypotheses, and stop when one "
+                             "mechanism holds 0.99 of the posterior or --budget is spent "
+                             "(analysis/diagnose/adaptive.py) (default: the fixed battery)")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="task seed of every configuration's first episode; episode i "
                              "plays seed S + i (default: %(default)s)")
@@ -71,14 +81,17 @@ def add_parser(subparsers: Any) -> None:
     add_log_flags(parser, "with --policy: every episode, call and trace; without: the log "
                           "to diagnose")
     add_llm_flags(parser, budget=False)
+    add_executor_flags(parser)
     parser.set_defaults(func=diagnose)
 
 
 def _diagnosis(args: argparse.Namespace) -> Any:
-    from analysis.diagnose.battery import DEFAULT_SHARES, allocate
     from analysis.diagnose.run import check_seed, diagnose_log, diagnose_policy
     from analysis.progress import progress
 
+    if args.adaptive and args.env != ENV:
+        raise ValueError(f"--adaptive chooses among {ENV}'s battery configurations; "
+                         f"--env {args.env} plays its battery in full")
     if args.env == DACS_ENV:
         return _dacs_diagnosis(args)
     if args.env != ENV:
@@ -94,50 +107,115 @@ def _diagnosis(args: argparse.Namespace) -> Any:
         if args.resume:
             raise ValueError("--resume continues a diagnosis played with --policy; --log "
                              "without --policy only reads the log")
+        if args.adaptive:
+            raise ValueError("--adaptive chooses what to play next; --log without --policy "
+                             "only reads the log (an adaptive log is read as it stands)")
         refuse_chat_flags(args, "(none)")
         if not args.log.is_file():
             raise ValueError(f"--log {args.log}: no such file")
+        from analysis.diagnose.dacs import holds_dacs_runs
+
+        if holds_dacs_runs(args.log):
+            return _dacs_diagnosis(args)
         return diagnose_log(args.log)
     if args.resume and args.log is None:
         raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
-    allocation = allocate(DEFAULT_SHARES, args.episode_budget)
-    check_seed(args.seed, allocation)
+    battery, allocation = _battery(args)
+    check_seed(args.seed, [args.episode_budget] if args.adaptive else allocation)
     from controllers.runlog import RunLog
 
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
+    check_executor_flags(args)
     with policy_maker(args, ENV) as maker, \
+            open_executor(args, executor_workers(args, maker.chat)) as executor, \
             progress(total=sum(allocation), desc="diagym diagnose", unit="episode") as bar:
-        return diagnose_policy(maker.make_policy, allocation=allocation, seed=args.seed,
+        return diagnose_policy(_for_executor(maker.make_policy, executor), battery=battery,
+                               allocation=allocation, executor=executor,
+                               seed=args.seed,
                                log=args.log, resume=args.resume,
                                workers=getattr(args, "concurrency", 1),
                                text_actions=maker.text_actions,
-                               on_record=lambda _record: bar.update(1))
+                               on_record=lambda _record: bar.update(1),
+                               adaptive_budget=args.episode_budget if args.adaptive else None)
+
+
+def _battery(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[int, ...]]:
+    """(battery, episodes per configuration) for args.policy: the default battery, or for an
+    sb3 model, whose network has one input and output size, the battery of the shape it was
+    trained on (analysis/diagnose/battery.py `battery_for`), every configuration played."""
+    from analysis.diagnose.battery import DEFAULT_BATTERY, DEFAULT_SHARES, allocate, battery_for
+
+    if not args.policy.startswith("sb3:"):
+        return DEFAULT_BATTERY, allocate(DEFAULT_SHARES, args.episode_budget)
+    import gymnasium as gym
+
+    from analysis.cli.policies import trained_env_of
+    from envs.workflow.params import WorkflowSpec
+
+    trained_id, kwargs = trained_env_of(args.policy[len("sb3:"):])
+    if trained_id != ENV and not trained_id.startswith("StatefulWorkflow"):
+        raise ValueError(f"--policy {args.policy} was trained on {trained_id}; --env {ENV} "
+                         "diagnoses StatefulWorkflow agents")
+    spec = WorkflowSpec.from_kwargs(**{**gym.spec(trained_id).kwargs, **kwargs})
+    design = battery_for(spec.n_ops, spec.candidates, spec.error_allowance)
+    if args.episode_budget < len(design.battery):
+        raise ValueError(f"--budget {args.episode_budget}: the battery of {args.policy}'s shape "
+                         f"has {len(design.battery)} configurations; give at least "
+                         f"{len(design.battery)}")
+    return design.battery, allocate(design.shares, args.episode_budget, minimum=1)
 
 
 def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
-    """The DACS contract of --policy played on the DACS battery."""
+    """The DACS contract of --policy played on the DACS battery (logged with --log), or of the
+    DACS log given by --log without --policy."""
     from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
-    from analysis.diagnose.run import diagnose_dacs
+    from analysis.diagnose.run import diagnose_dacs, diagnose_dacs_log
+    from analysis.progress import progress
+    from controllers.runlog import RunLog
 
     if args.policy is None:
-        raise ValueError(f"--env {DACS_ENV} plays the DACS battery; give --policy NAME")
-    if args.log is not None or args.resume:
-        raise ValueError(f"--log and --resume are for {ENV}; --env {DACS_ENV} is diagnosed "
-                         "live only")
+        if args.log is None:
+            raise ValueError(f"--env {DACS_ENV} plays the DACS battery; give --policy NAME "
+                             "(play it) or --log RUN.jsonl (diagnose a log)")
+        if args.resume:
+            raise ValueError("--resume continues a diagnosis played with --policy; --log "
+                             "without --policy only reads the log")
+        refuse_chat_flags(args, "(none)")
+        if not args.log.is_file():
+            raise ValueError(f"--log {args.log}: no such file")
+        return diagnose_dacs_log(args.log)
+    if args.resume and args.log is None:
+        raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
     configurations = len(DEFAULT_BATTERY)
     budget = (DEFAULT_EPISODES * configurations if args.episode_budget is None
               else args.episode_budget)
     if budget % configurations:
         raise ValueError(f"--budget {budget}: the {DACS_ENV} battery has {configurations} "
                          f"configurations; give a multiple of {configurations}")
-    with policy_maker(args, DACS_ENV) as maker:
-        return diagnose_dacs(maker.make_policy, episodes=budget // configurations,
-                             seed=args.seed, text_actions=maker.text_actions)
+    writable_file("--log", args.log)
+    RunLog.check_target(args.log, args.resume)
+    check_executor_flags(args)
+    with policy_maker(args, DACS_ENV) as maker, \
+            open_executor(args, executor_workers(args, maker.chat)) as executor, \
+            progress(total=budget, desc="diagym diagnose", unit="episode") as bar:
+        return diagnose_dacs(_for_executor(maker.make_policy, executor),
+                             episodes=budget // configurations,
+                             seed=args.seed, text_actions=maker.text_actions, log=args.log,
+                             resume=args.resume, workers=getattr(args, "concurrency", 1),
+                             on_record=lambda _record: bar.update(1), executor=executor)
+
+
+def _for_executor(make_policy: Any, executor: Any) -> Any:
+    """The policy factory with its shared limits held by `executor` (a chat model's one
+    rate limit and cost meter for every worker), where the factory has any."""
+    for_executor = getattr(make_policy, "for_executor", None)
+    return for_executor(executor) if callable(for_executor) else make_policy
 
 
 def _print_dacs(result: dict[str, Any]) -> None:
-    """The DACS summary: the run, the best reader fit and the runner-up, the attribution."""
+    """The DACS summary: the run, the best reader fit and the runner-up, the attribution, the
+    verdicts."""
     print(f"{json.dumps(result['policy'], sort_keys=True)} on {result['env']}: "
           f"{result['episodes']} episodes, {result['decisions']} answers over "
           f"{len(result['configurations'])} configurations")
@@ -150,12 +228,15 @@ def _print_dacs(result: dict[str, Any]) -> None:
           + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]" + runner_up)
     print("answers: " + ", ".join(f"{key} {count}"
                                   for key, count in result["attribution"].items()))
+    for text in result["verdicts"].values():
+        print(text)
 
 
 def diagnose(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
     from analysis.diagnose.report import dacs_to_json, to_json, write, write_dacs
+    from analysis.report import write_beside
     from llm_policies.client.prices import CostLimitReached
 
     try:
@@ -170,6 +251,7 @@ def diagnose(args: argparse.Namespace) -> int:
     if isinstance(diagnosis, dict):
         if args.out is not None:
             write_dacs(diagnosis, args.out)
+            write_beside(args.out, command="diagnose", quiet=args.json)
         if args.json:
             print(json.dumps(dacs_to_json(diagnosis), indent=2, sort_keys=True))
         else:
@@ -177,6 +259,7 @@ def diagnose(args: argparse.Namespace) -> int:
         return 0
     if args.out is not None:
         write(diagnosis, args.out)
+        write_beside(args.out, args.log, command="diagnose", quiet=args.json)
     if args.json:
         print(json.dumps(to_json(diagnosis), indent=2, sort_keys=True))
         return 0

@@ -102,11 +102,9 @@ def policy_maker(args: argparse.Namespace, env_id: str,
                           text_actions=False)
 
 
-def check_model_env(path: str, env_id: str, env_kwargs: dict[str, Any], env: Any) -> None:
-    """ValueError unless the model at `path` was trained (config.json beside it) on an env with
-    the observation and action spaces of `env`: SB3 would otherwise fail with a reshape or
-    attribute error at the first step. Equal spaces, not equal kwargs, decide, so a model can
-    be evaluated under another feedback mode of the same size."""
+def trained_env_of(path: str) -> tuple[str, dict[str, Any]]:
+    """(env id, env kwargs) the sb3 model at `path` was trained on, from the config.json
+    diagym train writes beside it; ValueError, one line, when it is missing or not one."""
     import gymnasium as gym
 
     from controllers.sb3.policy import CONFIG_NAME
@@ -126,6 +124,17 @@ def check_model_env(path: str, env_id: str, env_kwargs: dict[str, Any], env: Any
     if ":" in trained_id or trained_id not in gym.registry:  # "module:Env" would import
         raise ValueError(f"--policy sb3:{path}: {config_path} names {trained_id!r}, not a "
                          "registered env id")
+    return trained_id, trained_kwargs
+
+
+def check_model_env(path: str, env_id: str, env_kwargs: dict[str, Any], env: Any) -> None:
+    """ValueError unless the model at `path` was trained (config.json beside it) on an env with
+    the observation and action spaces of `env`: SB3 would otherwise fail with a reshape or
+    attribute error at the first step. Equal spaces, not equal kwargs, decide, so a model can
+    be evaluated under another feedback mode of the same size."""
+    import gymnasium as gym
+
+    trained_id, trained_kwargs = trained_env_of(path)
     trained_env = gym.make(trained_id, **trained_kwargs)
     same = (trained_env.observation_space == env.observation_space
             and trained_env.action_space == env.action_space)

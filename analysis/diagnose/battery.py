@@ -46,6 +46,7 @@ in at least 95% for every controller (worst: scan-2, against scan-2 with elimina
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -93,16 +94,51 @@ def candidate_pool() -> list[WorkflowSpec]:
         (2, 8), (4, 8), (3, 4, 6, 8), (0, 1, 2), (False, True), (0, 2))]
 
 
-def allocate(shares: Sequence[float], budget: int = DEFAULT_BUDGET) -> tuple[int, ...]:
-    """Episodes per configuration: budget x shares, rounded by largest remainder (sum: budget)."""
+def allocate(shares: Sequence[float], budget: int = DEFAULT_BUDGET,
+             minimum: int = 0) -> tuple[int, ...]:
+    """Episodes per configuration: budget x shares, rounded by largest remainder (sum: budget),
+    with at least `minimum` each where the budget allows (taken from the largest shares)."""
     exact = np.asarray(shares, dtype=np.float64) * budget / float(np.sum(shares))
     episodes = np.floor(exact).astype(np.int64)
     for c in np.argsort(-(exact - episodes), kind="stable")[:budget - int(episodes.sum())]:
         episodes[c] += 1
+    if minimum and budget >= minimum * len(episodes):
+        for c in np.flatnonzero(episodes < minimum):
+            while episodes[c] < minimum:
+                episodes[int(np.argmax(episodes))] -= 1
+                episodes[c] += 1
     return tuple(int(e) for e in episodes)
 
 
 DEFAULT_ALLOCATION = allocate(DEFAULT_SHARES)
+
+
+def shape_pool(n_ops: int, candidates: int, error_allowance: int) -> list[WorkflowSpec]:
+    """candidate_pool for an agent of one shape: every configuration whose observation and
+    action spaces are those of (n_ops, candidates, error_allowance), which is what a trained
+    network can be played on (its input and output sizes are fixed; the errors field's bound
+    is R + 1). Depth (2 and N, the divisors the default pool uses), width (4 and 8), snapshot
+    period and hidden resampling still vary, so scheduling, retention and selection are told
+    apart; recovery only where the agent was trained with retries."""
+    depths = sorted({d for d in (2, n_ops) if n_ops % d == 0})
+    return [WorkflowSpec(n_ops=n_ops, depth=depth, width=width, candidates=candidates,
+                         snapshot_period=period, hidden_resampling=hidden,
+                         error_allowance=error_allowance)
+            for depth, width, period, hidden in itertools.product(
+                depths, (4, 8), (0, 1, 2), (False, True))]
+
+
+@functools.cache
+def battery_for(n_ops: int, candidates: int, error_allowance: int) -> Design:
+    """The battery of an agent of one shape (`shape_pool`), chosen by `choose_battery` at
+    first use (a few seconds; deterministic: the simulations are seeded). Its allocation is
+    `allocate(shares, budget, minimum=1)`: every configuration kept is played."""
+    return choose_battery(shape_pool(n_ops, candidates, error_allowance))
+
+
+def default_shape(spec: WorkflowSpec) -> bool:
+    """Whether `spec` is a configuration of the default battery."""
+    return spec in DEFAULT_BATTERY
 
 
 def target_names() -> list[str]:
@@ -157,6 +193,16 @@ def choose_battery(pool: Sequence[WorkflowSpec] | None = None,
     kept.sort(key=lambda c: -shares[c])
     weights = shares[kept] / shares[kept].sum()
     achieved = separation[:, kept] @ weights
+    # A share under one episode can be the only one that separates a pair (hidden resampling
+    # is the only configuration where the precomputed plan differs from exact): dropping it
+    # would leave that pair unseparated, so the largest such shares come back until every pair
+    # keeps half the optimum's separation (allocate(minimum=1) then plays each at least once).
+    dropped = sorted((c for c in range(configs) if c not in kept and shares[c] > 1e-9),
+                     key=lambda c: -shares[c])
+    while dropped and achieved.min() < 0.5 * solution.x[-1]:
+        kept.append(dropped.pop(0))
+        weights = shares[kept] / shares[kept].sum()
+        achieved = separation[:, kept] @ weights
     worst = int(np.argmin(achieved))
     pair = (model.mechanisms[pairs[worst][0]].name, model.mechanisms[pairs[worst][1]].name)
     return Design(tuple(pool[c] for c in kept), tuple(float(w) for w in weights),

@@ -75,19 +75,36 @@ reader's lapse fit beat it by more than the margin). A programmed lapse (20 seed
 epsilon 0.05 / 0.2 / 0.5) falls inside its interval in 173 of 180 fits; intervals are about
 0.04 / 0.08 / 0.11 wide for dacs-reader and flat-recency, 0.13 / 0.30 / 0.42 for
 registry-only, whose rule picks an option only on cascade requests.
+
+## Run logs
+The battery plays through the one runner (controllers/rollout.py) with each policy under
+controllers/tracing.py `Traced`, so `--log` gets every episode, call and trace line as it
+plays, one run per configuration (`run_name`), and a resume plays only what the log has not
+finished. An answer is traced as a one-element action ([index]). `traces_from_log` reads such
+a log back (or any DACSSteering run whose episodes carry trace lines, or a chat model's call
+lines, judged again by the text wrapper), matching each run's complete gym.make kwargs to a
+battery configuration, so the diagnosis of the log is the live one exactly.
+
+## Verdicts
+`diagnosis` ends in one sentence per component (analysis/diagnose/dacs_verdicts.py) from
+`evidence_for`: the reader fits, the attribution, the visibility of the evidence per
+configuration and `fit_copying`, a copy rate fitted over the best reader and its lapse.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401  (registers the ids)
+from analysis.diagnose.dacs_verdicts import Copying, Evidence, Position, Visibility, verdicts
 from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS
+from analysis.diagnose.logs import LoggedRun, read_log, replies_executed, runs_by_configuration
 from controllers.dacs.readers import (
     DACS_CONTROLLERS,
     ParsedWindow,
@@ -95,7 +112,11 @@ from controllers.dacs.readers import (
     evidence,
     parse_window,
 )
-from controllers.policy import Policy
+from controllers.executors import Executor
+from controllers.policy import EpisodeRecord, Policy
+from controllers.rollout import rollout_parallel
+from controllers.runlog import RunLog
+from controllers.tracing import Traced
 from envs.dacs.scenario import ATTRIBUTE_OF, KEYS
 
 ENV_ID = "DACSSteering-v0"
@@ -189,64 +210,152 @@ class DacsTally:
     sources: dict[str, int]
 
 
-class _Recorded(gym.Wrapper):
-    """The env under the text-action wrapper, keeping the option index of each executed
-    answer: a reply the wrapper refused never reaches it, so is no answer of the trace."""
-
-    def __init__(self, env: gym.Env) -> None:
-        super().__init__(env)
-        self.actions: list[int] = []
-
-    def reset(self, **kwargs: Any) -> Any:
-        self.actions = []
-        return self.env.reset(**kwargs)
-
-    def step(self, action: Any) -> Any:
-        self.actions.append(int(action))
-        return self.env.step(action)
+def option(action: Any) -> tuple[int]:
+    """A DACS answer (an option index) as a trace entry: a 1-tuple, so the run log's trace
+    line (controllers/tracing.py, a list per action) holds [index]."""
+    return (int(action),)
 
 
-def play(policy: Policy | None, env_kwargs: Mapping[str, Any], seeds: Iterable[int], *,
-         make_policy: PolicyMaker | None = None, text_actions: bool = False
-         ) -> list[DacsTrace]:
-    """One episode per scenario seed, recorded as traces, by `policy` or by the policy
-    `make_policy(env)` builds for the configuration's env; with `text_actions` the policy
-    answers in text behind the text-action wrapper and the trace holds the executed answers."""
-    recorded = _Recorded(gym.make(ENV_ID, **dict(env_kwargs)))
-    env: gym.Env = recorded
-    if text_actions:
-        from llm_policies.text_actions import TextActionWrapper
+def text_option_decoder(env: gym.Env) -> Callable[[Any], tuple[int] | None]:
+    """The option a TextActionWrapper `env` executes for a reply, as a trace entry, None for a
+    reply it refuses (its own judgement, `TextActionWrapper.env_action`)."""
 
-        env = TextActionWrapper(recorded)
-    if make_policy is not None:
-        policy = make_policy(env)
-    if policy is None:
-        raise ValueError("play needs a policy or make_policy")
-    traces = []
-    try:
-        for seed in seeds:
-            observation, info = env.reset(seed=seed)
-            policy.reset(seed=seed)
-            ended = False
-            while not ended:
-                observation, _, terminated, truncated, info = env.step(
-                    policy.act(observation, info))
-                ended = terminated or truncated
-            traces.append(DacsTrace(dict(env_kwargs), int(seed), tuple(recorded.actions)))
-    finally:
-        env.close()
-    return traces
+    def decode(reply: Any) -> tuple[int] | None:
+        _, action = env.env_action(reply)
+        return None if action is None else option(action)
+
+    return decode
+
+
+def run_name(env_kwargs: Mapping[str, Any]) -> str:
+    """The name of a configuration's run in a diagnosis log (one run per configuration)."""
+    return "diagnose " + " ".join(f"{k}={v}" for k, v in sorted(dict(env_kwargs).items()))
+
+
+def play(policy: Policy | None, env_kwargs: Mapping[str, Any], episodes: int, seed: int = 0,
+         *, make_policy: PolicyMaker | None = None, text_actions: bool = False,
+         log: RunLog | None = None, workers: int = 1, executor: Executor | None = None,
+         on_record: Callable[[EpisodeRecord], None] | None = None) -> list[DacsTrace]:
+    """Episodes on scenario seeds seed, seed+1, ... through the one runner
+    (controllers/rollout.py), recorded as traces, by `policy` or by the policies
+    `make_policy(env)` builds (one per worker); with `text_actions` the policy answers in text
+    behind the text-action wrapper and the trace holds the answers it executed. With `log`
+    (open, shared by the battery's configurations) every episode, call and trace is logged
+    under the configuration's run_name, and an episode the log already finished is not played
+    again: its trace is read back from the log."""
+    if (policy is None) == (make_policy is None):
+        raise ValueError("play needs a policy or make_policy, not both")
+    if policy is not None and workers != 1:
+        raise ValueError("one policy object plays one episode at a time: workers must be 1")
+    kwargs = dict(env_kwargs)
+    kept: dict[int, tuple[int, ...]] = {}
+
+    def make_env() -> gym.Env:
+        env = gym.make(ENV_ID, **kwargs)
+        if text_actions:
+            from llm_policies.text_actions import TextActionWrapper
+
+            env = TextActionWrapper(env)
+        return env
+
+    def traced(env: gym.Env) -> Traced:
+        def keep(task_seed: int | None, actions: tuple[Any, ...]) -> None:
+            if task_seed is not None:
+                kept[task_seed] = tuple(int(a[0]) for a in actions)
+
+        inner = policy if make_policy is None else make_policy(env)
+        return Traced(inner, text_option_decoder(env) if text_actions else option,
+                      on_trace=keep)
+
+    played = rollout_parallel(make_env, traced, episodes, seed=seed, workers=workers,
+                              executor=executor, log=log, on_record=on_record,
+                              run_name=run_name(kwargs))
+    seeds = [seed + int(i) for i in played.columns["episode"]]
+    if log is not None and any(s not in kept for s in seeds):
+        logged = read_log(log.path).get(log.run_id)
+        for s, actions in ({} if logged is None else logged_answers(logged)).items():
+            kept.setdefault(s, actions)
+    missing = [s for s in seeds if s not in kept]
+    if missing:
+        raise ValueError(f"{len(missing)} episodes of {ENV_ID} {kwargs} have no trace (first: "
+                         f"scenario seed {missing[0]}); diagnose needs each episode's answers")
+    return [DacsTrace(kwargs, s, kept[s]) for s in seeds]
 
 
 def play_battery(policy: Policy | None = None,
                  battery: Sequence[Mapping[str, Any]] = DEFAULT_BATTERY,
                  episodes: int = DEFAULT_EPISODES, seed: int = 0, *,
-                 make_policy: PolicyMaker | None = None, text_actions: bool = False
+                 make_policy: PolicyMaker | None = None, text_actions: bool = False,
+                 log: RunLog | None = None, workers: int = 1,
+                 executor: Executor | None = None,
+                 on_record: Callable[[EpisodeRecord], None] | None = None
                  ) -> list[DacsTrace]:
     """`episodes` episodes on each configuration, scenario seeds seed, seed+1, ... (play)."""
     return [trace for kwargs in battery
-            for trace in play(policy, kwargs, range(seed, seed + episodes),
-                              make_policy=make_policy, text_actions=text_actions)]
+            for trace in play(policy, kwargs, episodes, seed, make_policy=make_policy,
+                              text_actions=text_actions, log=log, workers=workers,
+                              executor=executor,
+                              on_record=on_record)]
+
+
+def logged_answers(logged: LoggedRun) -> dict[int, tuple[int, ...]]:
+    """Per scenario seed a run's answers: its trace line's, else recovered from its call
+    lines (`replies_executed`, decoded by the text wrapper's rules)."""
+    answers = {seed: tuple(int(a[0]) for a in actions)
+               for seed, actions in logged.actions.items()}
+    missing = [seed for seed in logged.calls if seed not in answers]
+    if missing:
+        from llm_policies.text_actions import TextActionWrapper
+
+        env = TextActionWrapper(gym.make(ENV_ID, **logged.run.get("env_kwargs", {})))
+        decode = text_option_decoder(env)
+        env.close()
+        for seed in missing:
+            answers[seed] = tuple(a[0] for a in replies_executed(logged.calls[seed], decode))
+    return answers
+
+
+def holds_dacs_runs(path: Path) -> bool:
+    """Whether any run of the log at `path` is a DACSSteering run (its run line's "env")."""
+    return any(logged.run.get("env") == ENV_ID for logged in read_log(path).values())
+
+
+def battery_configuration(env_kwargs: Mapping[str, Any],
+                          battery: Sequence[Mapping[str, Any]] = DEFAULT_BATTERY) -> int | None:
+    """The index of the battery configuration whose env has these (complete) gym.make kwargs,
+    as a run line records them, or None."""
+    for index, kwargs in enumerate(battery):
+        env = gym.make(ENV_ID, **dict(kwargs))
+        complete = dict(env.spec.kwargs) if env.spec is not None else dict(kwargs)
+        env.close()
+        if complete == dict(env_kwargs):
+            return index
+    return None
+
+
+def traces_from_log(path: Path, battery: Sequence[Mapping[str, Any]] = DEFAULT_BATTERY
+                    ) -> tuple[Any, list[DacsTrace]]:
+    """(the policy's description, the traces) of a log's DACSSteering runs on battery
+    configurations, in battery then seed order, as `play_battery` returns them; ValueError,
+    one line, for a log that holds none, other envs or configurations, several policies, or a
+    finished episode without its answers."""
+    policy, found = runs_by_configuration(
+        path, read_log(path), ENV_ID, lambda kwargs: battery_configuration(kwargs, battery),
+        f"{ENV_ID} battery")
+    traces = []
+    for index in sorted(found):
+        logged = found[index]
+        answers = logged_answers(logged)
+        missing = sorted(s for s in logged.episodes if s not in answers)
+        if missing:
+            raise ValueError(f"log {path}: {len(missing)} episodes of {ENV_ID} "
+                             f"{dict(battery[index])} have no trace (first: scenario seed "
+                             f"{missing[0]}); diagnose needs each episode's answers")
+        traces += [DacsTrace(dict(battery[index]), s, answers[s])
+                   for s in sorted(logged.episodes)]
+    if not traces:
+        raise ValueError(f"log {path} holds no finished {ENV_ID} episode")
+    return policy, traces
 
 
 def replay(trace: DacsTrace) -> list[DacsDecision]:
@@ -431,28 +540,103 @@ def fit_readers(decisions: Sequence[DacsDecision], readers: Sequence[str] = READ
     return [ReaderFit(*rows[i], log_lr_to_best=rows[i][4] - top) for i in order]
 
 
+def fit_copying(decisions: Sequence[DacsDecision], name: str) -> Copying:
+    """The copy rate over the reader `name` and its lapse, fitted jointly: at a decision whose
+    window shows lures, P = rate * [chosen is a lure] / lures + (1 - rate) * P_lapse, where
+    P_lapse = (1 - epsilon) P_reader + epsilon / n is the reader fit's probability (elsewhere
+    P = P_lapse). The rate's likelihood is profiled over epsilon (both on EPSILON_GRID), so a
+    lapse and copying are told apart by where the wrong answers land; its interval is the
+    likelihood-ratio interval, and its log-LR over none is the profile's maximum over its value
+    at rate 0, the reader fit itself (dacs_verdicts module docstring)."""
+    n_options = np.array([len(d.options) for d in decisions], dtype=np.float64)
+    lapse = (1.0 - EPSILON_GRID[:, None]) * choice_probabilities(decisions, name)[None, :] \
+        + EPSILON_GRID[:, None] / n_options[None, :]
+    members = [lures(d) for d in decisions]
+    shown = np.array([bool(m) for m in members])
+    if not shown.any():
+        return Copying(0.0, (0.0, 1.0), 0.0, 0)
+    share = np.array([(d.chosen in m) / len(m) if m else 0.0
+                      for d, m in zip(decisions, members, strict=True)])
+    with np.errstate(divide="ignore"):
+        fixed = np.log(lapse[:, ~shown]).sum(axis=1)
+        profile = np.array([
+            np.max(fixed + np.log(rate * share[shown] + (1.0 - rate) * lapse[:, shown])
+                   .sum(axis=1))
+            for rate in EPSILON_GRID])
+    best = int(np.argmax(profile))
+    inside = EPSILON_GRID[profile >= profile[best] - INTERVAL_LOG_UNITS]
+    log_lr = float(profile[best] - profile[0]) if np.isfinite(profile[0]) else float("inf")
+    return Copying(float(EPSILON_GRID[best]), (float(inside.min()), float(inside.max())),
+                   log_lr, int(shown.sum()))
+
+
+def configuration_label(env_kwargs: Mapping[str, Any]) -> str:
+    """A DACS configuration in a few words: family, context mode and window budget (and any
+    other kwargs as k=v)."""
+    kwargs = dict(env_kwargs)
+    family, mode = kwargs.pop("family", "homogeneous"), kwargs.pop("context_mode", "dacs")
+    window = kwargs.pop("window", None)
+    budget = "no budget" if window is None else f"W={window}"
+    return " ".join([str(family), str(mode), budget, *(f"{k}={v}" for k, v in kwargs.items())])
+
+
+def evidence_for(per_configuration: Sequence[tuple[Mapping[str, Any], list[DacsDecision]]],
+                 fits: Sequence[ReaderFit], result: DacsTally) -> Evidence:
+    """What the verdicts read (dacs_verdicts.Evidence), from the decisions per configuration,
+    the reader fits best first and their tally."""
+    decisions = [d for _, group in per_configuration for d in group]
+    positions = []
+    wrong_without = right_with = with_evidence = 0
+    for decision in decisions:
+        visible = bool(evidence(decision.parsed))
+        with_evidence += visible
+        right_with += visible and decision.correct
+        if decision.correct:
+            continue
+        wrong_without += not visible
+        found = attribute(decision).sources
+        if found:
+            nearest = found[-1]
+            positions.append(Position(nearest.rank, nearest.blocks, nearest.offset))
+    visibility = [Visibility(configuration_label(kwargs), len(group),
+                             sum(not evidence(d.parsed) for d in group))
+                  for kwargs, group in per_configuration]
+    options = int(np.median([len(d.options) for d in decisions]))
+    return Evidence([f.as_dict() for f in fits], result.counts, result.sources, positions,
+                    visibility, wrong_without, right_with, with_evidence, options,
+                    fit_copying(decisions, fits[0].name))
+
+
 def decisions_of(traces: Iterable[DacsTrace]) -> list[DacsDecision]:
     return [decision for trace in traces for decision in replay(trace)]
 
 
 def diagnosis(traces: Sequence[DacsTrace]) -> dict[str, Any]:
     """The issue's output contract for DACS: configurations, episodes, attribution counts
-    (COUNT_KEYS) with their likelihood shares and sources, and the reader fits best first."""
-    decisions = decisions_of(traces)
-    result = tally(decisions)
-    configurations: list[dict[str, Any]] = []
+    (COUNT_KEYS) with their likelihood shares and sources, the reader fits best first and a
+    verdict per component (dacs_verdicts)."""
+    per_configuration: list[tuple[dict[str, Any], list[DacsDecision]]] = []
+    decisions: list[DacsDecision] = []
     for trace in traces:
         kwargs = dict(trace.env_kwargs)
-        if kwargs not in configurations:
-            configurations.append(kwargs)
+        group = next((g for k, g in per_configuration if k == kwargs), None)
+        if group is None:
+            group = []
+            per_configuration.append((kwargs, group))
+        replayed = replay(trace)
+        group += replayed
+        decisions += replayed
+    result = tally(decisions)
+    fits = fit_readers(decisions)
     return {
         "env": ENV_ID,
         "episodes": len(traces),
         "decisions": result.decisions,
-        "configurations": configurations,
+        "configurations": [kwargs for kwargs, _ in per_configuration],
         "attribution": result.counts,
         "attribution_weights": result.weighted,
         "env_contaminated": result.env_contaminated,
         "contamination_sources": result.sources,
-        "mechanisms": [f.as_dict() for f in fit_readers(decisions)],
+        "mechanisms": [f.as_dict() for f in fits],
+        "verdicts": verdicts(evidence_for(per_configuration, fits, result)),
     }

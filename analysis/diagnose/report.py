@@ -10,8 +10,9 @@ episode count: where the agent falls outside a mechanism's band, the mechanism d
 explain it.
 
 A DACS diagnosis (analysis/diagnose/dacs.py `diagnosis`, a dict already in the DACS contract)
-gains provenance only; its Markdown beside it holds the reader fits and the attribution, and
-there is no PNG (the reader fits are exact likelihoods, with no predicted bands to draw).
+gains provenance only; its Markdown beside it holds the verdicts, the reader fits and the
+attribution, and there is no PNG (the reader fits are exact likelihoods, with no predicted
+bands to draw).
 """
 
 from __future__ import annotations
@@ -64,7 +65,10 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "params": dict(f.mechanism.params), "epsilon": f.epsilon,
         "log_likelihood": f.log_likelihood, "log_lr_to_best": f.log_lr_to_best,
     } for f in diagnosis.ranked[:TOP]]
+    design = ({} if diagnosis.design is None else
+              {"design": diagnosis.design.to_json([label(s) for s in diagnosis.model.battery])})
     return {
+        **design,
         "env": diagnosis.env,
         "policy": diagnosis.policy,
         "episodes": diagnosis.episodes,
@@ -161,11 +165,13 @@ def dacs_to_json(result: dict[str, Any]) -> dict[str, Any]:
 
 
 def dacs_markdown(result: dict[str, Any]) -> str:
-    """The ranked reader fits, the attribution of the answers and the configurations."""
+    """The verdicts, the ranked reader fits, the attribution of the answers and the
+    configurations."""
     lines = [f"# Diagnosis of {json.dumps(result['policy'], sort_keys=True)} on {result['env']}",
              "", f"{result['episodes']} episodes, {result['decisions']} answers, over "
-             f"{len(result['configurations'])} battery configurations.", "",
-             "## Readers, best first", "",
+             f"{len(result['configurations'])} battery configurations.", "", "## Verdicts", ""]
+    lines += [f"- {text}" for text in result["verdicts"].values()]
+    lines += ["", "## Readers, best first", "",
              "| rank | reader | plays as | epsilon | interval | log-likelihood | "
              "log-LR to best |", "|---:|---|---|---:|---|---:|---:|"]
     for rank, m in enumerate(result["mechanisms"], start=1):

@@ -8,8 +8,9 @@ is its own run in one shared log (the run is named by its env kwargs and the pol
 description), episode i of every configuration on task seed seed + i; the seeds must stay
 below likelihood.SIMULATION_SEED, where the hypotheses' reference distributions are drawn.
 
-DACSSteering is diagnosed by `diagnose_dacs`, over analysis/diagnose/dacs.py's battery and
-reader fits (its traces are the answers, which replay the windows exactly).
+DACSSteering is diagnosed by `diagnose_dacs` (live) and `diagnose_dacs_log`, over
+analysis/diagnose/dacs.py's battery and reader fits (its traces are the answers, which replay
+the windows exactly). Logs of either family are read by analysis/diagnose/logs.py.
 
 A text policy (an LLM, the text oracle, a user policy with text_actions = True) plays the env
 behind the text-action wrapper; its replies are decoded into the executed (op, slot) by the
@@ -19,7 +20,9 @@ is no call of the trace.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,7 +33,7 @@ import numpy as np
 
 import envs  # noqa: F401  (registers the ids)
 from analysis.diagnose.attribution import ENV_ID, Tally, Trace, attribution_counts
-from analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
+from analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY, battery_for
 from analysis.diagnose.likelihood import (
     SIMULATION_SEED,
     FamilyFit,
@@ -42,12 +45,14 @@ from analysis.diagnose.likelihood import (
     fit_lapse,
     outcome_count,
 )
+from analysis.diagnose.logs import LoggedRun, read_log, replies_executed, runs_by_configuration
 from analysis.diagnose.verdicts import verdicts
 from controllers.episodes import Episodes
+from controllers.executors import Executor
 from controllers.policy import EpisodeRecord, Policy
 from controllers.rollout import describe_run, rollout_parallel
-from controllers.runlog import RunLog, identity, read_entries
-from controllers.tracing import TRACE, Action, Traced, pair
+from controllers.runlog import RunLog, identity
+from controllers.tracing import Action, Traced, pair
 from envs.workflow.params import WorkflowSpec
 
 FAMILIES = ("cache-k", "scan-s")
@@ -90,6 +95,7 @@ class Diagnosis:
     family_fits: dict[str, FamilyFit]
     tally: Tally
     verdicts: dict[str, str]
+    design: Any = None  # adaptive.Design of an adaptive diagnosis; None: the fixed battery
 
     @property
     def episodes(self) -> int:
@@ -155,55 +161,99 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
                     allocation: Sequence[int] = DEFAULT_ALLOCATION, seed: int = 0,
                     log: Path | None = None, resume: bool = False, workers: int = 1,
                     text_actions: bool = False,
-                    on_record: Callable[[EpisodeRecord], None] | None = None) -> Diagnosis:
+                    on_record: Callable[[EpisodeRecord], None] | None = None,
+                    adaptive_budget: int | None = None,
+                    executor: Executor | None = None) -> Diagnosis:
     """Play allocation[c] episodes of battery[c] with policies from `make_policy(env)` and
-    diagnose them (module docstring). With `log`, every episode, call and trace is logged as
-    it happens and resume=True continues an interrupted diagnosis."""
+    diagnose them (module docstring); with `adaptive_budget`, play rounds chosen by
+    analysis/diagnose/adaptive.py instead, up to that many episodes (`allocation` unused).
+    With `log`, every episode, call and trace is logged as it happens and resume=True
+    continues an interrupted diagnosis (an adaptive one replays its rounds, whose episodes
+    the log already holds). `executor` says where episodes play (controllers.executors);
+    out of process the traces come back as the log's trace lines, so without `log` a
+    temporary one is kept."""
+    from analysis.diagnose import adaptive
+
     battery = tuple(battery)
-    if len(allocation) != len(battery):
+    if adaptive_budget is None and len(allocation) != len(battery):
         raise ValueError(f"allocation needs one episode count per battery configuration "
                          f"({len(battery)}); got {len(allocation)}")
-    check_seed(seed, allocation)
+    check_seed(seed, allocation if adaptive_budget is None else [adaptive_budget])
+    scratch = None
+    if log is None and executor is not None and not executor.in_process:
+        scratch = tempfile.TemporaryDirectory(prefix="diagym-diagnose-")
+        log = Path(scratch.name) / "diagnose.jsonl"
     run_log = None if log is None else RunLog(Path(log), resume=resume)
     described: list[Any] = []
-    configurations = []
+    played: dict[int, list[Episodes]] = {}
+    traces: dict[int, dict[int, tuple[Action, ...]]] = {}
+
+    def play(c: int, episodes: int) -> Configuration:
+        """`episodes` more episodes of battery[c], on the task seeds after its last ones."""
+        spec = battery[c]
+        kwargs = env_kwargs(spec)
+        kept = traces.setdefault(c, {})
+        first = seed + sum(len(part) for part in played.get(c, []))
+
+        def make_env() -> gym.Env:
+            if text_actions:
+                from analysis.llm_runs import make_text_env
+
+                return make_text_env(ENV_ID, **kwargs)
+            return gym.make(ENV_ID, **kwargs)
+
+        def traced(env: gym.Env) -> Traced:
+            def keep(task_seed: int | None, calls: tuple[Action, ...]) -> None:
+                if task_seed is not None:
+                    kept[task_seed] = calls
+
+            policy = Traced(make_policy(env), text_decoder(env) if text_actions else pair,
+                            on_trace=keep)
+            if not described:
+                described.append(identity(describe_run(env, policy)["policy"]))
+            return policy
+
+        part = rollout_parallel(make_env, traced, episodes, seed=first, workers=workers,
+                                executor=executor,
+                                log=run_log, on_record=on_record,
+                                run_name=f"diagnose {label(spec)}")
+        if run_log is not None and any(int(s) not in kept for s in part.columns["task_seed"]):
+            logged = read_log(run_log.path).get(run_log.run_id)
+            for task_seed, actions in (logged_traces(spec, logged) if logged else {}).items():
+                kept.setdefault(task_seed, actions)
+        played.setdefault(c, []).append(part)
+        return _configuration(spec, _renumbered(played[c]), kept)
+
+    configurations: dict[int, Configuration] = {}
+    design = None
+
+    def play_round(c: int, episodes: int) -> np.ndarray:
+        configurations[c] = play(c, episodes)
+        return configurations[c].counts
+
     try:
-        for spec, episodes in zip(battery, allocation, strict=True):
-            if not episodes:
-                continue
-            kwargs = env_kwargs(spec)
-            traces: dict[int, tuple[Action, ...]] = {}
-
-            def make_env(kwargs: dict[str, Any] = kwargs) -> gym.Env:
-                if text_actions:
-                    from analysis.llm_runs import make_text_env
-
-                    return make_text_env(ENV_ID, **kwargs)
-                return gym.make(ENV_ID, **kwargs)
-
-            def traced(env: gym.Env, traces: dict[int, tuple[Action, ...]] = traces) -> Traced:
-                def keep(task_seed: int | None, calls: tuple[Action, ...]) -> None:
-                    if task_seed is not None:
-                        traces[task_seed] = calls
-
-                policy = Traced(make_policy(env), text_decoder(env) if text_actions else pair,
-                                on_trace=keep)
-                if not described:
-                    described.append(identity(describe_run(env, policy)["policy"]))
-                return policy
-
-            played = rollout_parallel(make_env, traced, episodes, seed=seed, workers=workers,
-                                      log=run_log, on_record=on_record,
-                                      run_name=f"diagnose {label(spec)}")
-            if run_log is not None and len(traces) < len(played):
-                logged = read_log(run_log.path).get(run_log.run_id)
-                for key, actions in (logged.traces if logged else {}).items():
-                    traces.setdefault(int(key.rsplit(":", 1)[1]), actions)
-            configurations.append(_configuration(spec, played, traces))
+        if adaptive_budget is None:
+            for c, episodes in enumerate(allocation):
+                if episodes:
+                    configurations[c] = play(c, episodes)
+        else:
+            design = adaptive.run_design(mechanism_model(battery), adaptive_budget, play_round)
     finally:
         if run_log is not None:
             run_log.close()
-    return _diagnose(described[0] if described else None, configurations, battery)
+        if scratch is not None:
+            scratch.cleanup()
+    ordered = [configurations[c] for c in sorted(configurations)]
+    diagnosis = _diagnose(described[0] if described else None, ordered, battery)
+    return dataclasses.replace(diagnosis, design=design)
+
+
+def _renumbered(parts: Sequence[Episodes]) -> Episodes:
+    """A configuration's rounds as one Episodes in task-seed order, numbered 0.. in it."""
+    merged = Episodes.concatenate(list(parts))
+    merged = merged.take(np.argsort(merged.columns["task_seed"], kind="stable"))
+    merged.columns["episode"] = np.arange(len(merged), dtype=merged.columns["episode"].dtype)
+    return merged
 
 
 def _configuration(spec: WorkflowSpec, played: Episodes,
@@ -217,117 +267,81 @@ def _configuration(spec: WorkflowSpec, played: Episodes,
     return Configuration(spec, played, tuple(Trace(kwargs, s, traces[s]) for s in seeds))
 
 
-@dataclass
-class LoggedRun:
-    """One run of a log: its description, the episodes, traces and model calls that stand
-    (a "replay" line voids an episode's earlier lines)."""
+def logged_traces(spec: WorkflowSpec, logged: LoggedRun) -> dict[int, tuple[Action, ...]]:
+    """Per task seed the actions of a run's episode: its trace line's, else, for a chat
+    model's log without trace lines, its call lines' (`replies_executed`, decoded by the text
+    wrapper's rules)."""
+    traces = {seed: tuple(pair(a) for a in actions) for seed, actions in logged.actions.items()}
+    missing = [seed for seed in logged.calls if seed not in traces]
+    if missing:
+        from analysis.llm_runs import make_text_env
 
-    run: dict[str, Any]
-    episodes: dict[str, EpisodeRecord]
-    traces: dict[str, tuple[Action, ...]]
-    calls: dict[str, list[dict[str, Any]]]
-
-
-def read_log(path: Path) -> dict[str, LoggedRun]:
-    """Run id -> its LoggedRun, from the log's lines (read without the lock)."""
-    from collections import Counter
-
-    runs: dict[str, LoggedRun] = {}
-    skipped: Counter[str] = Counter()
-    for entry in read_entries(Path(path).read_bytes(), skipped):
-        run_id, run = entry.get("run_id"), entry.get("run")
-        if isinstance(run_id, str) and isinstance(run, dict) and run_id not in runs:
-            runs[run_id] = LoggedRun(run, {}, {}, {})
-        key = entry.get("episode_key")
-        if not isinstance(key, str) or key.split(":", 1)[0] not in runs:
-            continue
-        logged = runs[key.split(":", 1)[0]]
-        kind = entry["type"]
-        if kind == "replay":
-            logged.episodes.pop(key, None)
-            logged.traces.pop(key, None)
-            logged.calls.pop(key, None)
-        elif kind == "episode" and isinstance(entry.get("record"), dict):
-            logged.episodes[key] = EpisodeRecord(**entry["record"])
-        elif kind == TRACE and isinstance(entry.get("actions"), list):
-            logged.traces[key] = tuple(pair(a) for a in entry["actions"])
-        elif kind == "call":
-            logged.calls.setdefault(key, []).append(entry)
-    return runs
-
-
-def recovered_traces(spec: WorkflowSpec, logged: LoggedRun) -> dict[str, tuple[Action, ...]]:
-    """The traces of a chat model's episodes from their call lines, for a log without trace
-    lines: each call the harness judged "ok" was executed, in decision order; its action is
-    its reply (or its one tool call) decoded by the text wrapper's rules."""
-    from analysis.llm_runs import make_text_env
-    from llm_policies.text_actions import ToolCallAction
-
-    if not logged.calls:
-        return {}
-    env = make_text_env(ENV_ID, **env_kwargs(spec))
-    decode = text_decoder(env)
-    env.close()
-    traces = {}
-    for key, calls in logged.calls.items():
-        actions = []
-        for call in sorted(calls, key=lambda c: int(c.get("decision", 0))):
-            if call.get("action_status") != "ok":
-                continue
-            tool_calls = call.get("tool_calls") or []
-            reply = (ToolCallAction(tool_calls[0]["name"], tool_calls[0]["arguments"])
-                     if tool_calls else call.get("response"))
-            action = decode(reply)
-            if action is not None:
-                actions.append(action)
-        traces[key] = tuple(actions)
+        env = make_text_env(ENV_ID, **env_kwargs(spec))
+        decode = text_decoder(env)
+        env.close()
+        for seed in missing:
+            traces[seed] = tuple(replies_executed(logged.calls[seed], decode))
     return traces
 
 
-def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] = DEFAULT_BATTERY) -> Diagnosis:
+def battery_of(specs: Sequence[WorkflowSpec]) -> tuple[WorkflowSpec, ...] | None:
+    """The battery `specs` were played from: the default one, or the battery of their one
+    shape (battery.battery_for); None when neither holds them all."""
+    if all(spec in DEFAULT_BATTERY for spec in specs):
+        return DEFAULT_BATTERY
+    shapes = {(s.n_ops, s.candidates, s.error_allowance) for s in specs}
+    if len(shapes) == 1:
+        shaped = battery_for(*shapes.pop()).battery
+        if all(spec in shaped for spec in specs):
+            return shaped
+    return None
+
+
+def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None) -> Diagnosis:
     """The diagnosis of a log's StatefulWorkflow runs on battery configurations (written by
-    diagnose_policy, or any run whose episodes carry trace lines); ValueError, one line, for a
-    log that holds none, other envs or configurations, or several policies."""
-    battery = tuple(battery)
+    diagnose_policy, or any run whose episodes carry trace lines), on `battery` (default: the
+    one its runs were played from, `battery_of`); ValueError, one line, for a log that holds
+    none, other envs or configurations, or several policies."""
     runs = read_log(path)
-    found: dict[int, LoggedRun] = {}
-    policies = []
-    for logged in runs.values():
-        where = f"log {path}: run {logged.run.get('env')} {logged.run.get('env_kwargs')}"
-        if logged.run.get("env") != ENV_ID:
-            raise ValueError(f"{where} is not {ENV_ID}; diagnose reads {ENV_ID} runs")
-        try:
-            spec = WorkflowSpec.from_kwargs(**logged.run.get("env_kwargs", {}))
-        except (TypeError, ValueError) as error:
-            raise ValueError(f"{where}: {error}") from None
-        if spec not in battery:
-            raise ValueError(f"{where} is not a configuration of the battery")
-        index = battery.index(spec)
-        if index in found:
-            raise ValueError(f"{where}: the log holds several runs of this configuration")
-        found[index] = logged
-        if logged.run.get("policy") not in policies:
-            policies.append(logged.run.get("policy"))
-    if not found:
-        raise ValueError(f"log {path} holds no {ENV_ID} run")
-    if len(policies) > 1:
-        raise ValueError(f"log {path} holds runs of {len(policies)} policies; diagnose reads "
-                         "one policy's runs")
+    specs: dict[str, WorkflowSpec] = {}
+    for run_id, logged in runs.items():
+        if logged.run.get("env") == ENV_ID:
+            try:
+                specs[run_id] = WorkflowSpec.from_kwargs(**logged.run.get("env_kwargs", {}))
+            except (TypeError, ValueError):
+                continue  # refused below, with the run named
+    if battery is None:
+        battery = battery_of(list(specs.values())) or DEFAULT_BATTERY
+    battery = tuple(battery)
+
+    def configuration(kwargs: dict[str, Any]) -> int | None:
+        spec = WorkflowSpec.from_kwargs(**kwargs)
+        return battery.index(spec) if spec in battery else None
+
+    policy, found = runs_by_configuration(path, runs, ENV_ID, configuration,
+                                          f"{ENV_ID} battery")
     configurations = []
     for index in sorted(found):
         logged = found[index]
-        records = sorted(logged.episodes.values(), key=lambda r: r.episode)
-        traces = {**recovered_traces(battery[index], logged), **logged.traces}
-        seeds = {int(key.rsplit(":", 1)[1]): actions for key, actions in traces.items()}
-        configurations.append(_configuration(battery[index], Episodes.from_records(records),
-                                             seeds))
-    return _diagnose(found[min(found)].run.get("policy"), configurations, battery)
+        records = sorted(logged.episodes.values(), key=lambda r: r.task_seed)
+        configurations.append(_configuration(
+            battery[index], _renumbered([Episodes.from_records(records)]),
+            logged_traces(battery[index], logged)))
+    return _diagnose(policy, configurations, battery)
 
 
 def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,
-                  seed: int = 0, text_actions: bool = False) -> dict[str, Any]:
+                  seed: int = 0, text_actions: bool = False, log: Path | None = None,
+                  resume: bool = False, workers: int = 1,
+                  on_record: Callable[[EpisodeRecord], None] | None = None,
+                  executor: Executor | None = None) -> dict[str, Any]:
     """dacs.diagnosis of `episodes` episodes per DACS battery configuration played by the
-    policies `make_policy(env)` builds, with the policy's own description under "policy"."""
+    policies `make_policy(env)` builds, with the policy's own description under "policy".
+    With `log`, every episode, call and trace is logged as it happens (one run per
+    configuration, dacs.run_name) and resume=True continues an interrupted diagnosis;
+    diagnose_dacs_log of that log gives this diagnosis exactly. Out of process (`executor`)
+    the answers come back as the log's trace lines, so without `log` a temporary one is
+    kept."""
     from analysis.diagnose import dacs
 
     described: list[Any] = []
@@ -338,6 +352,28 @@ def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,
             described.append(identity(describe_run(env, policy)["policy"]))
         return policy
 
-    traces = dacs.play_battery(episodes=episodes, seed=seed, make_policy=make,
-                               text_actions=text_actions)
+    scratch = None
+    if log is None and executor is not None and not executor.in_process:
+        scratch = tempfile.TemporaryDirectory(prefix="diagym-diagnose-")
+        log = Path(scratch.name) / "diagnose.jsonl"
+    run_log = None if log is None else RunLog(Path(log), resume=resume)
+    try:
+        traces = dacs.play_battery(episodes=episodes, seed=seed, make_policy=make,
+                                   text_actions=text_actions, log=run_log, workers=workers,
+                                   on_record=on_record, executor=executor)
+    finally:
+        if run_log is not None:
+            run_log.close()
+        if scratch is not None:
+            scratch.cleanup()
     return {**dacs.diagnosis(traces), "policy": described[0]}
+
+
+def diagnose_dacs_log(path: Path) -> dict[str, Any]:
+    """The DACS diagnosis of a log's DACSSteering runs on DACS battery configurations (written
+    by diagnose_dacs, or any run whose episodes carry trace or call lines), playing nothing;
+    ValueError, one line, for a log diagnose cannot read (dacs.traces_from_log)."""
+    from analysis.diagnose import dacs
+
+    policy, traces = dacs.traces_from_log(Path(path))
+    return {**dacs.diagnosis(traces), "policy": policy}

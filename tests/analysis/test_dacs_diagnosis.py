@@ -140,13 +140,13 @@ def test_a_programmed_lapse_is_recovered_within_its_interval(name: str) -> None:
 def test_readers_err_only_where_their_evidence_is_missing() -> None:
     decisions = dacs.decisions_of(dacs.play(
         dacs_controller("flat-reader"),
-        {"family": "homogeneous", "context_mode": "flat", "window": 1024}, range(4)))
+        {"family": "homogeneous", "context_mode": "flat", "window": 1024}, 4))
     wrong = [dacs.attribute(d) for d in decisions if not d.correct]
     assert len(wrong) > 10
     assert all(dacs.TRUNCATION in a.explanations for a in wrong)
     crossfire = dacs.decisions_of(dacs.play(
         dacs_controller("flat-reader"),
-        {"family": "crossfire", "context_mode": "flat", "window": 1024}, range(4)))
+        {"family": "crossfire", "context_mode": "flat", "window": 1024}, 4))
     result = dacs.tally(crossfire)
     assert result.counts[dacs.TRUNCATION] > 10
     assert result.counts[dacs.TRUNCATION] == result.decisions - result.counts[dacs.CORRECT]
@@ -155,7 +155,7 @@ def test_readers_err_only_where_their_evidence_is_missing() -> None:
 
 def test_a_contaminating_agent_is_attributed_to_contamination_naming_the_agent() -> None:
     agent = Contaminating()
-    traces = dacs.play(agent, HOMOGENEOUS_FLAT, range(4))
+    traces = dacs.play(agent, HOMOGENEOUS_FLAT, 4)
     decisions = dacs.decisions_of(traces)
     assert len(agent.picked) == len(decisions)
     lured = 0
@@ -185,8 +185,7 @@ def test_a_contaminating_agent_is_attributed_to_contamination_naming_the_agent()
 
 
 def test_replay_refuses_an_answer_after_the_episode_ended() -> None:
-    (trace,) = dacs.play(dacs_controller("dacs-reader"), {"n_agents": 3, "decisions": 1},
-                         [0])
+    (trace,) = dacs.play(dacs_controller("dacs-reader"), {"n_agents": 3, "decisions": 1}, 1)
     longer = dacs.DacsTrace(trace.env_kwargs, trace.seed, (*trace.actions, 0))
     with pytest.raises(ValueError, match="after the episode ended"):
         dacs.replay(longer)

@@ -1,0 +1,115 @@
+"""A run log as a diagnosis reads it, for either env family: the runs, per task seed the
+episode that stands, its trace line's actions and the model's call lines, and the runs matched
+to battery configurations with the one-line refusals both families share.
+
+The reader keeps a trace line's actions as logged (lists of ints): StatefulWorkflow's are
+(op, slot) pairs, DACSSteering's one-element [option] lists, and each family turns them into
+its own actions.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from controllers.policy import EpisodeRecord
+from controllers.runlog import read_entries
+from controllers.tracing import TRACE
+
+
+@dataclass
+class LoggedRun:
+    """One run of a log: its description and, per task seed, the episode line that stands
+    (a "replay" line voids an episode's earlier lines), its trace line's actions and its
+    call lines."""
+
+    run_id: str
+    run: dict[str, Any]
+    episodes: dict[int, EpisodeRecord]
+    actions: dict[int, list[Any]]
+    calls: dict[int, list[dict[str, Any]]]
+
+
+def read_log(path: Path) -> dict[str, LoggedRun]:
+    """Run id -> its LoggedRun, from the log's lines (read without the lock)."""
+    runs: dict[str, LoggedRun] = {}
+    skipped: Counter[str] = Counter()
+    for entry in read_entries(Path(path).read_bytes(), skipped):
+        run_id, run = entry.get("run_id"), entry.get("run")
+        if isinstance(run_id, str) and isinstance(run, dict) and run_id not in runs:
+            runs[run_id] = LoggedRun(run_id, run, {}, {}, {})
+        key = entry.get("episode_key")
+        if not isinstance(key, str) or ":" not in key or key.split(":", 1)[0] not in runs:
+            continue
+        try:
+            seed = int(key.rsplit(":", 1)[1])
+        except ValueError:
+            continue
+        logged = runs[key.split(":", 1)[0]]
+        kind = entry["type"]
+        if kind == "replay":
+            logged.episodes.pop(seed, None)
+            logged.actions.pop(seed, None)
+            logged.calls.pop(seed, None)
+        elif kind == "episode" and isinstance(entry.get("record"), dict):
+            logged.episodes[seed] = EpisodeRecord(**entry["record"])
+        elif kind == TRACE and isinstance(entry.get("actions"), list):
+            logged.actions[seed] = entry["actions"]
+        elif kind == "call":
+            logged.calls.setdefault(seed, []).append(entry)
+    return runs
+
+
+def replies_executed(calls: Sequence[Mapping[str, Any]],
+                     decode: Callable[[Any], Any | None]) -> list[Any]:
+    """The env actions of an episode's call lines, for a log without its trace line: each
+    call the harness judged "ok" was executed, in decision order; its action is its reply (or
+    its one tool call) decoded by `decode` (the text wrapper's rules), a reply decoded to None
+    being no action."""
+    from llm_policies.text_actions import ToolCallAction
+
+    actions = []
+    for call in sorted(calls, key=lambda c: int(c.get("decision", 0))):
+        if call.get("action_status") != "ok":
+            continue
+        tool_calls = call.get("tool_calls") or []
+        reply = (ToolCallAction(tool_calls[0]["name"], tool_calls[0]["arguments"])
+                 if tool_calls else call.get("response"))
+        action = decode(reply)
+        if action is not None:
+            actions.append(action)
+    return actions
+
+
+def runs_by_configuration(path: Path, runs: Mapping[str, LoggedRun], env_id: str,
+                          configuration: Callable[[dict[str, Any]], int | None],
+                          battery_name: str) -> tuple[Any, dict[int, LoggedRun]]:
+    """(the policy's description, battery index -> its run) of a log whose runs are all
+    `env_id` runs of distinct battery configurations (`configuration(env_kwargs)`: its index,
+    None outside the battery) by one policy; ValueError, one line, otherwise."""
+    found: dict[int, LoggedRun] = {}
+    policies: list[Any] = []
+    for logged in runs.values():
+        where = f"log {path}: run {logged.run.get('env')} {logged.run.get('env_kwargs')}"
+        if logged.run.get("env") != env_id:
+            raise ValueError(f"{where} is not {env_id}; diagnose reads {env_id} runs")
+        try:
+            index = configuration(dict(logged.run.get("env_kwargs", {})))
+        except (TypeError, ValueError) as error:
+            raise ValueError(f"{where}: {error}") from None
+        if index is None:
+            raise ValueError(f"{where} is not a configuration of the {battery_name}")
+        if index in found:
+            raise ValueError(f"{where}: the log holds several runs of this configuration")
+        found[index] = logged
+        if logged.run.get("policy") not in policies:
+            policies.append(logged.run.get("policy"))
+    if not found:
+        raise ValueError(f"log {path} holds no {env_id} run")
+    if len(policies) > 1:
+        raise ValueError(f"log {path} holds runs of {len(policies)} policies; diagnose reads "
+                         "one policy's runs")
+    return policies[0], found

@@ -87,6 +87,30 @@ class PolicyFactory:
         self.cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
         self.limiter = AdaptiveLimit(settings.concurrency)
 
+    def for_executor(self, executor: Any) -> PolicyFactory:
+        """This factory for an executor's workers (controllers.executors). In process: itself.
+        Elsewhere (Ray): a copy whose meter and limit are the executor's shared ones (one
+        actor each, holding the same CostMeter and AdaptiveLimit, with what was spent so
+        far), so every worker of a cluster draws on one cost limit and one window of calls
+        in flight, and the copy pickles to the workers; the limiter's release is sent without
+        waiting. The cache is a directory: shared by
+        the workers of a machine, one per machine on a cluster."""
+        import functools
+
+        from llm_policies.client.limits import AdaptiveLimit
+        from llm_policies.client.prices import CostMeter
+
+        if executor.in_process:
+            return self
+        other = copy.copy(self)
+        # Without a limit a meter refuses nothing (the calls are still priced): no actor.
+        other.meter = None if self.settings.cost_limit is None else executor.share(
+            functools.partial(CostMeter, self.settings.cost_limit, self.meter.spent_usd))
+        other.limiter = executor.share(functools.partial(AdaptiveLimit,
+                                                         self.settings.concurrency),
+                                       oneway=("release",))
+        return other
+
     def for_harness(self, harness: str) -> PolicyFactory:
         """This factory in another harness, sharing its meter, cache, limit and prices, so a
         study's cost limit and concurrency hold over every harness it compares."""

@@ -12,8 +12,8 @@ from __future__ import annotations
 
 import dataclasses
 import threading
+import uuid
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -23,10 +23,11 @@ from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
 
 import envs
 from controllers.episodes import Episodes
+from controllers.executors import Executor, LocalExecutor, worker_state
 from controllers.policy import EpisodeAborted, EpisodeRecord, Policy
 from controllers.runlog import RunLog
 from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.batched import episode_columns
+from controllers.workflow.batched import CHUNK, episode_columns
 from envs.workflow.params import WorkflowSpec
 
 # Wrappers that pass reset and step through unchanged: the two gym.make adds by default
@@ -115,14 +116,23 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
                      log: Path | RunLog | None = None, resume: bool = False,
                      on_record: Callable[[EpisodeRecord], None] | None = None,
                      fast: bool = True, run_name: str | None = None,
-                     retry_failed: bool = False) -> Episodes:
+                     retry_failed: bool = False,
+                     executor: Executor | None = None) -> Episodes:
     """`rollout` with `workers` episodes in flight, each worker with its own env and policy
     (for policies that wait on I/O, such as an LLM server). Records come back in episode
     order whatever order they finished in. When the first worker's pair plays batched
-    (`batched_spec`), the whole run does, in this thread: workers would only add overhead."""
+    (`batched_spec`), the whole run does, in this thread: workers would only add overhead.
+
+    `executor` (controllers.executors) says where episodes play instead of `workers` threads
+    here. On one that is not in process (Ray) each episode is a task of (make_env,
+    make_policy, its seed), which must then be picklable; the task returns its record and the
+    lines its policy would have logged, and this thread writes them to the one log as they
+    arrive, so the log is the one a local run writes, in another order. A batched run is
+    split into chunks of seeds there, one task each."""
     _check_counts(episodes, seed)
     if isinstance(workers, bool) or not isinstance(workers, int) or workers < 1:
         raise ValueError(f"workers must be an integer >= 1; got {workers!r}")
+    executor = LocalExecutor(workers) if executor is None else executor
     local = threading.local()
 
     def worker_pair() -> tuple[gym.Env, Policy]:
@@ -148,12 +158,20 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
                 remaining.append(i)
         todo = np.array(remaining, dtype=np.int64)
     try:
-        if spec is not None:
+        if spec is not None and (executor.in_process or not len(todo)):
             assert isinstance(first_policy, ReferencePolicy)
             played = _play_batched(spec, first_policy.name, seed, todo, run_log, on_record)
+        elif spec is not None:
+            assert isinstance(first_policy, ReferencePolicy)
+            played = _play_batched_remote(spec, first_policy.name, seed, todo, run_log,
+                                          on_record, executor)
+        elif executor.in_process:
+            played = Episodes.from_records(
+                _play_steps(worker_pair, seed, todo.tolist(), executor, run_log, on_record))
         else:
             played = Episodes.from_records(
-                _play_steps(worker_pair, seed, todo.tolist(), workers, run_log, on_record))
+                _play_remote(make_env, make_policy, seed, todo.tolist(), executor, run_log,
+                             on_record))
     finally:
         if run_log is not None and owned:
             run_log.close()
@@ -185,9 +203,12 @@ def _open_log(log: Path | RunLog | None, run: dict[str, Any], resume: bool,
 
 
 def _play_steps(worker_pair: Callable[[], tuple[gym.Env, Policy]], seed: int, todo: list[int],
-                workers: int, run_log: RunLog | None,
+                executor: Executor, run_log: RunLog | None,
                 on_record: Callable[[EpisodeRecord], None] | None) -> list[EpisodeRecord]:
-    """The per-step path: the env's step loop and the policy's act, episode by episode."""
+    """The per-step path: the env's step loop and the policy's act, episode by episode, on
+    threads of this process writing the log as they play. The first failure (a cost limit
+    reached, an interrupt) stops the run: episodes not yet started are not started; those in
+    flight end as they do (executor.map)."""
 
     def play(i: int) -> EpisodeRecord:
         env, policy = worker_pair()
@@ -203,31 +224,112 @@ def _play_steps(worker_pair: Callable[[], tuple[gym.Env, Policy]], seed: int, to
             on_record(record)
         return record
 
-    if workers == 1:
-        return [play(i) for i in todo]
-    # The first failure (a cost limit reached, an interrupt) stops the run: episodes not yet
-    # started are cancelled instead of each failing in turn; those in flight end as they do.
-    stop = threading.Event()
+    return executor.map(play, todo)
 
-    def guarded(i: int) -> EpisodeRecord | None:
-        if stop.is_set():
-            return None
-        try:
-            return play(i)
-        except BaseException:
-            stop.set()
-            raise
 
-    with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [pool.submit(guarded, i) for i in todo]
-        try:
-            records = [future.result() for future in futures]
-        except BaseException:
-            stop.set()
-            for future in futures:
-                future.cancel()
-            raise
-    return [record for record in records if record is not None]
+class _Lines:
+    """What a policy in a remote worker logs (its `attach_log` target): the open run's keys
+    and the lines, kept to send back with the episode's record."""
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+        self.lines: list[dict[str, Any]] = []
+
+    def key(self, seed: int) -> str:
+        return f"{self.run_id}:{seed}"
+
+    def write(self, entry: dict[str, Any]) -> None:
+        self.lines.append(entry)
+
+
+@dataclasses.dataclass(frozen=True)
+class _RemoteEpisode:
+    """One episode as a picklable unit: a pure function of the factories and the seed, so
+    the record does not depend on the worker. Each worker builds its own env and policy once
+    per run (`token`) and keeps them for its later episodes, as a local thread does."""
+
+    make_env: Callable[[], gym.Env]
+    make_policy: Callable[[gym.Env], Policy]
+    seed: int
+    run_id: str | None
+    token: str
+
+    def build(self) -> tuple[gym.Env, Policy]:
+        env = self.make_env()
+        return env, self.make_policy(env)
+
+    def __call__(self, i: int) -> tuple[EpisodeRecord, list[dict[str, Any]]]:
+        env, policy = worker_state(self.token, self.build)
+        lines = None if self.run_id is None else _Lines(self.run_id)
+        attach = getattr(policy, "attach_log", None)
+        if callable(attach):
+            attach(lines)
+        record = _play(env, policy, i, self.seed + i)
+        return record, [] if lines is None else lines.lines
+
+
+def _play_remote(make_env: Callable[[], gym.Env], make_policy: Callable[[gym.Env], Policy],
+                 seed: int, todo: list[int], executor: Executor, run_log: RunLog | None,
+                 on_record: Callable[[EpisodeRecord], None] | None) -> list[EpisodeRecord]:
+    """The per-step path on workers elsewhere: each episode's lines (calls, traces) and
+    record are written here as it arrives, after the replay line voiding an earlier attempt,
+    so a worker killed mid-episode leaves nothing in the log and its episode is played again
+    whole (by Ray, or by a resume)."""
+    unit = _RemoteEpisode(make_env, make_policy, seed,
+                          None if run_log is None else run_log.run_id, uuid.uuid4().hex)
+
+    def arrived(i: int, result: tuple[EpisodeRecord, list[dict[str, Any]]]) -> None:
+        record, lines = result
+        if run_log is not None:
+            key = run_log.key(seed + i)
+            run_log.begin_episode(key)
+            for line in lines:
+                run_log.write(line)
+            run_log.write_episode(key, record)
+        if on_record is not None:
+            on_record(record)
+
+    return [record for record, _ in executor.map(unit, todo, on_result=arrived)]
+
+
+@dataclasses.dataclass(frozen=True)
+class _RemoteBatch:
+    """A chunk of a batched run's seeds as a picklable unit: its columns and counters."""
+
+    spec: WorkflowSpec
+    controller: str
+    seed: int
+
+    def __call__(self, todo: np.ndarray) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        return episode_columns(self.spec, self.controller, self.seed + todo)
+
+
+def _play_batched_remote(spec: WorkflowSpec, controller: str, seed: int, todo: np.ndarray,
+                         run_log: RunLog | None,
+                         on_record: Callable[[EpisodeRecord], None] | None,
+                         executor: Executor) -> Episodes:
+    """The batched path on workers elsewhere: about four chunks per worker (at most CHUNK
+    seeds each), each chunk's lines written here as it arrives."""
+    size = min(CHUNK, max(1, -(-len(todo) // (4 * executor.workers))))
+    chunks = [todo[start:start + size] for start in range(0, len(todo), size)]
+
+    def arrived(chunk: np.ndarray,
+                result: tuple[dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
+        if run_log is None and on_record is None:
+            return
+        columns, counters = result
+        for record in Episodes({"episode": chunk, **columns}, counters):
+            if run_log is not None:
+                key = run_log.key(seed + record.episode)
+                run_log.begin_episode(key)
+                run_log.write_episode(key, record)
+            if on_record is not None:
+                on_record(record)
+
+    parts = executor.map(_RemoteBatch(spec, controller, seed), chunks, on_result=arrived)
+    return Episodes.concatenate([Episodes({"episode": chunk, **columns}, counters)
+                                 for chunk, (columns, counters) in zip(chunks, parts,
+                                                                       strict=True)])
 
 
 def _play_batched(spec: WorkflowSpec, controller: str, seed: int, todo: np.ndarray,

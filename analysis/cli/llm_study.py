@@ -10,12 +10,16 @@ from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
+    add_executor_flags,
     add_llm_flags,
     add_log_flags,
     bounded_int,
+    check_executor_flags,
+    executor_workers,
     fail,
     harnesses_of,
     llm_endpoint,
+    open_executor,
     refuse_chat_flags,
     refuse_served_flags,
     stopped_at_cost_limit,
@@ -57,6 +61,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the tables (default: off)")
     add_llm_flags(parser, harnesses=True)
+    add_executor_flags(parser)
     parser.set_defaults(func=run)
 
 
@@ -94,6 +99,7 @@ def run(args: argparse.Namespace) -> int:
         writable_file("--log", args.log)
         if args.out is not None:
             writable_dir("--out", args.out)
+        check_executor_flags(args)
         RunLog.check_target(args.log, args.resume)
         # The median decision latency is read from the call lines, so a run without --log
         # still writes one, to a directory that is removed afterwards.
@@ -101,12 +107,17 @@ def run(args: argparse.Namespace) -> int:
                 contextlib.ExitStack() as stack:
             log = args.log or Path(scratch) / "study.jsonl"
             make_policy, make_env, described = _policies(args, stack, log, text_env)
+            executor = stack.enter_context(open_executor(
+                args, executor_workers(args, args.policy in ("llm", TEXT_ORACLE))))
+            for_executor = getattr(getattr(make_policy, "__self__", None), "for_executor", None)
+            if callable(for_executor):  # a chat model's factory: one meter and limit for all
+                make_policy = for_executor(executor).for_harness
             try:
                 results = run_design(args.design, args.first_seed, n_seeds, make_policy,
                                      harnesses=harnesses, log=log, resume=args.resume,
                                      workers=args.concurrency, progress=True,
                                      make_env=make_env, run_name=args.run_name,
-                                     retry_failed=args.retry_failed)
+                                     retry_failed=args.retry_failed, executor=executor)
             except CostLimitReached as reached:
                 return stopped_at_cost_limit("llm-study", reached)
             calls = answered_calls(log)
@@ -123,6 +134,10 @@ def run(args: argparse.Namespace) -> int:
     if args.out is not None:
         write_outputs(summary, results, args.out)
     print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary))
+    if args.out is not None:
+        from analysis.report import write_beside
+
+        write_beside(args.out, args.log, command="llm-study", quiet=args.json)
     return 0
 
 

@@ -6,7 +6,13 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import fail, writable_dir
+from analysis.cli.common import (
+    add_executor_flags,
+    check_executor_flags,
+    fail,
+    open_executor,
+    writable_dir,
+)
 from analysis.studies.reproduce.design import GRID_CHOICES
 
 
@@ -24,6 +30,7 @@ def add_parser(subparsers: Any) -> None:
                         help="which grid to run (default: all)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                         help="output directory (default: results)")
+    add_executor_flags(parser)
     parser.set_defaults(func=run)
 
 
@@ -32,9 +39,14 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         writable_dir("--out", args.out)
+        check_executor_flags(args)
     except ValueError as error:
         return fail("reproduce", error)
-    result = reproduce(args.grid, args.out, progress=True)
+    try:
+        with open_executor(args) as executor:
+            result = reproduce(args.grid, args.out, progress=True, executor=executor)
+    except (ConnectionError, ValueError) as error:  # a --ray-address nobody answers at
+        return fail("reproduce", error)
     total = sum(result.seconds.values())
     stages = ", ".join(f"{name} {value:.2f} s" for name, value in result.seconds.items())
     print(f"{result.configurations:,} configurations, {result.episodes:,} episodes in "
@@ -42,4 +54,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"results: {result.results_csv}")
     print(f"tables:  {result.tables_md}")
     print(f"plots:   {len(result.plots)} PNG files in {args.out}")
+    from analysis.report import write_beside
+
+    write_beside(args.out, command="reproduce")
     return 0

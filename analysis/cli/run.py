@@ -8,10 +8,14 @@ from typing import Any
 
 from analysis.cli.common import (
     add_env_kwargs,
+    add_executor_flags,
     add_llm_flags,
     add_log_flags,
     bounded_int,
+    check_executor_flags,
+    executor_workers,
     fail,
+    open_executor,
     stopped_at_cost_limit,
     writable_file,
 )
@@ -56,19 +60,24 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the table (default: off)")
     add_llm_flags(parser)
+    add_executor_flags(parser)
     parser.set_defaults(func=run)
 
 
 def _play(args: argparse.Namespace) -> Any:
     """The run's episodes, through the one runner: a chat model's or the text oracle's on
-    parallel workers, every other policy's on one env."""
+    parallel workers, every other policy's on one env; under --executor ray, every policy's
+    on the cluster's workers (--concurrency of them for a chat model)."""
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
     from controllers.rollout import rollout, rollout_parallel
 
-    with policy_maker(args, args.env, args.env_kwargs) as maker:
+    with policy_maker(args, args.env, args.env_kwargs) as maker, \
+            open_executor(args, executor_workers(args, maker.chat)) as executor:
         args.described = maker.described
+        for_executor = getattr(maker.make_policy, "for_executor", None)
+        make_policy = for_executor(executor) if callable(for_executor) else maker.make_policy
         if maker.text_actions:
             from analysis.llm_runs import make_text_env
 
@@ -83,10 +92,14 @@ def _play(args: argparse.Namespace) -> Any:
             maker.make_policy(make_env())  # fail early on a bad env or spec
             with progress(total=args.episodes, desc="diagym run", unit="episode") as bar:
                 return rollout_parallel(
-                    make_env, maker.make_policy, args.episodes, seed=args.seed,
+                    make_env, make_policy, args.episodes, seed=args.seed,
                     workers=args.concurrency, log=args.log, resume=args.resume,
                     on_record=lambda _record: bar.update(1), run_name=args.run_name,
-                    retry_failed=args.retry_failed)
+                    retry_failed=args.retry_failed, executor=executor)
+        if not executor.in_process:
+            return rollout_parallel(make_env, make_policy, args.episodes, seed=args.seed,
+                                    log=args.log, resume=args.resume, run_name=args.run_name,
+                                    retry_failed=args.retry_failed, executor=executor)
         env = make_env()
         policy = maker.make_policy(env)
         return rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
@@ -105,6 +118,7 @@ def run(args: argparse.Namespace) -> int:
     args.described = {}
     try:
         writable_file("--log", args.log)
+        check_executor_flags(args)
         RunLog.check_target(args.log, args.resume)
         episodes = _play(args)
     except CostLimitReached as reached:
@@ -122,4 +136,8 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.policy} on {args.env} {json.dumps(args.env_kwargs)}: "
           f"{summary.episodes} episodes from seed {args.seed}")
     print(format_summary(summary))
+    if args.log is not None:
+        from analysis.report import report_hint
+
+        print(report_hint(args.log))
     return 0

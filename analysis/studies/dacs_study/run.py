@@ -62,14 +62,16 @@ def run_study(make_policy: Callable[[str, Any], Any],
               progress: bool = False, log: Path | None = None, resume: bool = False,
               workers: int = 1,
               make_env: Callable[[dict[str, Any]], Any] = reference_env,
-              run_name: str | None = None, retry_failed: bool = False) -> list[ArmResult]:
+              run_name: str | None = None, retry_failed: bool = False,
+              executor: Any = None) -> list[ArmResult]:
     """Every phase x cell x arm on scenario seeds 0 .. episodes - 1.
 
     window None: no budget (nothing is cut). make_policy(name, env) builds the arm's policy;
     a log that already holds a run needs resume=True (controllers.runlog's one rule).
     `workers` episodes of an arm are in flight at once (for policies that wait on a server).
     Each arm of each cell is its own run (prefixed by `run_name` when given); retry_failed
-    plays again the episodes whose first failure is provider_error."""
+    plays again the episodes whose first failure is provider_error. `executor`
+    (controllers.executors) plays each arm's episodes (default: `workers` threads here)."""
     RunLog.check_target(log, resume)
     jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms]
     bar = None
@@ -85,7 +87,7 @@ def run_study(make_policy: Callable[[str, Any], Any],
             lambda env, name=policy_name: make_policy(name, env),
             episodes, seed=0, workers=workers, log=log, resume=log is not None,
             run_name=" ".join(filter(None, (run_name, phase, policy_name, mode, str(cell)))),
-            retry_failed=retry_failed)
+            retry_failed=retry_failed, executor=executor)
         summary = summarise(records)
         steering = summary.steering
         if steering is None:

@@ -70,7 +70,7 @@ def run_design(design: str, first_seed: int, n_seeds: int,
                harnesses: Sequence[str] = (BASELINE,), log: Path | None = None,
                resume: bool = False, workers: int = 1, progress: bool = False,
                make_env: Callable[[WorkflowSpec], Any] = text_env, run_name: str | None = None,
-               retry_failed: bool = False) -> list[CellRun]:
+               retry_failed: bool = False, executor: Any = None) -> list[CellRun]:
     """Every cell in every harness on seeds first_seed .. first_seed + n_seeds - 1, in one
     shared run log; make_policy(harness) is the runner's make_policy(env) for that harness.
 
@@ -78,7 +78,9 @@ def run_design(design: str, first_seed: int, n_seeds: int,
     the episodes finished in it are not played again. The log stays locked for the whole
     study. Each (harness, cell) is its own run, named by `cell_run_name`; retry_failed plays
     again the episodes whose first failure is provider_error. Results come in play order:
-    cells in standard order, the harnesses in the order given within each."""
+    cells in standard order, the harnesses in the order given within each. `executor`
+    (controllers.executors) plays each cell's episodes (default: `workers` threads here); the
+    study's one log is written here either way."""
     chosen = check_harnesses(harnesses)
     RunLog.check_target(log, resume)
     cells = design_cells(design)
@@ -99,7 +101,7 @@ def run_design(design: str, first_seed: int, n_seeds: int,
                         seed=first_seed, workers=workers, log=shared,
                         on_record=(lambda _r: bar.update(1)) if bar is not None else None,
                         run_name=cell_run_name(harness, design, cell, run_name),
-                        retry_failed=retry_failed)
+                        retry_failed=retry_failed, executor=executor)
                     results.append(CellRun(harness, cell, episodes))
     finally:
         if bar is not None:

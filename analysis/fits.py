@@ -621,6 +621,8 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
 
     groups = _group(rows)
     n_models = max(len(groups), 1)
+    from analysis.plotting import CITATIONS, add_caption, save
+
     fig = Figure(figsize=(4.2 * n_models, 3.6), constrained_layout=True)
     FigureCanvasAgg(fig)
     axes = fig.subplots(1, n_models, squeeze=False)[0]
@@ -651,8 +653,12 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
         ax.set_title(model, fontsize=10)
         ax.set_xlabel(f"realised coordination share p = c/W (W = {window:g})")
         ax.set_ylabel("effective score R")
-        ax.legend(fontsize=6, loc="lower left")
-    out = Path(out_png)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(out, dpi=120)
-    return out
+        # below its own panel: a legend beside the last panel would not say which panel's
+        # R² it lists
+        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.2), frameon=False)
+    cells = sum(len(ps) for ps, _, _ in groups.values())
+    add_caption(fig, f"Effective score against the realised coordination share, {cells} sweep "
+                     f"cells over {len(groups)} model(s) at W = {window:g} tokens, each family "
+                     "fitted by least squares (analysis/fits.py); faint curves are not "
+                     f"identified. {CITATIONS['000']}", width=60 * n_models)
+    return save(fig, out_png)

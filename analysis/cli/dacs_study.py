@@ -9,11 +9,15 @@ from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
+    add_executor_flags,
     add_llm_flags,
     add_log_flags,
     bounded_int,
+    check_executor_flags,
+    executor_workers,
     fail,
     llm_endpoint,
+    open_executor,
     refuse_chat_flags,
     stopped_at_cost_limit,
     writable_dir,
@@ -43,7 +47,8 @@ def add_parser(subparsers: Any) -> None:
             "s8 D = 15 at N = 3) on DACSSteering-v0 with the reference orchestrators "
             "(dacs-reader on dacs windows, flat-reader and flat-recency on flat windows, "
             "registry-only, uniform), or with --policy llm or your own policy on dacs and "
-            "flat windows; print a table and write plots. No budget unless --window is given."
+            "flat windows; print a table and write it (CSV, Markdown) with plots. No budget unless "
+            "--window is given."
         ),
     )
     parser.add_argument("--policy", type=_policy, default="reference", metavar="POLICY",
@@ -60,12 +65,14 @@ def add_parser(subparsers: Any) -> None:
                         metavar="PHASE",
                         help=f"which of {', '.join(PHASES)} to run (default: all three)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
-                        help="where the plots go (default: results)")
+                        help="where the table (dacs_study.csv, dacs_study.md, "
+                             "provenance.json) and the plots go (default: results)")
     add_log_flags(parser, "episodes, and model calls with --policy llm", run_flags=True)
     parser.add_argument("--json", action="store_true",
                         help="print JSON rows instead of the table, and write no plots "
                              "(default: off)")
     add_llm_flags(parser)
+    add_executor_flags(parser)
     parser.set_defaults(func=run)
 
 
@@ -80,10 +87,12 @@ def _play(args: argparse.Namespace) -> list[Any]:
     if args.policy == "llm":
         from analysis.llm_runs import llm_policy_factory, spent_in_log
 
-        with llm_endpoint(args) as settings:
-            make_policy = llm_policy_factory(settings, spent_usd=spent_in_log(args.log))
+        with llm_endpoint(args) as settings, \
+                open_executor(args, args.concurrency) as executor:
+            make_policy = llm_policy_factory(
+                settings, spent_usd=spent_in_log(args.log)).for_executor(executor)
             return run_study(lambda _name, env: make_policy(env), arms=LLM_ARMS,
-                             make_env=text_env, **shared)
+                             make_env=text_env, executor=executor, **shared)
     from controllers.loading import is_import_path, load_policy_factory
     from controllers.registry import make_reference_policy
 
@@ -94,13 +103,15 @@ def _play(args: argparse.Namespace) -> list[Any]:
         make_policy(make_env({}))  # a policy that cannot be made fails before the study
         # the policy under test faces the windows a chat model faces
         arms = tuple((args.policy, mode) for _llm, mode in LLM_ARMS)
-        return run_study(lambda _name, env: make_policy(env), arms=arms, make_env=make_env,
-                         **shared)
-    return run_study(make_reference_policy, **shared)
+        with open_executor(args, executor_workers(args, chat=False)) as executor:
+            return run_study(lambda _name, env: make_policy(env), arms=arms,
+                             make_env=make_env, executor=executor, **shared)
+    with open_executor(args, executor_workers(args, chat=False)) as executor:
+        return run_study(make_reference_policy, executor=executor, **shared)
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.studies.dacs_study.report import format_table, plot_study
+    from analysis.studies.dacs_study.report import format_table, plot_study, write_table
     from controllers.runlog import RunLog
     from llm_policies.client.prices import CostLimitReached
 
@@ -108,6 +119,7 @@ def run(args: argparse.Namespace) -> int:
         writable_file("--log", args.log)
         if not args.json:  # the plots are written only with the table
             writable_dir("--out", args.out)
+        check_executor_flags(args)
         RunLog.check_target(args.log, args.resume)
         results = _play(args)
     except CostLimitReached as reached:
@@ -118,6 +130,14 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
         return 0
     print(format_table(results, args.window))
-    for path in plot_study(results, args.out):
+    tables = write_table(results, args.window, args.out, {
+        "policy": args.policy, "episodes": args.episodes, "phases": list(args.phases),
+        "scenario_seeds": [0, args.episodes - 1]})
+    for path in tables:
+        print(f"table: {path}")
+    for path in plot_study(results, args.out, args.window):
         print(f"plot: {path}")
+    from analysis.report import write_beside
+
+    write_beside(args.out, args.log, command="dacs-study")
     return 0

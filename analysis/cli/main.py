@@ -20,16 +20,19 @@ from analysis.cli import (
     diagnose,
     llm_study,
     rcwt,
+    report,
     reproduce,
     rl_study,
     run,
     serve_local,
+    summarize,
     train,
 )
 from analysis.interrupts import exit_status, interruptible
 
 COMMANDS: tuple[ModuleType, ...] = (
     audit, run, reproduce, llm_study, dacs_study, train, rl_study, serve_local, rcwt, diagnose,
+    report, summarize,
 )
 
 

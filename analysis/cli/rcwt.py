@@ -157,6 +157,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as error:
         return fail("rcwt sweep", error)
     outputs = write_outputs(records, args.out, args.window, resamples=args.resamples)
+    from analysis.report import write_beside
+
+    write_beside(args.out, command="rcwt sweep", quiet=args.json)
     if args.json:
         print(json.dumps(outputs.fits, indent=2))
         return 0

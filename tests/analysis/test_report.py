@@ -148,7 +148,8 @@ def test_tables_for_every_grid(all_episodes: dict, weights: np.ndarray) -> None:
         assert heading in markdown
     for label, _ in APPENDIX_TABLES.values():
         assert f"### {label}." in markdown
-    sections = markdown.split("\n### ")
+    cited, *sections = markdown.split("\n\n### ")
+    assert cited.startswith("Seed 003: Anand, Wang and Du") and "arXiv:2611.03227" in cited
     assert len(sections) == 4 + len(APPENDIX_TABLES) + 1  # + the follow-on contrasts
     for section in sections:
         # a one-line caption starting "Table" before every table

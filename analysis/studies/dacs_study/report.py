@@ -1,13 +1,40 @@
-"""The DACS study's table and plots, cells named as seed 002 names them (s1..s8 with N and D);
-the efficiency ratio of a cell is the flat arm's mean window tokens over the dacs arm's, as
-in seed 002."""
+"""The DACS study's table (printed, CSV and Markdown) and plots, cells named as seed 002
+names them (s1..s8 with N and D); the efficiency ratio of a cell is the flat arm's mean window
+tokens over the dacs arm's, as in seed 002 (Patel, arXiv:2604.07911).
+
+One function (`table_rows`) computes every row; the printed table, the Markdown file and the
+CSV are three renderings of it, so they cannot disagree."""
 
 from __future__ import annotations
 
+import csv
 from pathlib import Path
+from typing import Any
 
+from analysis.plotting import (
+    CITATIONS,
+    add_caption,
+    colour,
+    grouped_bars,
+    legend_outside,
+    new_figure,
+    percent_axis,
+    save,
+    seed_text,
+)
+from analysis.stats import wilson_interval
 from analysis.studies.dacs_study.design import ENV_ID, cell_label
 from analysis.studies.dacs_study.run import ArmResult
+from controllers.provenance import write_provenance
+
+CITATION_002 = CITATIONS["002"]
+TABLE_CSV = "dacs_study.csv"
+TABLE_MD = "dacs_study.md"
+CSV_FIELDS = ("phase", "cell", "policy", "window", "episodes", "decisions", "accuracy",
+              "contamination", "invalid", "unmeasured", "mean_tokens", "p95_tokens",
+              "efficiency")
+HEADERS = ("Phase", "Cell", "Policy", "Window", "Accuracy", "Contamination", "Invalid",
+           "Mean tokens", "p95 tokens", "Efficiency")
 
 
 def efficiency(results: list[ArmResult]) -> dict[tuple[str, str], float]:
@@ -23,58 +50,137 @@ def efficiency(results: list[ArmResult]) -> dict[tuple[str, str], float]:
     return ratios
 
 
-def format_table(results: list[ArmResult], window: int | None) -> str:
+def decisions(result: ArmResult) -> int:
+    """The decisions an arm's rates are over: in every measured episode each of the cell's N
+    agents reaches its D decision points."""
+    cell = result.cell
+    return (result.episodes - result.unmeasured) * int(cell["n_agents"]) * int(cell["decisions"])
+
+
+def table_rows(results: list[ArmResult]) -> list[dict[str, Any]]:
+    """One dict per arm, keys CSV_FIELDS; efficiency is None where it is not defined (a flat
+    or registry arm, the uniform control)."""
     ratios = efficiency(results)
-    budget = "no budget (nothing cut)" if window is None else f"W = {window}"
-    lines = [
-        f"{ENV_ID}, {budget}: accuracy and wrong-agent contamination over all decisions; "
-        "window tokens at steering time; efficiency = flat / dacs mean tokens; invalid = "
-        "replies that were no answer (counted as wrong decisions).",
-        "",
-        "| Phase | Cell | Policy | Window | Accuracy | Contamination | Invalid | Mean tokens | "
-        "p95 tokens | Efficiency |",
-        "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |",
-    ]
+    rows = []
     for r in results:
         ratio = ratios.get((r.phase, cell_label(r.cell)))
-        shown = f"{ratio:.2f}x" if ratio is not None and r.context_mode == "dacs" \
-            and r.policy != "uniform" else ""
-        lines.append(
-            f"| {r.phase} | {cell_label(r.cell)} | {r.policy} | {r.context_mode} | "
-            f"{r.accuracy:.3f} | {r.contamination:.3f} | {r.invalid} | {r.mean_tokens:.0f} | "
-            f"{r.p95_tokens:.0f} | {shown} |")
+        shown = ratio if r.context_mode == "dacs" and r.policy != "uniform" else None
+        rows.append({"phase": r.phase, "cell": cell_label(r.cell), "policy": r.policy,
+                     "window": r.context_mode, "episodes": r.episodes,
+                     "decisions": decisions(r), "accuracy": r.accuracy,
+                     "contamination": r.contamination, "invalid": r.invalid,
+                     "unmeasured": r.unmeasured, "mean_tokens": r.mean_tokens,
+                     "p95_tokens": r.p95_tokens, "efficiency": shown})
+    return rows
+
+
+def format_row(row: dict[str, Any]) -> list[str]:
+    """A table row's cells as the printed table shows them (HEADERS' order)."""
+    ratio = row["efficiency"]
+    return [row["phase"], row["cell"], row["policy"], row["window"], f"{row['accuracy']:.3f}",
+            f"{row['contamination']:.3f}", str(row["invalid"]), f"{row['mean_tokens']:.0f}",
+            f"{row['p95_tokens']:.0f}", f"{ratio:.2f}x" if ratio is not None else ""]
+
+
+def _seeds(results: list[ArmResult]) -> str:
+    # run_study plays every arm on scenario seeds 0 .. episodes - 1
+    return seed_text(range(max((r.episodes for r in results), default=0)))
+
+
+def format_table(results: list[ArmResult], window: int | None) -> str:
+    budget = "no budget (nothing cut)" if window is None else f"W = {window}"
+    lines = [
+        f"{ENV_ID} (seed 002: {CITATION_002}), {budget}: accuracy and wrong-agent "
+        f"contamination over all decisions of scenario {_seeds(results)} per arm; window "
+        "tokens at steering time; efficiency = flat / dacs mean tokens; invalid = replies "
+        "that were no answer (counted as wrong decisions).",
+        "",
+        "| " + " | ".join(HEADERS) + " |",
+        "| " + " | ".join("---" for _ in HEADERS) + " |",
+    ]
+    lines += ["| " + " | ".join(format_row(row)) + " |" for row in table_rows(results)]
     return "\n".join(lines)
 
 
-def plot_study(results: list[ArmResult], out: Path) -> list[Path]:
-    """Per phase: accuracy, contamination and tokens per cell (x axis: seed 002's cell names),
-    one line per arm."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
+def write_table(results: list[ArmResult], window: int | None, out: Path,
+                run: dict[str, Any]) -> tuple[Path, Path]:
+    """DIR/dacs_study.csv (table_rows, full precision), DIR/dacs_study.md (the printed
+    table) and DIR/provenance.json (`run`: the command's settings)."""
+    out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    paths = []
-    for phase in dict.fromkeys(r.phase for r in results):
-        rows = [r for r in results if r.phase == phase]
-        cells = list(dict.fromkeys(cell_label(r.cell) for r in rows))
-        figure = Figure(figsize=(13, 3.8), dpi=100)
-        FigureCanvasAgg(figure)
-        for k, (metric, title) in enumerate((("accuracy", "steering accuracy"),
-                                             ("contamination", "wrong-agent contamination"),
-                                             ("mean_tokens", "window tokens"))):
-            axis = figure.add_subplot(1, 3, k + 1)
-            for policy, mode in dict.fromkeys((r.policy, r.context_mode) for r in rows):
-                arm = [r for r in rows if (r.policy, r.context_mode) == (policy, mode)]
-                axis.plot([cells.index(cell_label(r.cell)) for r in arm],
-                          [getattr(r, metric) for r in arm], marker="o",
-                          label=f"{policy} ({mode})")
-            axis.set_xticks(range(len(cells)))
-            axis.set_xticklabels([c.rsplit(" ", 1)[0] for c in cells], fontsize=7)
-            axis.set_title(title)
-        figure.axes[0].legend(fontsize=7)
-        figure.suptitle(f"{ENV_ID}, phase {phase}", fontsize=9)
-        figure.tight_layout()
-        path = out / f"dacs_{phase}.png"
-        figure.savefig(path)
-        paths.append(path)
-    return paths
+    csv_path = out / TABLE_CSV
+    with csv_path.open("w", newline="") as handle:
+        writer = csv.DictWriter(handle, fieldnames=list(CSV_FIELDS))
+        writer.writeheader()
+        writer.writerows({k: ("" if v is None else v) for k, v in row.items()}
+                         for row in table_rows(results))
+    md_path = out / TABLE_MD
+    md_path.write_text(format_table(results, window) + "\n")
+    write_provenance(out, {"command": "dacs-study", **run, "window": window,
+                           "arms": len(results)})
+    return csv_path, md_path
+
+
+METRICS = (("accuracy", "steering accuracy (%)"),
+           ("contamination", "wrong-agent contamination (%)"),
+           ("mean_tokens", "mean window tokens at steering"))
+
+
+def _arm_key(r: ArmResult) -> str:
+    return f"{r.policy} ({r.context_mode})"
+
+
+def phase_figure(results: list[ArmResult], phase: str, window: int | None = None) -> Any:
+    """One phase: accuracy, contamination (Wilson 95% over decisions) and mean window tokens
+    per cell, one bar per arm (cells are scenarios, not a scale: no lines between them)."""
+    rows = [r for r in results if r.phase == phase]
+    cells = list(dict.fromkeys(cell_label(r.cell) for r in rows))
+    arms = list(dict.fromkeys(_arm_key(r) for r in rows))
+    policies = [a.rsplit(" (", 1)[0] for a in arms]
+    looks = {}
+    for arm, policy in zip(arms, policies, strict=True):
+        repeated = policies.count(policy) > 1 and policies.index(policy) != arms.index(arm)
+        looks[arm] = {"color": colour(policy), **({"hatch": "///"} if repeated else {})}
+    figure, axes = new_figure(3, 4.3, height=3.7)
+    for axis, (metric, label) in zip(axes, METRICS, strict=True):
+        series = {}
+        for arm in arms:
+            by_cell = {cell_label(r.cell): r for r in rows if _arm_key(r) == arm}
+            picked = [by_cell.get(c) for c in cells]
+            values = [float("nan") if r is None else getattr(r, metric) for r in picked]
+            if metric == "mean_tokens":
+                series[arm] = (values, None, None)
+                continue
+            n = [decisions(r) if r is not None else 1 for r in picked]
+            k = [min(max(round(v * m), 0), m) if v == v else 0 for v, m in zip(values, n,
+                                                                             strict=True)]
+            low, high = wilson_interval(k, n)
+            series[arm] = ([100 * v for v in values], 100 * low, 100 * high)
+        # "s4 N=3 D=4 homogeneous" on three lines: name, sizes, family
+        grouped_bars(axis, ["{}\n{} {}\n{}".format(*c.split(" ", 3)) for c in cells], series,
+                     looks=looks)
+        axis.set_xlabel(f"scenario (phase {phase})", fontsize=8)
+        if metric == "mean_tokens":
+            axis.set_ylabel(label, fontsize=8)
+            axis.tick_params(labelsize=7)
+            axis.grid(axis="y", linewidth=0.4, alpha=0.5)
+        else:
+            percent_axis(axis, label)
+    legend_outside(figure, axes[0], "policy (window)")
+    budget = "no budget (nothing cut)" if window is None else f"budget W = {window}"
+    counts = sorted({decisions(r) for r in rows})
+    add_caption(figure, (
+        f"{ENV_ID}, phase {phase} (seed 002: {CITATION_002}), {budget}: each bar pools every "
+        f"decision of scenario {_seeds(rows)} in its cell ({', '.join(map(str, counts))} "
+        "decisions per bar); error bars are Wilson 95% intervals over decisions; tokens are "
+        "the mean window at steering time (p95 in the table)."
+        + (" Hatched bars: the same policy on its second window kind."
+           if any("hatch" in look for look in looks.values()) else "")), width=150)
+    return figure
+
+
+def plot_study(results: list[ArmResult], out: Path, window: int | None = None) -> list[Path]:
+    """DIR/dacs_<phase>.png per phase (`phase_figure`)."""
+    out.mkdir(parents=True, exist_ok=True)
+    return [save(phase_figure(results, phase, window), out / f"dacs_{phase}.png")
+            for phase in dict.fromkeys(r.phase for r in results)]

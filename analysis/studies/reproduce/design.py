@@ -134,6 +134,40 @@ def labels() -> list[Configuration]:
     return _both_endpoints("labels", LABELS_CONTROLLERS, conditions)
 
 
+# The spec knobs each grid's condition code names, in the code's order: the code is the
+# data's key, the knobs give the words a reader sees (condition_label).
+CONDITION_KNOBS = {
+    "primary": ("depth", "candidates", "width", "snapshot_period"),
+    "work": ("n_ops", "snapshot_period"),
+    "memory": ("snapshot_period",),
+    "observation": ("snapshot_period", "hidden_resampling"),
+    "recovery": ("error_allowance", "snapshot_period"),
+    "locality": ("locality", "updates"),
+    "selection": ("candidates",),
+    "labels": ("labels", "snapshot_period"),
+}
+
+
+def knob_text(knob: str, value: object) -> str:
+    """A knob's level in words: snapshot_period 0 -> "history", 2 -> "snapshot every 2"."""
+    if knob == "snapshot_period":
+        return {0: "history", 1: "snapshots"}.get(int(value), f"snapshot every {value}")
+    if knob == "hidden_resampling":
+        return "hidden resampling" if value else "no resampling"
+    if knob in ("locality", "updates", "labels"):
+        noun = {"locality": "queries", "updates": "updates", "labels": "labels"}[knob]
+        return f"{value} {noun}"
+    symbol = {"n_ops": "N", "depth": "d", "candidates": "b", "width": "w",
+              "error_allowance": "R"}[knob]
+    return f"{symbol} = {value}"
+
+
+def condition_label(config: Configuration) -> str:
+    """The condition of a configuration in words: "r0_p0" -> "R = 0, history"."""
+    return ", ".join(knob_text(knob, getattr(config.spec, knob))
+                     for knob in CONDITION_KNOBS[config.grid])
+
+
 _BUILDERS = {
     "primary": primary, "work": work, "memory": memory, "observation": observation,
     "recovery": recovery, "locality": locality, "selection": selection, "labels": labels,

@@ -18,12 +18,31 @@ from typing import Any
 
 import numpy as np
 
+from analysis.plotting import (
+    CITATIONS,
+    add_caption,
+    band_lines,
+    coincide_note,
+    grouped_bars,
+    legend_outside,
+    new_figure,
+    percent_axis,
+    save,
+    seed_text,
+)
 from analysis.stats import (
     EFFECT_FACTORS,
+    bootstrap_weights,
     combine,
     endpoint_effects,
     paired_bootstrap,
     wilson_interval,
+)
+from analysis.studies.reproduce.design import (
+    CONDITION_KNOBS,
+    condition_label,
+    grid_seeds,
+    knob_text,
 )
 
 SPEC_KEYS = (
@@ -61,6 +80,7 @@ APPENDIX_TABLES = {
 FACTOR_TITLES = {
     "depth": "Depth", "candidates": "Candidates", "width": "Width", "observation": "History",
 }
+CITATION_003 = CITATIONS["003"]
 # Table 5's representative cell; the note under the table states it.
 CALIBRATION_CELL = {"candidates": 2, "width": 1, "snapshot_period": 1}
 
@@ -340,14 +360,16 @@ def _appendix_table(
     estimate, low, high = _group_bands(success, list(groups.values()), weights)
     rows = [
         (condition, controller_name(controller), _pct(estimate[k]), _pct(low[k]),
-         _pct(high[k]), f"{calls[members].mean():.2f}")
+         _pct(high[k]), f"{calls[members].mean():.2f}", condition_label(configs[members[0]]))
         for k, ((condition, controller), members) in enumerate(groups.items())
     ]
     caption = (
         f"Table {label}. {title} (grid {grid}): per condition x controller, averaged equally "
-        f"over family, b and w; paired seed-bootstrap 95% band; calls = mean per episode."
+        f"over {collapsed_text(configs, list(groups.values()))}; paired seed-bootstrap 95% "
+        f"band; calls = mean per episode."
     )
-    headers = ("Condition", "Controller", "Success (%)", "Low", "High", "Calls")
+    headers = ("Condition", "Controller", "Success (%)", "Low", "High", "Calls",
+               "Condition in words")
     return f"### {label}. {title}\n\n{caption}\n\n" + _markdown_table(headers, rows)
 
 
@@ -440,98 +462,189 @@ def tables_markdown(
     contrasts = _follow_on_contrasts(configs, by_grid, success, weights)
     if contrasts is not None:
         sections.append(contrasts)
-    return "\n\n".join(sections) + "\n"
+    cited = ("Seed 003: Anand, Wang and Du, *What Structurally Breaks an Agent? Auditing "
+             "Difficulty in Stateful Tool-Use Workflows*, arXiv:2611.03227.")
+    return "\n\n".join([cited, *sections]) + "\n"
 
 
 # -- plots -----------------------------------------------------------------------------------
-def _new_figure(n_axes: int, width: float) -> tuple[Any, list[Any]]:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    figure = Figure(figsize=(width * n_axes, 3.6), dpi=100)
-    FigureCanvasAgg(figure)
-    axes = [figure.add_subplot(1, n_axes, k + 1) for k in range(n_axes)]
-    return figure, axes
-
-
-def _line_plot(axis: Any, labels: Sequence[str], lines: dict[str, list[float]], title: str,
-               xlabel: str) -> None:
-    positions = np.arange(len(labels))
-    for controller, values in lines.items():
-        axis.plot(positions, values, marker="o", markersize=3, label=controller_name(controller))
-    axis.set_xticks(positions)
-    axis.set_xticklabels(labels, fontsize=7, rotation=30 if len(labels) > 4 else 0)
-    axis.set_ylim(-5, 105)
-    axis.set_title(title, fontsize=9, y=1.0)  # fixed y skips costly auto-positioning
-    axis.set_yticks([0, 25, 50, 75, 100])
-    axis.set_xlabel(xlabel, fontsize=8)
-    axis.set_ylabel("success (%)", fontsize=8)
-    axis.tick_params(labelsize=7)
+# How a spec knob is named in a caption, and the primary factors' knobs.
+KNOB_NAMES = {
+    "family": "family", "n_ops": "N", "depth": "d", "width": "w", "candidates": "b",
+    "snapshot_period": "observation", "hidden_resampling": "hidden resampling",
+    "error_allowance": "R", "locality": "locality", "updates": "updates", "labels": "labels",
+}
+AXIS_NAMES = {"n_ops": "operation count N", "snapshot_period": "observation (feedback)",
+              "error_allowance": "error allowance R", "locality": "query locality",
+              "candidates": "candidates b", "labels": "operation labels"}
+PRIMARY_KNOBS = {"depth": "depth", "candidates": "candidates", "width": "width",
+                 "observation": "snapshot_period"}
 
 
-def _profile_lines(
-    configs: Sequence[Any], members: Sequence[int], rate: np.ndarray,
-    level: Callable[[int], Any],
-) -> tuple[list[Any], dict[str, list[float]]]:
-    """Mean success (%) per controller x level over `members`, other factors averaged."""
-    cells = _group(members, lambda i: (configs[i].controller, level(i)))
-    levels = list(dict.fromkeys(level(i) for i in members))
-    if all(isinstance(v, int | float) for v in levels):
+def collapsed_text(configs: Sequence[Any], groups: Sequence[Sequence[int]]) -> str:
+    """What each plotted point averages: the spec knobs that take several values inside a
+    group, with their levels ("family (chains, barriers), b (4, 8)"), or "nothing"."""
+    varying: dict[str, list[Any]] = {}
+    for members in groups:
+        for key in SPEC_KEYS:
+            levels = list(dict.fromkeys(getattr(configs[i].spec, key) for i in members))
+            if len(levels) > 1:
+                known = varying.setdefault(key, [])
+                known += [v for v in levels if v not in known]
+    if not varying:
+        return "nothing (one configuration per point)"
+    parts = []
+    for key, levels in varying.items():
+        shown = [knob_text(key, v) if key == "snapshot_period" else str(v) for v in levels]
+        parts.append(f"{KNOB_NAMES[key]} ({', '.join(shown)})")
+    return ", ".join(parts)
+
+
+def _seed_caption(seeds: Any, n_seeds: int) -> str:
+    if seeds is None or len(seeds) != n_seeds:
+        return f"{n_seeds} seeds per configuration"
+    return f"{seed_text(seeds)}, the same for every configuration"
+
+
+def _bands(configs: Sequence[Any], success: np.ndarray, weights: np.ndarray,
+           members: Sequence[int], key: Callable[[int], tuple[str, Any]],
+           levels: Sequence[Any]) -> tuple[dict[str, tuple], list[list[int]]]:
+    """Per controller (in order of appearance): mean success (%) and its paired bootstrap
+    band at each level; NaN where a controller has no configuration at a level."""
+    cells = _group(members, key)
+    controllers = list(dict.fromkeys(configs[i].controller for i in members))
+    present = [(c, v) for c in controllers for v in levels if (c, v) in cells]
+    estimate, low, high = _group_bands(success, [cells[k] for k in present], weights)
+    out = {}
+    for controller in controllers:
+        values = [np.full(len(levels), np.nan) for _ in range(3)]
+        for k, (c, v) in enumerate(present):
+            if c == controller:
+                for row, source in zip(values, (estimate, low, high), strict=True):
+                    row[list(levels).index(v)] = 100.0 * source[k]
+        out[controller] = tuple(values)
+    return out, [cells[k] for k in present]
+
+
+def _sorted_levels(values: Any) -> list[Any]:
+    levels = list(dict.fromkeys(values))
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in levels):
         levels.sort()
-    lines: dict[str, list[float]] = {}
-    for controller in dict.fromkeys(configs[i].controller for i in members):
-        lines[controller] = [
-            100.0 * float(rate[cells[(controller, v)]].mean()) if (controller, v) in cells
-            else np.nan
-            for v in levels
-        ]
-    return levels, lines
+    return levels
 
 
-def _factor_level_fn(configs: Sequence[Any], factor: str) -> Callable[[int], Any]:
-    """Level of a primary factor for configuration i; observation as snapshot/history."""
-    if factor == "observation":
-        return lambda i: "history" if configs[i].spec.snapshot_period == 0 else "snapshot"
-    return lambda i: getattr(configs[i].spec, factor)
+def _primary_figure(configs: Sequence[Any], primary: list[int], success: np.ndarray,
+                    weights: np.ndarray, factor: str, seeds: Any) -> Any:
+    families = _group(primary, lambda i: configs[i].spec.family)
+    knob = PRIMARY_KNOBS[factor]
+    figure, axes = new_figure(len(families), 4.0)
+    groups, notes = [], []
+    for axis, (family, members) in zip(axes, families.items(), strict=True):
+        levels = _sorted_levels(getattr(configs[i].spec, knob) for i in members)
+        series, used = _bands(configs, success, weights, members,
+                              lambda i: (configs[i].controller, getattr(configs[i].spec, knob)),
+                              levels)
+        groups += used
+        names = {c: controller_name(c) for c in series}
+        x_labels = [knob_text(knob, v) for v in levels]
+        if factor == "observation":  # two categories: bars, not a line between them
+            grouped_bars(axis, x_labels, series, names)
+        else:
+            note = coincide_note(band_lines(axis, x_labels, series, names), family)
+            notes += [note] if note else []
+        axis.set_title(_family_name(family), fontsize=9)
+        axis.set_xlabel(AXIS_NAMES.get(knob, factor), fontsize=8)
+        percent_axis(axis)
+    legend_outside(figure, axes[-1], "controller")
+    caption = (
+        f"Seed 003 ({CITATION_003}) primary factorial: success against {factor}, per family; "
+        f"each {'bar' if factor == 'observation' else 'point'} averages equally over "
+        f"{collapsed_text(configs, groups)}; "
+        f"{_seed_caption(seeds, success.shape[1])}; "
+        + ("bars" if factor == "observation" else "shaded bands")
+        + " are paired seed-bootstrap 95% intervals of the average."
+    )
+    add_caption(figure, " ".join([caption, *notes]), width=40 * len(families) + 30)
+    return figure
+
+
+def _grid_figure(configs: Sequence[Any], members: list[int], success: np.ndarray,
+                 weights: np.ndarray, grid: str, seeds: Any) -> Any:
+    """Grouped bars per condition: the first knob of the condition on the x axis and, for a
+    two-knob condition, one panel per level of the second knob (no lines across crossed
+    factors)."""
+    knobs = CONDITION_KNOBS[grid]
+    x_knob = knobs[0]
+    panel_knob = knobs[1] if len(knobs) > 1 else None
+    panels = (_group(members, lambda i: getattr(configs[i].spec, panel_knob))
+              if panel_knob else {None: members})
+    panel_order = _sorted_levels(panels)
+    label, title = APPENDIX_TABLES[grid]
+    figure, axes = new_figure(len(panels), 4.4 if len(panels) > 1 else 6.0)
+    groups = []
+    for axis, level in zip(axes, panel_order, strict=True):
+        inside = panels[level]
+        levels = _sorted_levels(getattr(configs[i].spec, x_knob) for i in inside)
+        series, used = _bands(configs, success, weights, inside,
+                              lambda i: (configs[i].controller, getattr(configs[i].spec, x_knob)),
+                              levels)
+        groups += used
+        # a word level ("clustered") reads on its own under an axis label naming the knob
+        x_labels = [str(v) if isinstance(v, str) else knob_text(x_knob, v) for v in levels]
+        grouped_bars(axis, x_labels, series, {c: controller_name(c) for c in series},
+                     rotate=len(x_labels) * max(len(t) for t in x_labels) > 48)
+        axis.set_xlabel(AXIS_NAMES.get(x_knob, KNOB_NAMES[x_knob]), fontsize=8)
+        if panel_knob is not None:
+            axis.set_title(knob_text(panel_knob, level), fontsize=9)
+        percent_axis(axis)
+    legend_outside(figure, axes[0], "controller")
+    caption = (
+        f"Seed 003 ({CITATION_003}) follow-on grid {grid} (Table {label}, {title.lower()}): "
+        f"success per condition and controller; each bar averages equally over "
+        f"{collapsed_text(configs, groups)}; {_seed_caption(seeds, success.shape[1])}; "
+        "error bars are paired seed-bootstrap 95% intervals of the average."
+    )
+    add_caption(figure, caption, width=45 * len(panels) + 40)
+    return figure
+
+
+def profile_figures(
+    configs: Sequence[Any], episodes: dict[str, np.ndarray],
+    weights: np.ndarray | None = None, seeds: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The structural-profile Figures by file name: per primary factor (one panel per
+    family) and per follow-on grid (grouped bars per condition). `weights` are the tables'
+    bootstrap weights (drawn afresh with the same defaults when None); `seeds` maps a grid to
+    the seeds its episodes were played on (design.grid_seeds when None), for the caption."""
+    n_seeds = _validate(configs, episodes, ("success",))
+    if weights is None:
+        weights = bootstrap_weights(n_seeds)
+    success = np.asarray(episodes["success"], dtype=np.float64)
+    by_grid = _group(range(len(configs)), lambda i: configs[i].grid)
+    seeds = dict(seeds or {})
+
+    def seeds_of(grid: str) -> Any:
+        return seeds[grid] if grid in seeds else grid_seeds(grid)
+
+    figures = {}
+    primary = by_grid.get("primary", [])
+    if primary:
+        for factor in EFFECT_FACTORS:
+            figures[f"profile_primary_{factor}.png"] = _primary_figure(
+                configs, primary, success, weights, factor, seeds_of("primary"))
+    for grid in APPENDIX_TABLES:
+        if grid in by_grid:
+            figures[f"profile_{grid}.png"] = _grid_figure(
+                configs, by_grid[grid], success, weights, grid, seeds_of(grid))
+    return figures
 
 
 def plot_profiles(
-    configs: Sequence[Any], episodes: dict[str, np.ndarray], out_dir: str | Path
+    configs: Sequence[Any], episodes: dict[str, np.ndarray], out_dir: str | Path,
+    weights: np.ndarray | None = None, seeds: dict[str, Any] | None = None,
 ) -> list[Path]:
-    """Structural-profile PNGs: per primary factor (one subplot per family) and per follow-on
-    grid (success against condition), one line per controller. Returns the paths written."""
-    _validate(configs, episodes, ("success",))
+    """Write `profile_figures` as PNGs into out_dir; returns the paths written."""
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    rate = np.asarray(episodes["success"], dtype=np.float64).mean(axis=1)
-    by_grid = _group(range(len(configs)), lambda i: configs[i].grid)
-    written = []
-    primary = by_grid.get("primary", [])
-    if primary:
-        families = _group(primary, lambda i: configs[i].spec.family)
-        for factor in EFFECT_FACTORS:
-            figure, axes = _new_figure(len(families), 4.2)
-            for axis, (family, members) in zip(axes, families.items(), strict=True):
-                level = _factor_level_fn(configs, factor)
-                levels, lines = _profile_lines(configs, members, rate, level)
-                _line_plot(axis, [str(v) for v in levels], lines, _family_name(family), factor)
-            axes[-1].legend(fontsize=6, loc="lower left")
-            figure.subplots_adjust(left=0.08, right=0.98, bottom=0.15, top=0.9, wspace=0.25)
-            path = out / f"profile_primary_{factor}.png"
-            figure.savefig(path, pil_kwargs={"compress_level": 1})  # fast PNG encoding
-            written.append(path)
-    for grid in APPENDIX_TABLES:
-        if grid not in by_grid:
-            continue
-        figure, (axis,) = _new_figure(1, 6.0)
-        levels, lines = _profile_lines(
-            configs, by_grid[grid], rate, lambda i: configs[i].condition
-        )
-        _line_plot(axis, [str(v) for v in levels], lines,
-                   f"{grid}: averaged over family, b, w", "condition")
-        axis.legend(fontsize=6, loc="lower left")
-        figure.subplots_adjust(left=0.1, right=0.98, bottom=0.22, top=0.9)
-        path = out / f"profile_{grid}.png"
-        figure.savefig(path, pil_kwargs={"compress_level": 1})  # fast PNG encoding
-        written.append(path)
-    return written
+    return [save(figure, out / name)
+            for name, figure in profile_figures(configs, episodes, weights, seeds).items()]

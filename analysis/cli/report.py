@@ -1,0 +1,44 @@
+"""`diagym report`: run logs, study directories and diagnosis JSON as one static HTML page."""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from analysis.cli.common import OutputError, fail, writable_file
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "report",
+        help="one self-contained HTML page of run logs, study outputs and diagnoses",
+        description=(
+            "Read each INPUT (a run log .jsonl written by run --log, llm-study, dacs-study "
+            "or diagnose --log; a study directory written by reproduce, llm-study --out, "
+            "dacs-study, rl-study, rcwt sweep or diagnose --out; or a diagnosis.json) and "
+            "write one static HTML file that opens from disk with no server or network: "
+            "provenance, the headline table with intervals, the structural profile, the "
+            "diagnosis verdicts, cost and latency, and a trace viewer of every episode "
+            "(paged, filterable by outcome and failure; docs/REPORT.md gives its size bounds)."),
+    )
+    parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
+                        help="a run log (.jsonl), a study directory or a diagnosis JSON")
+    parser.add_argument("--out", type=Path, default=Path("report.html"), metavar="FILE.html",
+                        help="the HTML file to write (default: %(default)s)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.report import write_report
+
+    try:
+        writable_file("--out", args.out)
+        for path in args.inputs:
+            if not path.exists():
+                raise ValueError(f"INPUT {path}: no such file or directory")
+        written = write_report(args.inputs, args.out)
+    except (OutputError, ValueError, OSError) as error:
+        return fail("report", error)
+    print(f"report: {written.path} ({written.bytes:,} bytes, {written.episodes:,} episodes)")
+    return 0

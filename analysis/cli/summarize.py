@@ -1,0 +1,66 @@
+"""`diagym summarize`: the tables and plots of a run log, rebuilt from the log alone."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from analysis.cli.common import OutputError, fail, writable_dir
+
+SUMMARY_JSON, SUMMARY_TEXT, PROFILE_PNG = "summary.json", "summary.txt", "profile.png"
+
+
+def add_parser(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "summarize",
+        help="rebuild a run's tables and plots from its log alone",
+        description=(
+            "Read LOG.jsonl (any log a diagym command wrote) and print, for each run in it, "
+            "the summary diagym run prints (success with its Wilson 95% interval, work, first "
+            "failures, and steering or model-call metrics where the run has them). With "
+            f"--out DIR, also write {SUMMARY_JSON} (one object per run: run id, settings, the "
+            f"diagym run --json summary), {SUMMARY_TEXT} (the printed lines) and "
+            f"{PROFILE_PNG} (the headline rate per factor level, Wilson 95% bars)."),
+    )
+    parser.add_argument("log", type=Path, metavar="LOG.jsonl", help="the run log to read")
+    parser.add_argument("--out", type=Path, metavar="DIR",
+                        help="write the summary files there (default: none, print only)")
+    parser.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from analysis.report.logs import read_run_log
+    from analysis.report.profile import profile
+
+    try:
+        if not args.log.is_file():
+            raise ValueError(f"LOG {args.log}: no such file")
+        if args.out is not None:
+            writable_dir("--out", args.out)
+        log = read_run_log(args.log)
+    except (OutputError, ValueError, OSError) as error:
+        return fail("summarize", error)
+    if not log.runs:
+        return fail("summarize", f"LOG {args.log}: holds no run (no line with a run's settings)")
+    text = "\n\n".join(run.summary_text() for run in log.runs)
+    print(text)
+    if log.skipped_line():
+        print(f"diagym summarize: warning: {log.skipped_line()}", file=sys.stderr)
+    if args.out is None:
+        return 0
+    summaries = [{"run_id": run.run_id, "run_name": run.name, "run": run.run,
+                  "summary": None if run.summary is None else run.summary.to_json()}
+                 for run in log.runs]
+    (args.out / SUMMARY_JSON).write_text(json.dumps(summaries, indent=2) + "\n")
+    (args.out / SUMMARY_TEXT).write_text(text + "\n")
+    written = [args.out / SUMMARY_JSON, args.out / SUMMARY_TEXT]
+    found = profile(log.runs)
+    if found is not None:
+        (args.out / PROFILE_PNG).write_bytes(found[1].png)
+        written.append(args.out / PROFILE_PNG)
+    for path in written:
+        print(f"wrote: {path}")
+    return 0

@@ -1,0 +1,139 @@
+"""A run log read once into its runs: each run's description, sessions, standing episodes,
+traces and model calls, and the one episode summary of each.
+
+The episodes, trace actions and calls that stand per task seed (a "replay" line voids an
+episode's earlier lines) are analysis/diagnose/logs.py `read_log`'s; this module adds the
+session lines (the provenance of the code that played each part of a run) and the run's name,
+and orders the episodes.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from analysis.diagnose.logs import LoggedRun, read_log
+from analysis.summary import Summary, format_summary, summarise
+from controllers.policy import EpisodeRecord
+from controllers.runlog import format_skipped, read_entries
+
+
+def policy_label(policy: Any) -> str:
+    """A policy description in a few words: a controller's name, a chat model's model and
+    harness, else the description as JSON."""
+    if isinstance(policy, dict):
+        for key in ("controller", "dacs_controller"):
+            if set(policy) == {key}:
+                return str(policy[key])
+        model = policy.get("model") or policy.get("llm")
+        if model:
+            harness = policy.get("harness")
+            return f"{model}" + (f" ({harness})" if harness else "")
+        return json.dumps(policy, sort_keys=True)
+    return str(policy)
+
+
+@dataclass
+class LogRun:
+    """One run of a log: `logged` holds, per seed of its episode keys, the episode record,
+    the trace line's actions and the call lines; `seeds` and `records` are its episodes in
+    episode order."""
+
+    run_id: str
+    run: dict[str, Any]
+    name: str | None
+    sessions: list[dict[str, Any]]
+    logged: LoggedRun
+    seeds: list[int]
+    records: list[EpisodeRecord]
+    summary: Summary | None               # None for a run without episodes (an RCWT sweep)
+    result_calls: list[dict[str, Any]]    # call lines of units that are not episodes
+
+    def call_lines(self) -> list[dict[str, Any]]:
+        """The run's call lines that stand: its episodes' and its result units'."""
+        return [c for calls in self.logged.calls.values() for c in calls] + self.result_calls
+
+    def key(self, seed: int) -> str:
+        """The episode key of `seed` in the run (controllers/runlog.py)."""
+        return f"{self.run_id}:{seed}"
+
+    @property
+    def label(self) -> str:
+        """The run as a person names it: its name, else its policy and run id (the
+        provenance table maps run ids to settings)."""
+        if self.name:
+            return self.name
+        return f"{policy_label(self.run.get('policy'))} [{self.run_id}]"
+
+    def header(self) -> str:
+        """The first line `diagym run` prints, from what the log recorded."""
+        seeds = [r.task_seed for r in self.records if r.task_seed is not None]
+        start = f" from seed {min(seeds)}" if seeds else ""
+        policy = self.run.get("policy")
+        if "env" in self.run:
+            where = (f"{self.run['env']} "
+                     f"{json.dumps(self.run.get('env_kwargs', {}), sort_keys=True)}")
+        else:  # a run whose units are not episodes (an RCWT sweep) says what it played
+            where = json.dumps({k: v for k, v in self.run.items() if k != "policy"},
+                               sort_keys=True)
+        return (f"{json.dumps(policy, sort_keys=True)} on {where}: "
+                f"{len(self.records)} episodes{start}")
+
+    def summary_text(self) -> str:
+        return self.header() + ("\n" + format_summary(self.summary) if self.summary else
+                                "\nno episodes (the run's units are result lines)")
+
+
+@dataclass
+class RunLogFile:
+    path: Path
+    runs: list[LogRun]
+    skipped: dict[str, int]
+
+    def skipped_line(self) -> str | None:
+        return format_skipped(self.path, self.skipped) if self.skipped else None
+
+
+def read_run_log(path: Path) -> RunLogFile:
+    """The runs of the log at `path` in the order they first appear; ValueError (one line)
+    for a file that holds no log entry."""
+    path = Path(path)
+    data = path.read_bytes()
+    skipped: Counter[str] = Counter()
+    sessions: dict[str, list[dict[str, Any]]] = {}
+    names: dict[str, str] = {}
+    results: dict[str, list[dict[str, Any]]] = {}
+    seen_results: set[tuple[str, str]] = set()
+    entries = 0
+    for entry in read_entries(data, skipped):
+        entries += 1
+        run_id = entry.get("run_id")
+        if entry["type"] == "session" and isinstance(run_id, str):
+            sessions.setdefault(run_id, []).append(entry)
+        if isinstance(run_id, str) and isinstance(entry.get("run_name"), str):
+            names.setdefault(run_id, entry["run_name"])
+        if (entry["type"] == "call" and "key" in entry and isinstance(run_id, str)
+                and (run_id, str(entry["key"])) not in seen_results):
+            seen_results.add((run_id, str(entry["key"])))  # a repeated key counts once
+            results.setdefault(run_id, []).append(entry)
+    if not entries:
+        raise ValueError(f"{path}: not a run log (no JSONL line with a \"type\")")
+    try:
+        logged = read_log(path)
+    except TypeError as error:
+        raise ValueError(f"{path}: an episode line does not hold an episode record ({error})"
+                         ) from None
+    runs = []
+    for run_id, run in logged.items():
+        ordered = sorted(run.episodes.items(), key=lambda item: item[1].episode)
+        records = [record for _, record in ordered]
+        runs.append(LogRun(
+            run_id=run_id, run=run.run, name=names.get(run_id),
+            sessions=sessions.get(run_id, []), logged=run,
+            seeds=[seed for seed, _ in ordered], records=records,
+            summary=summarise(records) if records else None,
+            result_calls=results.get(run_id, [])))
+    return RunLogFile(path, runs, dict(skipped))

@@ -1,0 +1,78 @@
+"""What a report holds, independent of how it is drawn: sections of tables, figures, texts and
+key-value lists, and the trace viewer's bounded episode data.
+
+Why a model between reading and rendering: one report merges inputs of different kinds (run
+logs, study directories, diagnosis JSON), and each reader adds what it knows to the same
+sections, so the HTML writer has one order of sections and no knowledge of where a table came
+from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+# The report's sections in the order they are drawn: (key, heading).
+SECTIONS = (
+    ("provenance", "Provenance"),
+    ("headline", "Headline"),
+    ("profile", "Structural profile"),
+    ("diagnosis", "Diagnosis verdicts"),
+    ("cost", "Cost and latency"),
+    ("files", "Other outputs"),
+)
+
+
+@dataclass(frozen=True)
+class Table:
+    title: str
+    columns: tuple[str, ...]
+    rows: tuple[tuple[Any, ...], ...]
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Figure:
+    title: str
+    png: bytes
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Text:
+    """Text kept as written (preformatted), or prose drawn as paragraphs."""
+
+    title: str
+    text: str
+    note: str = ""
+    preformatted: bool = True
+
+
+@dataclass(frozen=True)
+class Facts:
+    """A key-value list (a run's provenance)."""
+
+    title: str
+    items: tuple[tuple[str, Any], ...]
+
+
+Item = Table | Figure | Text | Facts
+
+
+@dataclass
+class Report:
+    """Sections (SECTIONS keys -> items), the viewer's data (analysis/report/episodes.py) and
+    the notes a reader must see (what was truncated or left out, and why)."""
+
+    sources: list[str] = field(default_factory=list)
+    sections: dict[str, list[Item]] = field(
+        default_factory=lambda: {key: [] for key, _ in SECTIONS})
+    viewer: dict[str, Any] | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def add(self, section: str, item: Item) -> None:
+        self.sections[section].append(item)
+
+    @property
+    def episodes(self) -> int:
+        return 0 if self.viewer is None else int(self.viewer["total"])

@@ -60,6 +60,7 @@ class TrainConfig:
     env: str
     env_kwargs: dict[str, Any]
     steps: int
+    arch: str = "mlp"  # controllers.sb3.entity.ARCHS; configs written before it are mlp runs
     n_envs: int = 8
     seed: int = 0
     joint_actions: bool = True
@@ -70,11 +71,13 @@ class TrainConfig:
     hyperparameters: dict[str, Any] = field(default_factory=dict)
 
 
-def default_hyperparameters(algo: str) -> dict[str, Any]:
-    """Short rollouts and small batches: workflow episodes last at most N (+ R) steps."""
+def default_hyperparameters(algo: str, arch: str = "mlp") -> dict[str, Any]:
+    """Short rollouts and small batches: workflow episodes last at most N (+ R) steps. The
+    structured recurrent policy keeps MaskablePPO's batch of 256: its backward pass through
+    the attention layers is most of its cost, and 128 doubles the passes per rollout."""
     params: dict[str, Any] = {"n_steps": 128, "batch_size": 256, "learning_rate": 3e-4,
                               "gamma": 0.99, "ent_coef": 0.01, "n_epochs": 10}
-    if algo == "recurrent-ppo":
+    if algo == "recurrent-ppo" and arch == "mlp":
         params.update(n_steps=128, batch_size=128)
     return params
 
@@ -121,9 +124,20 @@ def _check_number(algo: str, key: str, default: Any, value: Any) -> None:
 def check_trainable(config: TrainConfig) -> None:
     """ValueError when `config.algo` cannot train on `config.env`: MaskablePPO needs the
     env's info["action_mask"] at every step, and an env without it fails at the first
-    held-out evaluation with a tensor reshape error."""
+    held-out evaluation with a tensor reshape error; a structured architecture reads the
+    workflow's one-hot fields and scores joint actions."""
     import gymnasium as gym
 
+    from controllers.sb3.entity import ARCHS, policy_for
+
+    if config.arch not in ARCHS:
+        raise ValueError(f"arch must be one of {' | '.join(ARCHS)}; got {config.arch!r}")
+    policy_for(config.arch, config.algo)
+    if config.arch != "mlp" and (envs.family_of(config.env) != envs.WORKFLOW
+                                 or not config.one_hot or not config.joint_actions):
+        raise ValueError(f"--arch {config.arch} needs a StatefulWorkflow env with one-hot "
+                         "observations and joint actions (no --raw-obs, no --multi-discrete); "
+                         f"got {config.env}")
     if config.algo != "maskable-ppo":
         return
     env = gym.make(config.env, **config.env_kwargs)
@@ -188,7 +202,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     check_trainable(config)
     out = Path(out)
     model_path, config_path, curve_path = out / MODEL_NAME, out / CONFIG_NAME, out / CURVE_NAME
-    hyper = {**default_hyperparameters(config.algo), **config.hyperparameters}
+    hyper = {**default_hyperparameters(config.algo, config.arch), **config.hyperparameters}
     config.hyperparameters = hyper
     resuming = resume and model_path.exists()
     stored: dict[str, Any] = {}
@@ -228,11 +242,12 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
         every = int(stored.get("eval_every_steps") or config.eval_every
                     or max(int(stored["steps"]) // 20, config.n_envs * hyper["n_steps"]))
     else:
-        policy_name = "MultiInputLstmPolicy" if config.algo == "recurrent-ppo" \
-            else "MultiInputPolicy"
+        from controllers.sb3.entity import policy_for
+
         try:
-            model = algo_class(config.algo)(policy_name, vec, seed=config.seed, device="cpu",
-                                            verbose=0, **hyper)
+            model = algo_class(config.algo)(policy_for(config.arch, config.algo), vec,
+                                            seed=config.seed, device="cpu", verbose=0,
+                                            **hyper)
         except (AssertionError, TypeError, ValueError) as error:  # SB3 checks by assert
             raise ValueError(f"hyperparameters: {config.algo} refused them: "
                              f"{error}") from None
@@ -308,7 +323,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
                     callback=Checkpoints(), reset_num_timesteps=not resuming)
         if last_steps < model.num_timesteps:
             checkpoint()
-    plot_curve(curve_path, out / "curve.png", f"{config.algo} on {config.env}")
+    plot_curve(curve_path, out / "curve.png", f"{config.algo} ({config.arch}) on {config.env}")
     return model_path
 
 
@@ -345,18 +360,14 @@ def _cut_torn_row(path: Path) -> None:
 
 
 def plot_curve(curve_csv: Path, out_png: Path, title: str) -> Path:
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
+    """The curve beside its run's config (CONFIG_NAME): the agent's palette colour, and a
+    caption naming the evaluation seeds; a Wilson band where a point is a rate over episodes
+    (a DACS point is an accuracy over decisions)."""
+    from analysis.plotting import curve_figure, save
 
     rows = read_curve(curve_csv, report=False)  # train reported them when it read the curve
-    figure = Figure(figsize=(6, 3.6), dpi=100)
-    FigureCanvasAgg(figure)
-    axis = figure.add_subplot(1, 1, 1)
-    axis.plot([r["steps"] for r in rows], [100 * r["success"] for r in rows], marker="o")
-    axis.set_xlabel("training steps")
-    axis.set_ylabel("held-out success (%)")
-    axis.set_ylim(-2, 102)
-    axis.set_title(title, fontsize=9)
-    figure.tight_layout()
-    figure.savefig(out_png)
-    return Path(out_png)
+    config = json.loads((Path(curve_csv).parent / CONFIG_NAME).read_text())
+    episodes = int(config.get("eval_episodes", TrainConfig.eval_episodes))
+    seeds = range(EVAL_SEED, EVAL_SEED + episodes)
+    trials = episodes if envs.family_of(config["env"]) == envs.WORKFLOW else None
+    return save(curve_figure(rows, config["algo"], title, seeds, trials), out_png)

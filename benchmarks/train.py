@@ -1,10 +1,13 @@
-"""Training throughput: SB3 on the numba VecEnv against DummyVecEnv over gym.make envs.
+"""Training throughput: SB3 on the numba VecEnv against DummyVecEnv, and per architecture.
 
 The environment should be a small share of an RL baseline's training time (goal <= 10%), so
 the same MaskablePPO run (StatefulWorkflow-v0, 8 envs, one-hot observations, joint actions,
-one torch thread) is timed with both VecEnvs, side by side and interleaved over repeats
-(medians; the machine is shared). A timing wrapper charges to the env everything SB3 asks of
-it: step_wait, reset and the action masks.
+one torch thread) is timed with both VecEnvs; beside it each network of `diagym train
+--arch` (controllers/sb3/entity.py) with its algorithm on the numba VecEnv, so the price of
+attention and of memory is a measured ratio to the MLP. Every contender runs side by side,
+interleaved over repeats (medians; the machine is shared), with the hyperparameters `diagym
+train` gives it. A timing wrapper charges to the env everything SB3 asks of it: step_wait,
+reset and the action masks.
 
     python benchmarks/train.py [--steps 16384] [--repeats 3] [--json-out FILE]
 """
@@ -26,7 +29,8 @@ from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401
 from analysis.training import default_hyperparameters  # noqa: E402
-from controllers.sb3.policy import make_vec_env  # noqa: E402
+from controllers.sb3.entity import policy_for  # noqa: E402
+from controllers.sb3.policy import algo_class, make_vec_env  # noqa: E402
 
 ENV_ID = "StatefulWorkflow-v0"
 
@@ -65,15 +69,24 @@ def timed(vec: Any) -> Any:
     return Timed(vec)
 
 
-def run(fast: bool, steps: int) -> tuple[float, float]:
-    """(training steps/s, env share of wall time) for one MaskablePPO run."""
+# name -> (algo, arch, numba VecEnv?)
+CONTENDERS: dict[str, tuple[str, str, bool]] = {
+    "numba WorkflowVecEnv": ("maskable-ppo", "mlp", True),
+    "DummyVecEnv over gym.make": ("maskable-ppo", "mlp", False),
+    "entity (MaskablePPO)": ("maskable-ppo", "entity", True),
+    "mlp-lstm (RecurrentPPO)": ("recurrent-ppo", "mlp", True),
+    "entity-lstm (RecurrentPPO)": ("recurrent-ppo", "entity-lstm", True),
+}
+
+
+def run(algo: str, arch: str, fast: bool, steps: int) -> tuple[float, float]:
+    """(training steps/s, env share of wall time) for one training run."""
     import torch
-    from sb3_contrib import MaskablePPO
 
     torch.set_num_threads(1)
     vec = timed(make_vec_env(ENV_ID, {}, 8, joint_actions=True, seed=0, fast=fast))
-    model = MaskablePPO("MultiInputPolicy", vec, seed=0, device="cpu", verbose=0,
-                        **default_hyperparameters("maskable-ppo"))
+    model = algo_class(algo)(policy_for(arch, algo), vec, seed=0, device="cpu", verbose=0,
+                             **default_hyperparameters(algo, arch))
     start = time.perf_counter()
     model.learn(total_timesteps=steps)
     wall = time.perf_counter() - start
@@ -86,27 +99,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args(argv)
-    contenders = {"numba WorkflowVecEnv": True, "DummyVecEnv over gym.make": False}
-    for fast in contenders.values():
-        run(fast, 2048)  # warm-up: compile cache, torch
-    rates: dict[str, list[float]] = {name: [] for name in contenders}
-    shares: dict[str, list[float]] = {name: [] for name in contenders}
+    run("maskable-ppo", "mlp", False, 2048)  # warm-up: compile cache, torch
+    rates: dict[str, list[float]] = {name: [] for name in CONTENDERS}
+    shares: dict[str, list[float]] = {name: [] for name in CONTENDERS}
     for _ in range(args.repeats):
-        for name, fast in contenders.items():
-            rate, share = run(fast, args.steps)
+        for name, contender in CONTENDERS.items():
+            rate, share = run(*contender, args.steps)
             rates[name].append(rate)
             shares[name].append(share)
+    rate = {k: statistics.median(v) for k, v in rates.items()}
     result = {
         "repeats": args.repeats, "steps": args.steps, "algo": "maskable-ppo", "env": ENV_ID,
         "n_envs": 8,
-        "training_steps_per_s": {k: statistics.median(v) for k, v in rates.items()},
+        "contenders": {k: {"algo": a, "arch": r, "numba": f}
+                       for k, (a, r, f) in CONTENDERS.items()},
+        "training_steps_per_s": rate,
         "env_share_of_wall_time": {k: statistics.median(v) for k, v in shares.items()},
+        "ratio_to_mlp": {k: v / rate["numba WorkflowVecEnv"] for k, v in rate.items()},
     }
-    print(f"MaskablePPO on {ENV_ID}, 8 envs, {args.steps} steps; median of {args.repeats}")
-    print(f"{'VecEnv':<30} {'steps/s':>10} {'env share':>10}")
-    for name in contenders:
-        print(f"{name:<30} {result['training_steps_per_s'][name]:>10,.0f} "
-              f"{100 * result['env_share_of_wall_time'][name]:>9.1f}%")
+    print(f"{ENV_ID}, 8 envs, {args.steps} steps; median of {args.repeats}")
+    print(f"{'contender':<30} {'steps/s':>10} {'env share':>10} {'x mlp':>7}")
+    for name in CONTENDERS:
+        print(f"{name:<30} {rate[name]:>10,.0f} "
+              f"{100 * result['env_share_of_wall_time'][name]:>9.1f}% "
+              f"{result['ratio_to_mlp'][name]:>7.2f}")
     emit(result, args.json_out)
     return 0
 

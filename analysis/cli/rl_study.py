@@ -8,19 +8,54 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import bounded_int, fail, writable_dir
+from analysis.cli.common import (
+    add_executor_flags,
+    bounded_int,
+    check_executor_flags,
+    fail,
+    open_executor,
+    writable_dir,
+)
+
+ARCH_CHOICES = ("mlp", "entity", "entity-lstm")
+
+
+def arch_list(text: str) -> tuple[str, ...]:
+    """A comma-separated list of architectures, each one of ARCH_CHOICES."""
+    names = tuple(dict.fromkeys(part.strip() for part in text.split(",") if part.strip()))
+    bad = [name for name in names if name not in ARCH_CHOICES]
+    if not names or bad:
+        raise argparse.ArgumentTypeError(f"must be a comma-separated list of "
+                                         f"{' | '.join(ARCH_CHOICES)}; got {text!r}")
+    return names
 
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "rl-study",
-        help="MaskablePPO and RecurrentPPO on snapshot/history x width 1/8, profiled",
+        help="SB3 agents per architecture on snapshot/history x width, profiled",
         description=(
             "Train MaskablePPO (memoryless) and RecurrentPPO (LSTM) on a small StatefulWorkflow "
             "preset under snapshot and history feedback at widths 1 and 8, evaluate them and "
-            "reference controllers on held-out seeds, and write a table and a profile plot."
+            "reference controllers on held-out seeds, and write a table and a profile plot. "
+            "--arch adds the structured networks (docs/RL.md), --full plays the default N at "
+            "widths 1/4/8 and candidates 2/4, --seeds trains several seeds per agent (with a "
+            "band over seeds) and --diagnose profiles every trained agent on the diagnosis "
+            "battery of its shape."
         ),
     )
+    parser.add_argument("--arch", type=arch_list, default=("mlp",), metavar="LIST",
+                        help="comma-separated architectures: mlp (MaskablePPO and "
+                             "RecurrentPPO), entity (MaskablePPO), entity-lstm (RecurrentPPO) "
+                             "(default: mlp)")
+    parser.add_argument("--seeds", type=bounded_int(1, 32), default=1, metavar="K",
+                        help="training seeds per agent, from --seed (default: %(default)s)")
+    parser.add_argument("--full", action="store_true",
+                        help="the default N=8 (depth 4) at widths 1, 4, 8 and candidates 2, 4 "
+                             "instead of the small preset (default: off)")
+    parser.add_argument("--diagnose", action="store_true",
+                        help="diagnose every trained agent on the battery of its shape and put "
+                             "the verdicts in the table (default: off)")
     parser.add_argument("--steps", type=bounded_int(1), default=100_000, metavar="N",
                         help="training steps per agent (default: %(default)s)")
     parser.add_argument("--episodes", type=bounded_int(1), default=256, metavar="E",
@@ -32,6 +67,7 @@ def add_parser(subparsers: Any) -> None:
                              "%(default)s)")
     parser.add_argument("--json", action="store_true",
                         help="print JSON rows instead of the table (default: off)")
+    add_executor_flags(parser)
     parser.set_defaults(func=run)
 
 
@@ -42,11 +78,25 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         writable_dir("--out", args.out)
+        check_executor_flags(args)
     except ValueError as error:
         return fail("rl-study", error)
-    rows = run_study(args.out, steps=args.steps, episodes=args.episodes, seed=args.seed,
-                     progress=True)
+    try:
+        if args.executor == "local":
+            rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
+                             seed=args.seed, progress=True, archs=args.arch, seeds=args.seeds,
+                             full=args.full, diagnose=args.diagnose)
+        else:
+            with open_executor(args) as executor:
+                rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
+                                 seed=args.seed, archs=args.arch, seeds=args.seeds,
+                                 full=args.full, diagnose=args.diagnose, executor=executor)
+    except ValueError as error:
+        return fail("rl-study", error)
     table, plot = write_report(rows, args.out)
+    from analysis.report import write_beside
+
+    write_beside(args.out, command="rl-study", quiet=args.json)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
     else:

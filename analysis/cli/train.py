@@ -26,6 +26,12 @@ def add_parser(subparsers: Any) -> None:
                         required=True,
                         help="ppo, maskable-ppo (needs an env with action masks: the "
                              "StatefulWorkflow ids) or recurrent-ppo (LSTM); required")
+    parser.add_argument("--arch", choices=("mlp", "entity", "entity-lstm"), default="mlp",
+                        help="the network: mlp (SB3's MultiInputPolicy over the one-hot "
+                             "fields), entity (operation and register tokens, attention, "
+                             "per-(operation, slot) logits; with ppo or maskable-ppo) or "
+                             "entity-lstm (the same with an LSTM memory; with recurrent-ppo); "
+                             "see docs/RL.md (default: %(default)s)")
     parser.add_argument("--env", required=True, metavar="ID",
                         help="a registered env id (required)")
     add_env_kwargs(parser)
@@ -68,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
     import envs  # noqa: F401  (registers the ids)
     from analysis.training import TrainConfig, read_curve, train
 
-    config = TrainConfig(algo=args.algo, env=args.env, env_kwargs=args.env_kwargs,
+    config = TrainConfig(algo=args.algo, arch=args.arch, env=args.env, env_kwargs=args.env_kwargs,
                          steps=args.steps, n_envs=args.n_envs, seed=args.seed,
                          joint_actions=not args.multi_discrete, one_hot=not args.raw_obs,
                          eval_episodes=args.eval_episodes, eval_every=args.eval_every,
@@ -80,7 +86,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, TypeError, OSError) as error:
         return fail("train", error)
     last = read_curve(args.out / "curve.csv")[-1]
-    print(f"{args.algo} on {args.env}: {int(last['steps']):,} steps in {last['wall_s']:.0f} s; "
+    print(f"{args.algo} ({args.arch}) on {args.env}: {int(last['steps']):,} steps in "
+          f"{last['wall_s']:.0f} s; "
           f"held-out success {100 * last['success']:.1f}%")
     print(f"model: {model}\ncurve: {args.out / 'curve.csv'} and {args.out / 'curve.png'}")
     return 0

@@ -102,7 +102,10 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
     ## Observation space
     window (Text), visible_facts / visible_decisions (10 x len(KEYS) value ids, -1 where not
     fully visible), requester, key, options (4 value ids), depends_on (shape (1,), -1 for
-    none).
+    none). With observation_mode="numeric" the window text is left out, the two grids are
+    flattened (row-major, agent by agent) and focused (0 for none, j + 1 when agent j's full
+    context is loaded) and window_fill (tokens / W, in 0..1) come in, so SB3 takes the
+    observation as it is.
 
     ## Rewards
     1 for a correct answer, 0 for a wrong one, -focus_cost for a focus action.
@@ -153,6 +156,15 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
                 "depends_on": spaces.Box(-1, MAX_AGENTS - 1, shape=(1,), dtype=i16),
             }
         )
+        if self.observation_mode == "numeric":
+            fields = dict(self.observation_space.spaces)
+            del fields["window"]
+            for key in ("visible_facts", "visible_decisions"):  # 1-D, as SB3's checker asks
+                fields[key] = spaces.Box(-1, MAX_VALUES - 1, shape=(MAX_AGENTS * N_KEYS,),
+                                         dtype=i16)
+            fields["focused"] = spaces.Discrete(MAX_AGENTS + 1)
+            fields["window_fill"] = spaces.Box(0.0, 1.0, shape=(1,), dtype=np.float32)
+            self.observation_space = spaces.Dict(fields)
         self._scenario: Scenario | None = None
         self._pending: PendingRequest | None = None
         self._current: Window | None = None
@@ -484,7 +496,26 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
             "options": np.array(pending.option_ids, dtype=np.int16),
             "depends_on": np.array([pending.depends_on], dtype=np.int16),
         }
+        if self.observation_mode == "numeric":
+            self._last_obs = self._numeric(self._last_obs)
         return self._copy_obs(self._last_obs)
+
+    def _numeric(self, obs: dict[str, Any]) -> dict[str, Any]:
+        """observation_mode="numeric": the text gives way to the two things about it a policy
+        choosing focus needs in numbers, whose full context is loaded (0 none, j + 1 agent
+        j) and the share of the budget the window fills."""
+        obs = {k: v for k, v in obs.items() if k != "window"}
+        for key in ("visible_facts", "visible_decisions"):
+            obs[key] = obs[key].reshape(-1)
+        if self.agent_chosen_focus:
+            focused = self._focused
+        else:
+            focused = self._pending.requester if self.context_mode == "dacs" else -1
+        obs["focused"] = np.int64(focused + 1)
+        budget = UNBOUNDED if self.window is None else self.window
+        obs["window_fill"] = np.array([min(self._current.tokens / budget, 1.0)],
+                                      dtype=np.float32)
+        return obs
 
     @staticmethod
     def _copy_obs(obs: dict[str, Any]) -> dict[str, Any]:

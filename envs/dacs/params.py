@@ -17,6 +17,7 @@ from envs.dacs.scenario import FAMILIES, MAX_AGENTS, MAX_DECISIONS, MIN_AGENTS, 
 CONTEXT_MODES = ("dacs", "flat", "registry")
 ORDERS = ("natural", "requester_first", "requester_last")
 SCORINGS = ("choice", "keywords")
+OBSERVATION_MODES = ("text", "numeric")
 MIN_BUDGET, MAX_BUDGET = 128, 1_000_000
 
 
@@ -45,6 +46,9 @@ class DacsParams(EnvParams):
         controllers) | "keywords" (seed 002's free-text scoring: the action is the reply text,
         correct if it names the right value, contaminated if it names another agent's value;
         no focus actions).
+    observation_mode: "text" (the window's text beside its numeric fields) | "numeric" (no
+        text: the numeric fields plus which agent's full context is loaded and the window's
+        share of the budget, the form SB3's policies and check_env accept).
     """
 
     TITLE: ClassVar[str] = "DACSSteering"
@@ -58,6 +62,7 @@ class DacsParams(EnvParams):
     agent_chosen_focus: bool = False
     focus_cost: float = 0.0
     scoring: str = "choice"
+    observation_mode: str = "text"
 
     def __post_init__(self) -> None:
         # Normalised in place (numpy integers to int, ints to float), as a frozen dataclass
@@ -74,6 +79,8 @@ class DacsParams(EnvParams):
             "agent_chosen_focus": check_bool("agent_chosen_focus", self.agent_chosen_focus),
             "focus_cost": check_nonnegative("focus_cost", self.focus_cost),
             "scoring": check_choice("scoring", self.scoring, SCORINGS),
+            "observation_mode": check_choice("observation_mode", self.observation_mode,
+                                             OBSERVATION_MODES),
         }
         if normal["scoring"] == "keywords" and normal["agent_chosen_focus"]:
             raise ValueError("scoring must be 'choice' with agent_chosen_focus=True (a "

@@ -411,3 +411,17 @@ def test_diagnose_is_the_same_on_both_executors(
     assert _diagnosis(capsys, *argv, "--executor", "ray") == local
     drop = ("session", "latency_s", "started")
     assert _lines(tmp_path / "ray.jsonl", drop) == _lines(tmp_path / "local.jsonl", drop)
+
+
+def test_rl_study_trains_its_arms_as_ray_tasks(tmp_path: Path,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    """Each arm's training run is one task: the same rows as locally (seeds come from the
+    task's config), and the run directories a local resume then finds finished."""
+    argv = ["rl-study", "--steps", "256", "--episodes", "4", "--json"]
+    assert main([*argv, "--out", str(tmp_path / "local")]) == 0
+    local = json.loads(capsys.readouterr().out)
+    assert main([*argv, "--out", str(tmp_path / "ray"), "--executor", "ray"]) == 0
+    remote = json.loads(capsys.readouterr().out)
+    assert remote == local
+    assert main([*argv, "--out", str(tmp_path / "ray")]) == 0  # resumed: nothing to train
+    assert json.loads(capsys.readouterr().out) == local

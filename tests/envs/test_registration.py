@@ -50,7 +50,7 @@ def test_every_workflow_parameter_is_a_make_kwarg(env_id: str) -> None:
 def test_every_dacs_parameter_is_a_make_kwarg() -> None:
     kwargs = {"n_agents": 7, "family": "cascade", "decisions": 2, "context_mode": "flat",
               "window": 2048, "order": "requester_first", "agent_chosen_focus": True,
-              "focus_cost": 0.25, "scoring": "choice"}
+              "focus_cost": 0.25, "scoring": "choice", "observation_mode": "numeric"}
     assert set(kwargs) == set(DacsParams().as_dict())
     env = gym.make("DACSSteering-v0", **kwargs)
     assert env.unwrapped.params == DacsParams(**kwargs)

@@ -171,3 +171,21 @@ def play(agent: Policy, env_kwargs: Mapping[str, Any], seeds: Iterable[int]) -> 
         traces.append(Trace(dict(env_kwargs), seed, tuple(actions)))
     env.close()
     return traces
+
+
+class HiddenController:
+    """A reference controller behind a user's policy class: subclasses name the controller,
+    and `diagnose --policy FILE:Subclass` sees only the class, never the controller's name."""
+
+    controller = ""
+
+    def __init__(self, env: Any) -> None:
+        from controllers.workflow.adapter import ReferencePolicy
+
+        self.inner = ReferencePolicy.for_env(self.controller, env)
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.inner.reset(seed=seed)
+
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        return self.inner.act(observation, info)

@@ -26,32 +26,20 @@ from analysis.diagnose.run import diagnose_policy, mechanism_model
 from analysis.training import TrainConfig, train
 from controllers.workflow.adapter import ReferencePolicy
 from envs.workflow.params import WorkflowSpec
+from tests.analysis.diagnose_agents import HiddenController
 
 HERE = Path(__file__).resolve()
 
 
-class _Hidden:
-    controller = ""
-
-    def __init__(self, env: Any) -> None:
-        self.inner = ReferencePolicy.for_env(self.controller, env)
-
-    def reset(self, *, seed: int | None = None) -> None:
-        self.inner.reset(seed=seed)
-
-    def act(self, observation: Any, info: dict[str, Any]) -> Any:
-        return self.inner.act(observation, info)
-
-
-class HiddenCache2(_Hidden):
+class HiddenCache2(HiddenController):
     controller = "cache-2"
 
 
-class HiddenEliminate(_Hidden):
+class HiddenEliminate(HiddenController):
     controller = "eliminate"
 
 
-class HiddenRandomSchedule(_Hidden):
+class HiddenRandomSchedule(HiddenController):
     controller = "random-schedule"
 
 

@@ -23,7 +23,7 @@ from analysis.diagnose.run import logged_traces, mechanism_model
 from controllers.tracing import Traced
 from controllers.workflow.adapter import ReferencePolicy
 from envs.workflow.params import WorkflowSpec
-from tests.analysis.diagnose_agents import WrongRegister
+from tests.analysis.diagnose_agents import HiddenController, WrongRegister
 
 HERE = Path(__file__).resolve()
 AGENTS = Path(__file__).resolve().parent / "diagnose_agents.py"
@@ -35,24 +35,11 @@ ATTRIBUTION_KEYS = {"dependency", "completed", "stale_value", "wrong_register",
 VERDICT_KEYS = {"scheduling", "retention", "selection", "recovery"}
 
 
-class _Hidden:
-    controller = ""
-
-    def __init__(self, env: Any) -> None:
-        self.inner = ReferencePolicy.for_env(self.controller, env)
-
-    def reset(self, *, seed: int | None = None) -> None:
-        self.inner.reset(seed=seed)
-
-    def act(self, observation: Any, info: dict[str, Any]) -> Any:
-        return self.inner.act(observation, info)
-
-
-class AgentA(_Hidden):
+class AgentA(HiddenController):
     controller = "cache-2"
 
 
-class AgentB(_Hidden):
+class AgentB(HiddenController):
     controller = "scan-2"
 
 

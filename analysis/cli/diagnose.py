@@ -104,15 +104,7 @@ def _diagnosis(args: argparse.Namespace) -> Any:
         if args.log is None:
             raise ValueError("give --policy NAME (play the battery) or --log RUN.jsonl "
                              "(diagnose a log)")
-        if args.resume:
-            raise ValueError("--resume continues a diagnosis played with --policy; --log "
-                             "without --policy only reads the log")
-        if args.adaptive:
-            raise ValueError("--adaptive chooses what to play next; --log without --policy "
-                             "only reads the log (an adaptive log is read as it stands)")
-        refuse_chat_flags(args, "(none)")
-        if not args.log.is_file():
-            raise ValueError(f"--log {args.log}: no such file")
+        _check_log_only(args)
         from analysis.diagnose.dacs import holds_dacs_runs
 
         if holds_dacs_runs(args.log):
@@ -138,6 +130,20 @@ def _diagnosis(args: argparse.Namespace) -> Any:
                                text_actions=maker.text_actions,
                                on_record=lambda _record: bar.update(1),
                                adaptive_budget=args.episode_budget if args.adaptive else None)
+
+
+def _check_log_only(args: argparse.Namespace) -> None:
+    """ValueError for the flags a diagnosis read from --log (no --policy) cannot use, and for
+    a log that is not there."""
+    if args.resume:
+        raise ValueError("--resume continues a diagnosis played with --policy; --log "
+                         "without --policy only reads the log")
+    if args.adaptive:
+        raise ValueError("--adaptive chooses what to play next; --log without --policy "
+                         "only reads the log (an adaptive log is read as it stands)")
+    refuse_chat_flags(args, "(none)")
+    if not args.log.is_file():
+        raise ValueError(f"--log {args.log}: no such file")
 
 
 def _battery(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[int, ...]]:
@@ -178,12 +184,7 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
         if args.log is None:
             raise ValueError(f"--env {DACS_ENV} plays the DACS battery; give --policy NAME "
                              "(play it) or --log RUN.jsonl (diagnose a log)")
-        if args.resume:
-            raise ValueError("--resume continues a diagnosis played with --policy; --log "
-                             "without --policy only reads the log")
-        refuse_chat_flags(args, "(none)")
-        if not args.log.is_file():
-            raise ValueError(f"--log {args.log}: no such file")
+        _check_log_only(args)
         return diagnose_dacs_log(args.log)
     if args.resume and args.log is None:
         raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")

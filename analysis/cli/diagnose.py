@@ -19,6 +19,7 @@ from analysis.cli.common import (
     check_executor_flags,
     executor_workers,
     fail,
+    for_executor,
     open_executor,
     refuse_chat_flags,
     stopped_at_cost_limit,
@@ -122,7 +123,7 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     with policy_maker(args, ENV) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor, \
             progress(total=sum(allocation), desc="diagym diagnose", unit="episode") as bar:
-        return diagnose_policy(_for_executor(maker.make_policy, executor), battery=battery,
+        return diagnose_policy(for_executor(maker.make_policy, executor), battery=battery,
                                allocation=allocation, executor=executor,
                                seed=args.seed,
                                log=args.log, resume=args.resume,
@@ -200,18 +201,11 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     with policy_maker(args, DACS_ENV) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor, \
             progress(total=budget, desc="diagym diagnose", unit="episode") as bar:
-        return diagnose_dacs(_for_executor(maker.make_policy, executor),
+        return diagnose_dacs(for_executor(maker.make_policy, executor),
                              episodes=budget // configurations,
                              seed=args.seed, text_actions=maker.text_actions, log=args.log,
                              resume=args.resume, workers=getattr(args, "concurrency", 1),
                              on_record=lambda _record: bar.update(1), executor=executor)
-
-
-def _for_executor(make_policy: Any, executor: Any) -> Any:
-    """The policy factory with its shared limits held by `executor` (a chat model's one
-    rate limit and cost meter for every worker), where the factory has any."""
-    for_executor = getattr(make_policy, "for_executor", None)
-    return for_executor(executor) if callable(for_executor) else make_policy
 
 
 def _print_dacs(result: dict[str, Any]) -> None:

@@ -15,6 +15,7 @@ from analysis.cli.common import (
     check_executor_flags,
     executor_workers,
     fail,
+    for_executor,
     open_executor,
     stopped_at_cost_limit,
     writable_file,
@@ -76,8 +77,7 @@ def _play(args: argparse.Namespace) -> Any:
     with policy_maker(args, args.env, args.env_kwargs) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor:
         args.described = maker.described
-        for_executor = getattr(maker.make_policy, "for_executor", None)
-        make_policy = for_executor(executor) if callable(for_executor) else maker.make_policy
+        make_policy = for_executor(maker.make_policy, executor)
         if maker.text_actions:
             from analysis.llm_runs import make_text_env
 

@@ -136,10 +136,6 @@ def battery_for(n_ops: int, candidates: int, error_allowance: int) -> Design:
     return choose_battery(shape_pool(n_ops, candidates, error_allowance))
 
 
-def default_shape(spec: WorkflowSpec) -> bool:
-    """Whether `spec` is a configuration of the default battery."""
-    return spec in DEFAULT_BATTERY
-
 
 def target_names() -> list[str]:
     """The mechanisms a battery must identify: the references, cache-k and scan-s."""

@@ -179,9 +179,8 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
         raise ValueError(f"allocation needs one episode count per battery configuration "
                          f"({len(battery)}); got {len(allocation)}")
     check_seed(seed, allocation if adaptive_budget is None else [adaptive_budget])
-    scratch = None
-    if log is None and executor is not None and not executor.in_process:
-        scratch = tempfile.TemporaryDirectory(prefix="diagym-diagnose-")
+    scratch = _scratch_dir(log, executor)
+    if scratch is not None:
         log = Path(scratch.name) / "diagnose.jsonl"
     run_log = None if log is None else RunLog(Path(log), resume=resume)
     described: list[Any] = []
@@ -246,6 +245,15 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
     ordered = [configurations[c] for c in sorted(configurations)]
     diagnosis = _diagnose(described[0] if described else None, ordered, battery)
     return dataclasses.replace(diagnosis, design=design)
+
+
+def _scratch_dir(log: Path | None, executor: Executor | None
+                 ) -> tempfile.TemporaryDirectory[str] | None:
+    """A temporary directory for the run log when there is none and episodes play out of
+    process: their traces come back to the driver only as the log's trace lines."""
+    if log is None and executor is not None and not executor.in_process:
+        return tempfile.TemporaryDirectory(prefix="diagym-diagnose-")
+    return None
 
 
 def _renumbered(parts: Sequence[Episodes]) -> Episodes:
@@ -352,9 +360,8 @@ def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,
             described.append(identity(describe_run(env, policy)["policy"]))
         return policy
 
-    scratch = None
-    if log is None and executor is not None and not executor.in_process:
-        scratch = tempfile.TemporaryDirectory(prefix="diagym-diagnose-")
+    scratch = _scratch_dir(log, executor)
+    if scratch is not None:
         log = Path(scratch.name) / "diagnose.jsonl"
     run_log = None if log is None else RunLog(Path(log), resume=resume)
     try:

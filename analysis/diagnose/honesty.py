@@ -1,0 +1,251 @@
+"""What keeps a diagnosis honest, for both env families: an absolute fit test, the headline
+that says when no hypothesis explains the agent, verdicts made conditional on a rejected fit,
+intervals from a profile likelihood, attribution set against what guessing would give, and
+words capped by the evidence.
+
+A ranking of hypotheses says which one is least bad; it cannot say that the best is good. The
+fit test does: replicate the best hypothesis (its mechanism at its lapse rate) with the
+agent's own episode counts, score every replicate with the statistic the agent was scored
+with, and report how often a replicate fits worse than the agent did (a parametric bootstrap).
+Below FIT_ALPHA the verdict is "outside the family": the headline names the closest hypothesis
+and says that none explains the outcomes, and each component verdict is worded as what it
+would be *if* the agent were that hypothesis. The statistic is the family's own (G-squared of
+outcome counts for StatefulWorkflow, analysis/diagnose/fit_test.py; DACS scores its answers
+against the reader's choice distribution), the rule on it is this module's.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from scipy.stats import binomtest, chi2
+
+# Half the 95% quantile of chi2(1): parameter values this close to the best in log-likelihood
+# form the likelihood-ratio interval (Wilks).
+INTERVAL_LOG_UNITS = float(chi2.ppf(0.95, 1) / 2)
+FIT_ALPHA = 0.01
+FITS, OUTSIDE = "fits", "outside the family"
+# Fewer episodes with an env outcome than this, or fewer failures: a component verdict says
+# there is too little evidence instead of naming a deficit.
+MIN_OUTCOMES = 16
+MIN_FAILURES = 8
+# An attribution cause is called in excess of guessing when a one-sided binomial test of its
+# count against the guessing rate is below this.
+EXCESS_ALPHA = 0.01
+
+
+def g_squared(counts: np.ndarray, log_p: np.ndarray) -> np.ndarray:
+    """The G-squared (deviance) of outcome counts against a distribution, along the last axis:
+    2 sum n log(n / (N p)) over the outcomes with n > 0 (0 for no episodes)."""
+    counts = np.asarray(counts, dtype=np.float64)
+    total = counts.sum(axis=-1, keepdims=True)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        terms = np.where(counts > 0, counts * (np.log(counts) - np.log(total) - log_p), 0.0)
+    return 2.0 * terms.sum(axis=-1)
+
+
+def bootstrap_p_value(observed: float, replicates: np.ndarray) -> float:
+    """(1 + #replicates at least as extreme) / (1 + #replicates): never 0, so a p-value from R
+    replicates is no smaller than 1 / (R + 1)."""
+    replicates = np.asarray(replicates, dtype=np.float64)
+    return float((1 + np.count_nonzero(replicates >= observed - 1e-9)) / (1 + replicates.size))
+
+
+@dataclass(frozen=True)
+class FitTest:
+    """The absolute fit of the best hypothesis: the agent's statistic, its bootstrap p-value
+    over `replicates` replicates of that hypothesis, the replicates' median statistic (what a
+    fitting agent shows), and the parts (configurations) outside their 95% replicate band."""
+
+    hypothesis: str
+    statistic: float
+    p_value: float
+    replicates: int
+    expected: float
+    outside: tuple[str, ...] = ()
+
+    @property
+    def verdict(self) -> str:
+        return FITS if self.p_value >= FIT_ALPHA else OUTSIDE
+
+    @property
+    def rejected(self) -> bool:
+        return self.verdict == OUTSIDE
+
+    def p_text(self) -> str:
+        """'p = 0.43', or 'p < 0.005' at the resolution of the replicates."""
+        floor = 1.0 / (self.replicates + 1)
+        if self.p_value <= floor + 1e-12:
+            return f"p < {_round_up(floor * 1.0001)}"
+        return f"p = {self.p_value:.2g}"
+
+    def to_json(self) -> dict[str, Any]:
+        return {"hypothesis": self.hypothesis, "statistic": round(self.statistic, 3),
+                "p_value": round(self.p_value, 5), "replicates": self.replicates,
+                "expected_statistic": round(self.expected, 3), "outside": list(self.outside),
+                "verdict": self.verdict}
+
+
+def _round_up(value: float) -> str:
+    for digits in range(1, 6):
+        text = f"{value:.{digits}f}"
+        if float(text) >= value:
+            return text.rstrip("0").rstrip(".")
+    return f"{value:.2g}"
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """What the episodes can say: how many there were, how many the env ended (a success or
+    the error budget spent: the only outcomes any hypothesis predicts), the invalid replies by
+    category, and the failed calls the traces hold."""
+
+    episodes: int
+    with_outcome: int
+    invalid: Mapping[str, int] = field(default_factory=dict)
+    failures: int = 0
+
+    @property
+    def without_outcome(self) -> int:
+        return self.episodes - self.with_outcome
+
+    @property
+    def nothing_to_fit(self) -> bool:
+        return self.with_outcome == 0
+
+    @property
+    def too_little(self) -> bool:
+        return self.with_outcome < MIN_OUTCOMES or self.failures < MIN_FAILURES
+
+    def to_json(self) -> dict[str, Any]:
+        return {"episodes": self.episodes, "with_env_outcome": self.with_outcome,
+                "without_env_outcome": self.without_outcome,
+                "invalid_replies": dict(sorted(self.invalid.items())),
+                "failed_calls": self.failures}
+
+
+def headline(best: str | None, test: FitTest | None, evidence: Evidence,
+             posterior_note: str = "") -> str:
+    """One line: nothing to fit, the best hypothesis and that it fits, or that none does."""
+    if evidence.nothing_to_fit:
+        return (f"{evidence.without_outcome} of {evidence.episodes} episodes ended on an invalid "
+                "reply or without an env outcome; nothing to fit")
+    partial = ("" if not evidence.without_outcome else
+               f" ({evidence.without_outcome} of {evidence.episodes} episodes without an env "
+               "outcome are no evidence)")
+    if test is None:
+        return f"best hypothesis: {best} (no fit test){partial}{posterior_note}"
+    if test.rejected:
+        return (f"outside the family: no reference mechanism explains the outcomes (fit "
+                f"{test.p_text()}: statistic {test.statistic:.0f} where about "
+                f"{test.expected:.0f} is expected); closest: {best}{partial}{posterior_note}")
+    return f"best mechanism: {best}, which fits the outcomes (fit {test.p_text()}){partial}" \
+           f"{posterior_note}"
+
+
+def conditional(verdicts: Mapping[str, str], test: FitTest | None, closest: str,
+                evidence: Evidence | None = None) -> dict[str, str]:
+    """The component verdicts as they may be claimed: unchanged when the fit holds, worded
+    'if it were <closest>: ...' when it is rejected, and withheld when the episodes hold too
+    little evidence (`Evidence.too_little`)."""
+    out = {}
+    for component, text in verdicts.items():
+        head, _, body = text.partition(": ")
+        if evidence is not None and evidence.nothing_to_fit:
+            out[component] = f"{head}: withheld: no episode ended with an env outcome"
+        elif evidence is not None and evidence.too_little:
+            out[component] = (f"{head}: too little evidence for a claim ({evidence.with_outcome} "
+                              f"episodes with an env outcome, {evidence.failures} failed "
+                              f"calls); the best fit reads: {body}")
+        elif test is not None and test.rejected:
+            out[component] = f"{head}: if it were {closest} (it fits badly): {body}"
+        else:
+            out[component] = text
+    return out
+
+
+def profile_interval(grid: Sequence[float], profile: Sequence[float],
+                     cut: float = INTERVAL_LOG_UNITS) -> tuple[float, float]:
+    """The likelihood-ratio interval of a parameter profiled on a grid: where the profile,
+    linearly interpolated between grid points, is within `cut` of its maximum. Its ends lie
+    between grid points (never a single value because the grid is coarse); at an edge of the
+    grid where the profile is still inside, the edge."""
+    grid = np.asarray(grid, dtype=np.float64)
+    profile = np.asarray(profile, dtype=np.float64)
+    best = int(np.argmax(profile))
+    level = profile[best] - cut
+
+    def crossing(i: int, j: int) -> float:
+        # profile[i] >= level > profile[j]: where the segment from i to j crosses the level
+        a, b = profile[i], profile[j]
+        if not np.isfinite(b):
+            return float(grid[i])
+        return float(grid[i] + (grid[j] - grid[i]) * (a - level) / (a - b))
+
+    low_i = best
+    while low_i > 0 and profile[low_i - 1] >= level:
+        low_i -= 1
+    high_i = best
+    while high_i < len(grid) - 1 and profile[high_i + 1] >= level:
+        high_i += 1
+    low = float(grid[0]) if low_i == 0 else crossing(low_i, low_i - 1)
+    high = float(grid[-1]) if high_i == len(grid) - 1 else crossing(high_i, high_i + 1)
+    return low, high
+
+
+def integer_interval(values: Sequence[int], profile: Sequence[float],
+                     cut: float = INTERVAL_LOG_UNITS) -> tuple[int, int]:
+    """The likelihood-ratio set of an integer parameter as (lowest, highest) value inside."""
+    profile = np.asarray(profile, dtype=np.float64)
+    inside = [v for v, ll in zip(values, profile, strict=True) if ll >= profile.max() - cut]
+    return min(inside), max(inside)
+
+
+@dataclass(frozen=True)
+class ChanceCount:
+    """A cause's observed count among `decisions` failed decisions, the count a uniform
+    guesser would show on the same decisions, and its likelihood share."""
+
+    observed: int
+    expected_if_guessing: float
+    share: float
+    decisions: int
+
+    @property
+    def excess_p(self) -> float:
+        """One-sided binomial p-value of the observed count against the guessing rate."""
+        if self.decisions == 0:
+            return 1.0
+        rate = min(max(self.expected_if_guessing / self.decisions, 1e-12), 1 - 1e-12)
+        return float(binomtest(self.observed, self.decisions, rate,
+                               alternative="greater").pvalue)
+
+    @property
+    def in_excess(self) -> bool:
+        return self.decisions > 0 and self.excess_p < EXCESS_ALPHA
+
+    def to_json(self) -> dict[str, Any]:
+        return {"observed": self.observed,
+                "expected_if_guessing": round(self.expected_if_guessing, 2),
+                "share": round(self.share, 2), "decisions": self.decisions,
+                "excess_p": round(self.excess_p, 5)}
+
+    def words(self, name: str) -> str:
+        """'binding: 97% against 84% by chance' or 'binding: no excess over guessing (...)'."""
+        if self.decisions == 0:
+            return f"{name}: no decisions to weigh"
+        seen = self.observed / self.decisions
+        chance = self.expected_if_guessing / self.decisions
+        if self.in_excess:
+            return f"{name}: {seen:.0%} against {chance:.0%} by chance"
+        return f"{name}: no excess over guessing ({seen:.0%} against {chance:.0%} by chance)"
+
+
+def against_chance(observed: Mapping[str, int], expected: Mapping[str, float],
+                   shares: Mapping[str, float], decisions: int) -> dict[str, ChanceCount]:
+    """ChanceCount per cause of `expected` (the causes a guesser can be counted under)."""
+    return {cause: ChanceCount(int(observed.get(cause, 0)), float(expected[cause]),
+                               float(shares.get(cause, 0.0)), decisions) for cause in expected}

@@ -74,6 +74,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="task seed of every configuration's first episode; episode i "
                              "plays seed S + i (default: %(default)s)")
+    parser.add_argument("--forecast", type=forecast_kwargs, action="append", default=[],
+                        metavar="KWARGS_JSON",
+                        help=f"{ENV} gym.make kwargs as a JSON object, e.g. "
+                             "'{\"width\": 8, \"snapshot_period\": 0}': predict the agent's "
+                             "success there from the fitted hypothesis, with an interval "
+                             "(repeatable; checkable by playing it) (default: none)")
     parser.add_argument("--out", type=Path, metavar="DIR",
                         help="write diagnosis.json, diagnosis.md and diagnosis.png there "
                              "(default: none)")
@@ -86,6 +92,24 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(func=diagnose)
 
 
+def forecast_kwargs(text: str) -> dict[str, Any]:
+    """--forecast's JSON object of gym.make kwargs, checked by WorkflowSpec."""
+    from envs.workflow.params import WorkflowSpec
+
+    try:
+        kwargs = json.loads(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not JSON; give an object of {ENV} "
+                                         "kwargs, e.g. '{\"width\": 8}'") from None
+    if not isinstance(kwargs, dict):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object of {ENV} kwargs")
+    try:
+        WorkflowSpec.from_kwargs(**kwargs)
+    except (TypeError, ValueError) as error:
+        raise argparse.ArgumentTypeError(str(error).splitlines()[0]) from None
+    return kwargs
+
+
 def _diagnosis(args: argparse.Namespace) -> Any:
     from analysis.diagnose.run import check_seed, diagnose_log, diagnose_policy
     from analysis.progress import progress
@@ -94,6 +118,9 @@ def _diagnosis(args: argparse.Namespace) -> Any:
         raise ValueError(f"--adaptive chooses among {ENV}'s battery configurations; "
                          f"--env {args.env} plays its battery in full")
     if args.env == DACS_ENV:
+        if args.forecast:
+            raise ValueError(f"--forecast predicts {ENV} success; --env {DACS_ENV} has no "
+                             "forecast")
         return _dacs_diagnosis(args)
     if args.env != ENV:
         raise ValueError(f"--env {args.env}: diagnose plays {ENV} or {DACS_ENV}")
@@ -109,8 +136,11 @@ def _diagnosis(args: argparse.Namespace) -> Any:
         from analysis.diagnose.dacs import holds_dacs_runs
 
         if holds_dacs_runs(args.log):
+            if args.forecast:
+                raise ValueError(f"--forecast predicts {ENV} success; {args.log} holds "
+                                 f"{DACS_ENV} runs")
             return _dacs_diagnosis(args)
-        return diagnose_log(args.log)
+        return diagnose_log(args.log, forecasts=args.forecast)
     if args.resume and args.log is None:
         raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
     battery, allocation = _battery(args)
@@ -130,7 +160,8 @@ def _diagnosis(args: argparse.Namespace) -> Any:
                                workers=getattr(args, "concurrency", 1),
                                text_actions=maker.text_actions,
                                on_record=lambda _record: bar.update(1),
-                               adaptive_budget=args.episode_budget if args.adaptive else None)
+                               adaptive_budget=args.episode_budget if args.adaptive else None,
+                               forecasts=args.forecast)
 
 
 def _check_log_only(args: argparse.Namespace) -> None:
@@ -258,14 +289,20 @@ def diagnose(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(diagnosis), indent=2, sort_keys=True))
         return 0
-    best = diagnosis.ranked[0]
     print(f"{json.dumps(diagnosis.policy, sort_keys=True)} on {diagnosis.env}: "
           f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} configurations")
-    runner_up = (f"; next {diagnosis.ranked[1].mechanism.name} at log-LR "
-                 f"{diagnosis.ranked[1].log_lr_to_best:.1f}" if len(diagnosis.ranked) > 1
-                 else "")
-    print(f"best mechanism: {best.mechanism.name}"
-          + (f" (plays as {', '.join(best.aliases)})" if best.aliases else "") + runner_up)
+    print(diagnosis.headline)
+    if not diagnosis.evidence.nothing_to_fit and len(diagnosis.ranked) > 1:
+        runner_up = diagnosis.ranked[1]
+        best = diagnosis.ranked[0]
+        print(f"ranked: {best.mechanism.name}"
+              + (f" (plays as {', '.join(best.aliases)})" if best.aliases else "")
+              + f"; next {runner_up.mechanism.name} at log-LR {runner_up.log_lr_to_best:.1f}")
     for text in diagnosis.verdicts.values():
         print(text)
+    for predicted in diagnosis.forecasts:
+        low, high = predicted.interval
+        print(f"forecast {json.dumps(predicted.kwargs, sort_keys=True)}: success "
+              f"{predicted.success:.3f} [{low:.3f}, {high:.3f}]"
+              + (" (if the closest hypothesis held)" if predicted.conditional else ""))
     return 0

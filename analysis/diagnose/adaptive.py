@@ -6,11 +6,13 @@ weakest pair of all (analysis/diagnose/battery.py). An agent's first episodes us
 most hypotheses at once; what is left is a handful of leaders, and the configuration that
 separates those is rarely the one with the largest fixed share. So the design is sequential:
 
-- The hypotheses are the model's distinct mechanisms at lapse 0, plus the LAPSE_LEADERS best
-  of them mixed with each lapse rate of LAPSE_GRID (likelihood.lapse_log_p, simulated once
-  and cached). Without the lapse variants a lapsing agent, such as every LLM diagnosed so
-  far, would give a posterior concentrated on whichever lapse-free mechanism fails about as
-  often, and the design would stop on it.
+- The hypotheses are the model's distinct mechanisms at lapse 0, plus the mechanisms the final
+  ranking profiles (likelihood.lapse_candidates: the best of a screen of every mechanism at
+  every lapse rate) mixed with each lapse rate of LAPSE_GRID (likelihood.lapse_log_p,
+  simulated once and cached). Without the lapse variants a lapsing agent, such as every LLM
+  diagnosed so far, would give a posterior concentrated on whichever lapse-free mechanism
+  fails about as often, and the design would stop on it; with other candidates than the
+  final ranking's, the design could stop on a leader the ranking does not put first.
 - Their posterior is proportional to the likelihood of the outcome counts so far (a uniform
   prior over the hypotheses).
 - The next round plays ROUND episodes of the configuration with the largest expected
@@ -26,11 +28,15 @@ separates those is rarely the one with the largest fixed share. So the design is
   design is the unweighted one), 1/9 after 8 episodes that all ended without; a model that
   cannot answer on one configuration is soon played elsewhere.
 - It stops when the leading mechanism (its posterior summed over its lapse variants) reaches
-  STOP_POSTERIOR after at least MIN_EPISODES, or when the budget is spent. There is no stop
-  for leaders that play nearly alike: a rule that stopped where no configuration separates
-  the two best by 0.001 nats per episode (at even odds) stopped scan-1 on cache-7+scan-1,
-  which 512 episodes of the fixed battery do tell apart, and lowered the rate of right stops
-  from 99.7% to 98.2% (benchmarks/diagnose.py); the budget is the stop there.
+  STOP_POSTERIOR after at least MIN_EPISODES and is also the final ranking's first
+  (likelihood.fit_lapse on the same counts), or when the budget is spent. The posterior is
+  over the hypotheses: it says which of them the outcomes favour, not that the agent is one of
+  them; the fit test (analysis/diagnose/fit_test.py) says that, and the output says both.
+  There is no stop for leaders that play nearly alike: a rule that stopped where no
+  configuration separates the two best by 0.001 nats per episode (at even odds) stopped
+  scan-1 on cache-7+scan-1, which 512 episodes of the fixed battery do tell apart, and lowered
+  the rate of right stops from 99.7% to 98.2% (benchmarks/diagnose.py); the budget is the
+  stop there.
 
 The rule reads only the counts, so it is deterministic: a resumed diagnosis replays the same
 rounds and finds their episodes in its log. benchmarks/diagnose.py measures it against the
@@ -48,13 +54,14 @@ import numpy as np
 from analysis.diagnose.likelihood import (
     LAPSE_GRID,
     MechanismModel,
+    fit_lapse,
+    lapse_candidates,
     lapse_log_p,
     log_likelihoods,
 )
 
 ROUND = 8
 LEADERS = 6
-LAPSE_LEADERS = 3
 STOP_POSTERIOR = 0.99
 MIN_EPISODES = 32
 
@@ -87,18 +94,29 @@ class Design:
         last = self.steps[-1]
         return {"mode": "adaptive", "budget": self.budget, "round_episodes": ROUND,
                 "rounds": rounds, "stopped": last.reason, "leader": last.leader,
-                "leader_posterior": round(last.leader_posterior, 4)}
+                "leader_posterior": round(last.leader_posterior, 4),
+                "posterior_over": "the hypotheses (not that the agent is one of them)"}
+
+    def posterior_note(self, test: Any) -> str:
+        """The headline's clause on the stop: the posterior is over the hypotheses."""
+        last = self.steps[-1]
+        clause = (f"; adaptive stop ({last.reason}) at posterior {last.leader_posterior:.2f} "
+                  f"for {last.leader} among the hypotheses")
+        if test is not None and test.rejected:
+            clause += ", which the fit test rejects"
+        return clause
 
 
 def _hypothesis_tables(model: MechanismModel, counts: Sequence[np.ndarray]
                        ) -> tuple[list[int], list[tuple[np.ndarray, ...]], np.ndarray]:
     """(mechanism index, per-configuration log_p, log-likelihood) of every hypothesis: the
-    distinct mechanisms at lapse 0, then the lapse variants of the LAPSE_LEADERS best."""
+    distinct mechanisms at lapse 0, then the lapse variants of the final ranking's lapse
+    candidates."""
     at_zero = log_likelihoods(model, counts)
     owners = list(range(len(at_zero)))
     tables = [tuple(log_p[i] for log_p in model.log_p) for i in owners]
     ll = list(at_zero)
-    for i in sorted(owners, key=lambda i: (-at_zero[i], i))[:LAPSE_LEADERS]:
+    for i in lapse_candidates(model, counts):
         for epsilon in LAPSE_GRID:
             if epsilon == 0.0:
                 continue
@@ -135,7 +153,8 @@ def next_step(model: MechanismModel, counts: Sequence[np.ndarray], played: Seque
     leader, share = model.mechanisms[lead].name, float(by_mechanism[lead])
     if total >= budget:
         return Step(None, "budget spent", leader, share, 0.0)
-    if total >= MIN_EPISODES and share >= STOP_POSTERIOR:
+    if total >= MIN_EPISODES and share >= STOP_POSTERIOR \
+            and fit_lapse(model, counts)[0].mechanism.name == leader:
         return Step(None, f"posterior of {leader} reached {STOP_POSTERIOR}", leader, share, 0.0)
     # The LEADERS most probable, and every hypothesis tied with the last of them (before any
     # episode, all are tied, and the first round is the most informative one over all).
@@ -154,17 +173,24 @@ def round_size(played: int, budget: int) -> int:
 
 
 def run_design(model: MechanismModel, budget: int,
-               play_round: Callable[[int, int], np.ndarray]) -> Design:
+               play_round: Callable[[int, int], np.ndarray | None]) -> Design:
     """Play rounds until next_step stops: play_round(c, episodes) plays that many more
-    episodes of battery[c] and returns the configuration's outcome counts so far."""
+    episodes of battery[c] and returns the configuration's outcome counts so far, or None
+    when it cannot (a log read back that ends before the round), which stops the design."""
     counts = [np.zeros(len(log_p[0])) for log_p in model.log_p]
     played = [0] * len(model.battery)
     steps = []
     while True:
         step = next_step(model, counts, played, budget)
-        steps.append(step)
         if step.configuration is None:
+            steps.append(step)
             return Design(budget, tuple(steps))
         episodes = round_size(sum(played), budget)
-        counts[step.configuration] = np.asarray(play_round(step.configuration, episodes))
+        found = play_round(step.configuration, episodes)
+        if found is None:
+            steps.append(Step(None, "the log ends before the next round", step.leader,
+                              step.leader_posterior, 0.0))
+            return Design(budget, tuple(steps))
+        steps.append(step)
+        counts[step.configuration] = np.asarray(found)
         played[step.configuration] += episodes

@@ -48,6 +48,14 @@ and the explanations that have members, the weights are those probabilities norm
 sum to 1 per wrong slot, and guess keeps a share even where an explanation fits, since a
 uniform agent lands there by chance too (one fitting single value at b = 8: 8/9 against 1/9).
 
+## Against chance (`Tally.expected`)
+A count means little alone: at b = 3 and width 8 almost every wrong slot matches some other
+register's value, so a uniform guesser is "binding" on most of its failures too. For each wrong
+slot the tally also adds, per category, the share of the decision's wrong slots that would be
+given that category: the count a uniform guesser (uniform over the failing slots) would show on
+the same decisions. Where the current value of the queried register is unknown (hidden
+resampling), the failing slot is not known either and the share is over all b slots.
+
 Successes weigh nothing: the counts decompose failures by cause, they are not a fit of the
 hypotheses to the whole trace. A success where every hypothesis predicts the same slot carries
 no information; one where they differ would count against the others, which a whole-trace
@@ -61,6 +69,7 @@ action space is refused on replay.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -141,13 +150,19 @@ class Attribution:
 @dataclass(frozen=True)
 class Tally:
     """Attributions summed over traces: `counts` (COUNT_KEYS, each decision once), `weighted`
-    (WEIGHT_KEYS: likelihood shares summed over wrong slots), and the decisions and successes
-    behind them (successes weigh nothing)."""
+    (WEIGHT_KEYS: likelihood shares summed over wrong slots), the decisions and successes
+    behind them (successes weigh nothing), and `expected`: per wrong-slot category, the count
+    a uniform guesser would show on the same wrong-slot decisions (module docstring)."""
 
     counts: dict[str, int]
     weighted: dict[str, float]
     decisions: int
     successes: int
+    expected: dict[str, float] = dataclasses.field(default_factory=dict)
+
+    @property
+    def wrong_slots(self) -> int:
+        return sum(self.counts.get(key, 0) for key in (*EXPLANATIONS, GUESS, AMBIGUOUS))
 
 
 def replay(trace: Trace) -> list[Decision]:
@@ -223,16 +238,14 @@ def explanation_values(decision: Decision) -> dict[str, tuple[int, ...]]:
     }
 
 
-def attribute(decision: Decision) -> Attribution:
-    """The decision's category, fitting explanations and likelihood shares."""
-    if decision.failure is None:
-        return Attribution(OK, frozenset(), {})
-    if decision.failure != CANDIDATE_FAILURE:
-        return Attribution(decision.failure, frozenset(), {})
+def _slot_category(decision: Decision, slot: int,
+                   members: Mapping[str, tuple[int, ...]]) -> tuple[str, frozenset[str],
+                                                               dict[str, float]]:
+    """(category, fitting explanations, likelihood shares) of a wrong `slot` at `decision`."""
     b = decision.spec.candidates
-    code = decision.code(decision.action[1])
-    likelihood = {name: sum(value % b == code for value in members) / len(members)
-                  for name, members in explanation_values(decision).items() if members}
+    code = decision.code(slot)
+    likelihood = {name: sum(value % b == code for value in values) / len(values)
+                  for name, values in members.items() if values}
     fits = frozenset(name for name, share in likelihood.items() if share > 0)
     likelihood[GUESS] = 1.0 / b
     total = sum(likelihood.values())
@@ -243,13 +256,39 @@ def attribute(decision: Decision) -> Attribution:
         (category,) = fits
     else:
         category = AMBIGUOUS
+    return category, fits, weights
+
+
+def attribute(decision: Decision) -> Attribution:
+    """The decision's category, fitting explanations and likelihood shares."""
+    if decision.failure is None:
+        return Attribution(OK, frozenset(), {})
+    if decision.failure != CANDIDATE_FAILURE:
+        return Attribution(decision.failure, frozenset(), {})
+    category, fits, weights = _slot_category(decision, decision.action[1],
+                                             explanation_values(decision))
     return Attribution(category, fits, weights)
+
+
+def guessing_shares(decision: Decision) -> dict[str, float]:
+    """Per wrong-slot category, the share of the decision's failing slots given it: what a
+    guesser uniform over those slots is counted as, on average (module docstring)."""
+    b = decision.spec.candidates
+    current = decision.known[decision.query]
+    members = explanation_values(decision)
+    slots = [a for a in range(b)
+             if current is None or decision.code(a) != current % b]
+    shares = dict.fromkeys((*EXPLANATIONS, GUESS, AMBIGUOUS), 0.0)
+    for slot in slots:
+        shares[_slot_category(decision, slot, members)[0]] += 1.0 / len(slots)
+    return shares
 
 
 def tally(decisions: Sequence[Decision]) -> Tally:
     """The counts and likelihood shares of `decisions`."""
     counts = dict.fromkeys(COUNT_KEYS, 0)
     weighted = dict.fromkeys(WEIGHT_KEYS, 0.0)
+    expected = dict.fromkeys((*EXPLANATIONS, GUESS, AMBIGUOUS), 0.0)
     successes = 0
     for decision in decisions:
         attribution = attribute(decision)
@@ -259,7 +298,10 @@ def tally(decisions: Sequence[Decision]) -> Tally:
         counts[attribution.category] += 1
         for name, share in attribution.weights.items():
             weighted[name] += share
-    return Tally(counts, weighted, len(decisions), successes)
+        if decision.failure == CANDIDATE_FAILURE:
+            for name, share in guessing_shares(decision).items():
+                expected[name] += share
+    return Tally(counts, weighted, len(decisions), successes, expected)
 
 
 def attribution_counts(traces: Iterable[Trace]) -> Tally:

@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+from scipy.interpolate import PchipInterpolator
 from scipy.stats import binomtest, chi2
 
 # Half the 95% quantile of chi2(1): parameter values this close to the best in log-likelihood
@@ -35,6 +36,8 @@ MIN_FAILURES = 8
 # An attribution cause is called in excess of guessing when a one-sided binomial test of its
 # count against the guessing rate is below this.
 EXCESS_ALPHA = 0.01
+# Points of the interpolated profile between a grid's ends.
+FINE_POINTS = 4001
 
 
 def g_squared(counts: np.ndarray, log_p: np.ndarray) -> np.ndarray:
@@ -169,31 +172,29 @@ def conditional(verdicts: Mapping[str, str], test: FitTest | None, closest: str,
 
 def profile_interval(grid: Sequence[float], profile: Sequence[float],
                      cut: float = INTERVAL_LOG_UNITS) -> tuple[float, float]:
-    """The likelihood-ratio interval of a parameter profiled on a grid: where the profile,
-    linearly interpolated between grid points, is within `cut` of its maximum. Its ends lie
-    between grid points (never a single value because the grid is coarse); at an edge of the
-    grid where the profile is still inside, the edge."""
+    """The likelihood-ratio interval of a parameter profiled on a grid: the span around the
+    maximum where the profile, interpolated between grid points by a shape-preserving cubic
+    (scipy's PchipInterpolator: no overshoot, flat at a local maximum), is within `cut` of
+    its maximum. Its ends fall between grid points, so a coarse grid never makes a
+    single-valued interval; at an edge of the grid where the profile is still inside, the
+    edge. Points at -inf (an impossible value) bound the interval where they start."""
     grid = np.asarray(grid, dtype=np.float64)
     profile = np.asarray(profile, dtype=np.float64)
-    best = int(np.argmax(profile))
-    level = profile[best] - cut
-
-    def crossing(i: int, j: int) -> float:
-        # profile[i] >= level > profile[j]: where the segment from i to j crosses the level
-        a, b = profile[i], profile[j]
-        if not np.isfinite(b):
-            return float(grid[i])
-        return float(grid[i] + (grid[j] - grid[i]) * (a - level) / (a - b))
-
-    low_i = best
-    while low_i > 0 and profile[low_i - 1] >= level:
-        low_i -= 1
-    high_i = best
-    while high_i < len(grid) - 1 and profile[high_i + 1] >= level:
-        high_i += 1
-    low = float(grid[0]) if low_i == 0 else crossing(low_i, low_i - 1)
-    high = float(grid[-1]) if high_i == len(grid) - 1 else crossing(high_i, high_i + 1)
-    return low, high
+    if grid.size == 1:
+        return float(grid[0]), float(grid[0])
+    finite = np.isfinite(profile)
+    floor = profile[finite].min() - 10 * cut if finite.any() else 0.0
+    fine = np.linspace(grid[0], grid[-1], FINE_POINTS)
+    curve = PchipInterpolator(grid, np.where(finite, profile, floor))(fine)
+    top = int(np.argmax(curve))
+    inside = curve >= curve[top] - cut
+    low = top
+    while low > 0 and inside[low - 1]:
+        low -= 1
+    high = top
+    while high < len(fine) - 1 and inside[high + 1]:
+        high += 1
+    return float(fine[low]), float(fine[high])
 
 
 def integer_interval(values: Sequence[int], profile: Sequence[float],

@@ -25,16 +25,17 @@ cannot veto it; and it is small against 4096, so the distributions it flattens s
 simulated values.
 
 Lapse: any mechanism mixed with a lapse rate epsilon (a uniform slot instead of its own on a
-fraction epsilon of decisions, the controller row's K_LAPSE) has no closed-form table either,
-and simulating every hypothesis at every epsilon would multiply the model's cost by the grid.
-`fit_lapse` profiles epsilon over LAPSE_GRID for a few leading hypotheses only, simulating
-each (mechanism, epsilon) table the first time it is asked for and keeping it in the model.
-The leaders at epsilon 0 alone would miss a lapsing agent: its scattered failures are best
-explained at epsilon 0 by another mechanism's occasional ones (scan-2 lapsing at 0.05 reads
-as a cache of 7, whose lost register fails about as often), so the true row is not among them.
-The candidates are therefore the LAPSE_TOP leaders at epsilon 0 and the LAPSE_TOP leaders at
-SCREEN_EPSILON, the latter screened on SCREEN_SIMULATIONS seeds (an eighth of the model's
-cost: a ranking needs fewer simulations than a profile).
+fraction epsilon of decisions, the controller row's K_LAPSE) has no closed-form table either.
+A lapsing agent's scattered failures are also explained, at epsilon 0, by some other
+mechanism's occasional ones (exact lapsing at 0.2 reads as scan-6, or a cache of 7), so the
+lapse must be searched on *every* hypothesis, not on the leaders at epsilon 0: `fit_lapse`
+screens every distinct mechanism at each rate of SCREEN_GRID on SCREEN_SIMULATIONS seeds (an
+eighth of the model's cost: a ranking needs fewer simulations than a profile), then profiles
+the LAPSE_TOP best of that screen on the full LAPSE_GRID, which reaches 1 (every slot uniform)
+so a profile still rising at 0.5 is followed to its maximum. Every table is simulated the
+first time it is asked for and kept in the model. Intervals come from the profile likelihood
+(honesty.profile_interval), interpolated between grid points, so a coarse grid never makes a
+single-valued interval.
 """
 
 from __future__ import annotations
@@ -43,8 +44,13 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
-from scipy.stats import chi2
 
+# INTERVAL_LOG_UNITS is honesty's rule, imported here too by the fits' callers.
+from analysis.diagnose.honesty import (  # noqa: F401
+    INTERVAL_LOG_UNITS,
+    integer_interval,
+    profile_interval,
+)
 from analysis.diagnose.hypotheses import Mechanism, Row, families, hypotheses
 from controllers.workflow.batched import (
     COMPLETED,
@@ -67,13 +73,11 @@ from envs.workflow.params import WorkflowSpec
 SIMULATION_SEED = 3 * 10**9
 SIMULATIONS = 4096
 PSEUDO_COUNT = 0.5
-# Half the 95% quantile of chi2(1): parameter values this close to the best in log-likelihood
-# form the likelihood-ratio interval (Wilks).
-INTERVAL_LOG_UNITS = float(chi2.ppf(0.95, 1) / 2)
-# Lapse rates profiled by fit_lapse, and how many leading hypotheses get the profile.
-LAPSE_GRID = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3, 0.5)
+# Lapse rates profiled by fit_lapse for the LAPSE_TOP best of the screen, which tries every
+# hypothesis at SCREEN_GRID on SCREEN_SIMULATIONS seeds.
+LAPSE_GRID = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.25, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 1.0)
+SCREEN_GRID = (0.0, 0.05, 0.1, 0.2, 0.3, 0.5, 0.75, 1.0)
 LAPSE_TOP = 5
-SCREEN_EPSILON = 0.1
 SCREEN_SIMULATIONS = 512
 
 
@@ -261,20 +265,22 @@ class FamilyFit:
 
 
 def fit_family(model: MechanismModel, agent_counts: Sequence[np.ndarray],
-               family: str) -> FamilyFit:
-    """MLE of `family`'s parameters with profile likelihood-ratio intervals."""
+               family: str, lapse_grid: Sequence[float] = SCREEN_GRID) -> FamilyFit:
+    """MLE of `family`'s parameters with profile likelihood-ratio intervals, the lapse rate
+    profiled out as a nuisance parameter on `lapse_grid` (each member at its best epsilon
+    there), so a lapsing agent's scattered failures do not pin a capacity to one value."""
     members = families()[family]
-    ll = log_likelihoods(model, agent_counts)
-    member_ll = np.array([ll[model.index[m.name]] for m in members])
+    counts = _check_counts(model, agent_counts)
+    member_ll = np.array([max(_lapse_log_likelihood(model, counts, model.index[m.name], e)
+                              for e in lapse_grid) for m in members])
     best = int(np.argmax(member_ll))
     top = float(member_ll[best])
     intervals = {}
     for key in members[0].params:
         values = sorted({m.params[key] for m in members})
-        profile = {v: max(member_ll[i] for i, m in enumerate(members) if m.params[key] == v)
-                   for v in values}
-        inside = [v for v in values if profile[v] >= top - INTERVAL_LOG_UNITS]
-        intervals[key] = (min(inside), max(inside))
+        profile = [max(member_ll[i] for i, m in enumerate(members) if m.params[key] == v)
+                   for v in values]
+        intervals[key] = integer_interval(values, profile)
     return FamilyFit(family, dict(members[best].params), top, intervals)
 
 
@@ -331,39 +337,46 @@ def lapse_profile(model: MechanismModel, agent_counts: Sequence[np.ndarray], ind
     return np.array([_lapse_log_likelihood(model, counts, index, e) for e in grid])
 
 
+def screen(model: MechanismModel, agent_counts: Sequence[np.ndarray],
+           grid: Sequence[float] = SCREEN_GRID) -> np.ndarray:
+    """Log-likelihood of every distinct mechanism (rows) at each lapse rate of `grid`
+    (columns), on SCREEN_SIMULATIONS seeds."""
+    counts = _check_counts(model, agent_counts)
+    simulations = min(SCREEN_SIMULATIONS, model.simulations)
+    return np.array([[_lapse_log_likelihood(model, counts, i, e, simulations) for e in grid]
+                     for i in range(len(model.mechanisms))])
+
+
 def lapse_candidates(model: MechanismModel, agent_counts: Sequence[np.ndarray],
                      top: int = LAPSE_TOP) -> list[int]:
-    """The distinct mechanisms fit_lapse profiles: the `top` leaders at epsilon 0, then the
-    `top` leaders at SCREEN_EPSILON on SCREEN_SIMULATIONS seeds (ties: hypothesis order)."""
+    """The distinct mechanisms fit_lapse profiles: the `top` best of the screen (every
+    mechanism at every SCREEN_GRID rate, each at its best rate), then the `top` leaders at
+    epsilon 0 on all seeds (ties: hypothesis order)."""
+    if top <= 0:
+        return []
     counts = _check_counts(model, agent_counts)
+    screened = screen(model, counts).max(axis=1)
+    by_screen = sorted(range(len(screened)), key=lambda i: (-screened[i], i))[:top]
     ll = log_likelihoods(model, counts)
     at_zero = sorted(range(len(ll)), key=lambda i: (-ll[i], i))[:top]
-    screened = np.array([
-        _lapse_log_likelihood(model, counts, i, SCREEN_EPSILON,
-                              min(SCREEN_SIMULATIONS, model.simulations))
-        for i in range(len(ll))
-    ]) if top > 0 else np.zeros(0)
-    at_screen = sorted(range(len(screened)), key=lambda i: (-screened[i], i))[:top]
-    return list(dict.fromkeys([*at_zero, *at_screen]))
+    return list(dict.fromkeys([*by_screen, *at_zero]))
 
 
 def fit_lapse(model: MechanismModel, agent_counts: Sequence[np.ndarray],
               top: int = LAPSE_TOP, grid: Sequence[float] = LAPSE_GRID) -> list[Fit]:
     """`fit` with the `lapse_candidates` mixed with their maximum-likelihood lapse rate on
     `grid` and re-ranked; the others keep epsilon 0 and no interval (a lower bound of their
-    profile). The interval is the grid values within INTERVAL_LOG_UNITS of the profile
-    maximum, so its true ends lie between those and the grid points next to them. Ties keep
-    the lower epsilon, then the hypothesis order."""
+    profile). The interval is honesty.profile_interval of the profile: its ends interpolated
+    between grid points. Ties keep the lower epsilon, then the hypothesis order."""
     grid = tuple(sorted(grid))
-    ll = log_likelihoods(model, agent_counts)
+    counts = _check_counts(model, agent_counts)
+    ll = log_likelihoods(model, counts)
     fitted: dict[int, tuple[float, float, tuple[float, float] | None]] = {
         i: (float(ll[i]), 0.0, None) for i in range(len(ll))}
-    for i in lapse_candidates(model, agent_counts, top):
-        profile = lapse_profile(model, agent_counts, i, grid)
+    for i in lapse_candidates(model, counts, top):
+        profile = lapse_profile(model, counts, i, grid)
         best = int(np.argmax(profile))
-        inside = [e for e, value in zip(grid, profile, strict=True)
-                  if value >= profile[best] - INTERVAL_LOG_UNITS]
-        fitted[i] = (float(profile[best]), grid[best], (min(inside), max(inside)))
+        fitted[i] = (float(profile[best]), grid[best], profile_interval(grid, profile))
     order = sorted(fitted, key=lambda i: (-fitted[i][0], i))
     top_ll = fitted[order[0]][0]
     return [Fit(model.mechanisms[i], model.aliases[model.mechanisms[i].name], fitted[i][0],

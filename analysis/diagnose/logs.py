@@ -19,6 +19,8 @@ from controllers.policy import EpisodeRecord
 from controllers.runlog import read_entries
 from controllers.tracing import TRACE
 
+DESIGN = "design"
+
 
 @dataclass
 class LoggedRun:
@@ -61,6 +63,16 @@ def read_log(path: Path) -> dict[str, LoggedRun]:
         elif kind == "call":
             logged.calls.setdefault(seed, []).append(entry)
     return runs
+
+
+def design_line(path: Path) -> dict[str, Any] | None:
+    """The last "design" line of a log (an adaptive diagnosis writes one per session: its
+    budget and first task seed), None when there is none."""
+    found = None
+    for entry in read_entries(Path(path).read_bytes(), Counter()):
+        if entry["type"] == DESIGN:
+            found = entry
+    return found
 
 
 def replies_executed(calls: Sequence[Mapping[str, Any]],

@@ -1,13 +1,18 @@
 """A diagnosis as the issue's output contract (JSON), a Markdown report and a PNG, so scripts
 read the same facts a person reads.
 
-The JSON keys are the contract's and no more: env, policy, episodes, configurations (per
-battery configuration: kwargs, episodes, successes, the episodes without an env outcome, and
-the outcome counts as rows), attribution (counts), mechanisms (the TOP best first), verdicts,
-and provenance. The PNG draws the agent's success per configuration over the predicted success
-of the TOP_DRAWN best mechanisms, each with its 95% binomial band for that configuration's
-episode count: where the agent falls outside a mechanism's band, the mechanism does not
-explain it.
+The JSON keys are the contract's and no more: env, policy, episodes, headline (one line:
+nothing to fit, the best mechanism and that it fits, or "outside the family"), fit (the
+absolute fit test, honesty.FitTest), evidence (episodes with and without an env outcome, the
+invalid replies by category), invalid (that tally alone), configurations (per battery
+configuration: kwargs, episodes, successes, the episodes without an env outcome, and the
+outcome counts as rows), attribution (counts), attribution_shares (the likelihood shares of
+the wrong slots), attribution_vs_chance (per cause: observed, expected_if_guessing, share),
+mechanisms (the TOP best first, none when nothing was fitted), verdicts, forecasts (with
+--forecast), design (adaptive), and provenance. The PNG draws the agent's success per
+configuration over the predicted success of the TOP_DRAWN best mechanisms, each with its
+95% binomial band for that configuration's episode count: where the agent falls outside a
+mechanism's band, the mechanism does not explain it.
 
 A DACS diagnosis (analysis/diagnose/dacs.py `diagnosis`, a dict already in the DACS contract)
 gains provenance only; its Markdown beside it holds the verdicts, the reader fits and the
@@ -60,9 +65,11 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "without_outcome": int((~c.ended_by_env).sum()),
         "outcomes": _outcome_rows(c),
     } for c in diagnosis.configurations]
-    mechanisms = [{
+    mechanisms = [] if diagnosis.evidence.nothing_to_fit else [{
         "name": f.mechanism.name, "family": f.mechanism.family,
         "params": dict(f.mechanism.params), "epsilon": f.epsilon,
+        "epsilon_interval": None if f.epsilon_interval is None else
+        [round(e, 4) for e in f.epsilon_interval],
         "log_likelihood": f.log_likelihood, "log_lr_to_best": f.log_lr_to_best,
     } for f in diagnosis.ranked[:TOP]]
     design = ({} if diagnosis.design is None else
@@ -72,10 +79,18 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "env": diagnosis.env,
         "policy": diagnosis.policy,
         "episodes": diagnosis.episodes,
+        "headline": diagnosis.headline,
+        "fit": None if diagnosis.fit is None else diagnosis.fit.to_json(),
+        "evidence": diagnosis.evidence.to_json(),
+        "invalid": dict(sorted(diagnosis.evidence.invalid.items())),
         "configurations": configurations,
         "attribution": {key: int(diagnosis.tally.counts[key]) for key in COUNT_KEYS},
+        "attribution_shares": {key: round(share, 3)
+                               for key, share in diagnosis.tally.weighted.items()},
+        "attribution_vs_chance": {key: c.to_json() for key, c in diagnosis.chance.items()},
         "mechanisms": mechanisms,
         "verdicts": dict(diagnosis.verdicts),
+        "forecasts": [f.to_json() for f in diagnosis.forecasts],
         "provenance": provenance(),
     }
 
@@ -97,8 +112,21 @@ def predicted_success(diagnosis: Diagnosis, fitted: Fit) -> list[float]:
 def to_markdown(diagnosis: Diagnosis) -> str:
     """The ranked mechanisms, the attribution counts and the verdicts."""
     lines = [f"# Diagnosis of {json.dumps(diagnosis.policy, sort_keys=True)} on {diagnosis.env}",
-             "", f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} battery "
-             "configurations.", "", "## Verdicts", ""]
+             "", f"**{diagnosis.headline}**", "",
+             f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} battery "
+             "configurations.", ""]
+    if diagnosis.fit is not None:
+        test = diagnosis.fit
+        lines += ["## Fit test", "",
+                  f"{test.hypothesis} replayed {test.replicates} times with the agent's episode "
+                  f"counts: the agent's G-squared {test.statistic:.1f}, the replicates' median "
+                  f"{test.expected:.1f}, {test.p_text()}: **{test.verdict}**."
+                  + (f" Outside their 95% band: {', '.join(test.outside)}." if test.outside
+                     else ""), ""]
+    if diagnosis.evidence.invalid:
+        lines += ["Episodes without an env outcome (no evidence): " + ", ".join(
+            f"{n} {key}" for key, n in sorted(diagnosis.evidence.invalid.items())) + ".", ""]
+    lines += ["## Verdicts", ""]
     lines += [f"- {text}" for text in diagnosis.verdicts.values()]
     lines += ["", "## Mechanisms, best first", "",
               "| rank | mechanism | plays as | epsilon | log-likelihood | log-LR to best |",
@@ -106,8 +134,22 @@ def to_markdown(diagnosis: Diagnosis) -> str:
     for rank, f in enumerate(diagnosis.ranked[:TOP], start=1):
         lines.append(f"| {rank} | {f.mechanism.name} | {', '.join(f.aliases) or '-'} | "
                      f"{f.epsilon:.3f} | {f.log_likelihood:.1f} | {f.log_lr_to_best:.1f} |")
-    lines += ["", "## Attribution of the failed calls", "", "| category | calls |", "|---|---:|"]
-    lines += [f"| {key} | {diagnosis.tally.counts[key]} |" for key in COUNT_KEYS]
+    lines += ["", "## Attribution of the failed calls", "",
+              "| category | calls | a uniform guesser would show | likelihood share |",
+              "|---|---:|---:|---:|"]
+    for key in COUNT_KEYS:
+        chance = diagnosis.chance.get(key)
+        lines.append(f"| {key} | {diagnosis.tally.counts[key]} | "
+                     + ("-" if chance is None else f"{chance.expected_if_guessing:.1f}")
+                     + " | " + ("-" if key not in diagnosis.tally.weighted
+                                else f"{diagnosis.tally.weighted[key]:.1f}") + " |")
+    if diagnosis.forecasts:
+        lines += ["", "## Forecasts", "", "| configuration | success | interval |",
+                  "|---|---:|---|"]
+        lines += [f"| {json.dumps(f.kwargs, sort_keys=True)} | {f.success:.3f} | "
+                  f"[{f.interval[0]:.3f}, {f.interval[1]:.3f}]"
+                  + (" (if the closest hypothesis held)" if f.conditional else "") + " |"
+                  for f in diagnosis.forecasts]
     lines += ["", f"{diagnosis.tally.successes} of {diagnosis.tally.decisions} calls succeeded "
               "(not evidence).", "", "## Success per configuration", "",
               "| configuration | episodes | successes |", "|---|---:|---:|"]

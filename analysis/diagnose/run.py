@@ -20,7 +20,6 @@ is no call of the trace.
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
@@ -34,6 +33,15 @@ import numpy as np
 import envs  # noqa: F401  (registers the ids)
 from analysis.diagnose.attribution import ENV_ID, Tally, Trace, attribution_counts
 from analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY, battery_for
+from analysis.diagnose.fit_test import Forecast, Hypothesis, fit_test, forecast, plausible
+from analysis.diagnose.honesty import (
+    ChanceCount,
+    Evidence,
+    FitTest,
+    against_chance,
+    conditional,
+    headline,
+)
 from analysis.diagnose.likelihood import (
     SIMULATION_SEED,
     FamilyFit,
@@ -45,7 +53,14 @@ from analysis.diagnose.likelihood import (
     fit_lapse,
     outcome_count,
 )
-from analysis.diagnose.logs import LoggedRun, read_log, replies_executed, runs_by_configuration
+from analysis.diagnose.logs import (
+    DESIGN,
+    LoggedRun,
+    design_line,
+    read_log,
+    replies_executed,
+    runs_by_configuration,
+)
 from analysis.diagnose.verdicts import verdicts
 from controllers.episodes import Episodes
 from controllers.executors import Executor
@@ -53,6 +68,7 @@ from controllers.policy import EpisodeRecord, Policy
 from controllers.rollout import describe_run, rollout_parallel
 from controllers.runlog import RunLog, identity
 from controllers.tracing import Action, Traced, pair
+from envs.workflow.layout import FAILURE_NAMES
 from envs.workflow.params import WorkflowSpec
 
 FAMILIES = ("cache-k", "scan-s")
@@ -80,6 +96,18 @@ class Configuration:
         kept = self.episodes.take(np.flatnonzero(self.ended_by_env))
         return count_outcomes(self.spec, kept.columns)
 
+    def invalid(self) -> dict[str, int]:
+        """The episodes without an env outcome by how they ended: the first failure when it is
+        no env category (an invalid reply, an aborted episode), else "after_env_failures"."""
+        out: dict[str, int] = {}
+        env_categories = set(FAILURE_NAMES)
+        for failure in self.episodes.take(np.flatnonzero(~self.ended_by_env)).columns[
+                "first_failure"]:
+            key = ("ended_without_failure" if failure is None else "after_env_failures"
+                   if failure in env_categories else str(failure))
+            out[key] = out.get(key, 0) + 1
+        return out
+
 
 @dataclass(frozen=True)
 class Diagnosis:
@@ -95,6 +123,12 @@ class Diagnosis:
     family_fits: dict[str, FamilyFit]
     tally: Tally
     verdicts: dict[str, str]
+    evidence: Evidence
+    fit: FitTest | None
+    headline: str
+    hypothesis: Hypothesis
+    chance: dict[str, ChanceCount]
+    forecasts: tuple[Forecast, ...] = ()
     design: Any = None  # adaptive.Design of an adaptive diagnosis; None: the fixed battery
 
     @property
@@ -124,7 +158,8 @@ def label(spec: WorkflowSpec) -> str:
 
 
 def _diagnose(policy: Any, configurations: Sequence[Configuration],
-              battery: tuple[WorkflowSpec, ...]) -> Diagnosis:
+              battery: tuple[WorkflowSpec, ...],
+              forecasts: Sequence[dict[str, Any]] = (), design: Any = None) -> Diagnosis:
     model = mechanism_model(battery)
     played = {c.spec: c.counts for c in configurations}
     counts = [played.get(spec, np.zeros(outcome_count(spec), dtype=np.int64))
@@ -132,8 +167,28 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
     ranked = fit_lapse(model, counts)
     family_fits = {family: fit_family(model, counts, family) for family in FAMILIES}
     tally = attribution_counts(trace for c in configurations for trace in c.traces)
+    invalid: dict[str, int] = {}
+    for c in configurations:
+        for key, n in c.invalid().items():
+            invalid[key] = invalid.get(key, 0) + n
+    evidence = Evidence(sum(len(c.episodes) for c in configurations),
+                        int(sum(c.ended_by_env.sum() for c in configurations)), invalid,
+                        tally.decisions - tally.successes)
+    hypothesis = Hypothesis.of_fit(model, ranked[0])
+    test = None if evidence.nothing_to_fit else \
+        fit_test(model, counts, hypothesis, [label(s) for s in battery])
+    note = "" if design is None else design.posterior_note(test)
+    chance = against_chance(tally.counts, tally.expected, tally.weighted, tally.wrong_slots)
+    alternatives = plausible(model, ranked)
+    predicted = tuple(forecast(model, hypothesis, alternatives, dict(kwargs),
+                               conditional=test is not None and test.rejected)
+                      for kwargs in forecasts)
+    found = verdicts(ranked, family_fits, tally, chance)
     return Diagnosis(ENV_ID, policy, tuple(configurations), model, tuple(ranked), family_fits,
-                     tally, verdicts(ranked, family_fits, tally))
+                     tally, conditional(found, test, hypothesis.name, evidence), evidence, test,
+                     headline(None if evidence.nothing_to_fit else hypothesis.name, test,
+                              evidence, note),
+                     hypothesis, chance, predicted, design)
 
 
 def text_decoder(env: gym.Env) -> Callable[[Any], Action | None]:
@@ -163,7 +218,8 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
                     text_actions: bool = False,
                     on_record: Callable[[EpisodeRecord], None] | None = None,
                     adaptive_budget: int | None = None,
-                    executor: Executor | None = None) -> Diagnosis:
+                    executor: Executor | None = None,
+                    forecasts: Sequence[dict[str, Any]] = ()) -> Diagnosis:
     """Play allocation[c] episodes of battery[c] with policies from `make_policy(env)` and
     diagnose them (module docstring); with `adaptive_budget`, play rounds chosen by
     analysis/diagnose/adaptive.py instead, up to that many episodes (`allocation` unused).
@@ -171,7 +227,8 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
     continues an interrupted diagnosis (an adaptive one replays its rounds, whose episodes
     the log already holds). `executor` says where episodes play (controllers.executors);
     out of process the traces come back as the log's trace lines, so without `log` a
-    temporary one is kept."""
+    temporary one is kept. `forecasts` are gym.make kwargs to predict the agent's success on
+    (fit_test.forecast)."""
     from analysis.diagnose import adaptive
 
     battery = tuple(battery)
@@ -236,6 +293,9 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
                 if episodes:
                     configurations[c] = play(c, episodes)
         else:
+            if run_log is not None:
+                run_log.write({"type": DESIGN, "mode": "adaptive", "budget": adaptive_budget,
+                               "seed": seed})
             design = adaptive.run_design(mechanism_model(battery), adaptive_budget, play_round)
     finally:
         if run_log is not None:
@@ -243,8 +303,7 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
         if scratch is not None:
             scratch.cleanup()
     ordered = [configurations[c] for c in sorted(configurations)]
-    diagnosis = _diagnose(described[0] if described else None, ordered, battery)
-    return dataclasses.replace(diagnosis, design=design)
+    return _diagnose(described[0] if described else None, ordered, battery, forecasts, design)
 
 
 def _scratch_dir(log: Path | None, executor: Executor | None
@@ -305,11 +364,14 @@ def battery_of(specs: Sequence[WorkflowSpec]) -> tuple[WorkflowSpec, ...] | None
     return None
 
 
-def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None) -> Diagnosis:
+def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
+                 forecasts: Sequence[dict[str, Any]] = ()) -> Diagnosis:
     """The diagnosis of a log's StatefulWorkflow runs on battery configurations (written by
     diagnose_policy, or any run whose episodes carry trace lines), on `battery` (default: the
     one its runs were played from, `battery_of`); ValueError, one line, for a log that holds
-    none, other envs or configurations, or several policies."""
+    none, other envs or configurations, or several policies. The log of an adaptive
+    diagnosis (its "design" line) has its rounds replayed from the logged episodes, so its
+    design comes back as it was played."""
     runs = read_log(path)
     specs: dict[str, WorkflowSpec] = {}
     for run_id, logged in runs.items():
@@ -328,14 +390,40 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None) -> D
 
     policy, found = runs_by_configuration(path, runs, ENV_ID, configuration,
                                           f"{ENV_ID} battery")
-    configurations = []
+    logged_configurations = {}
     for index in sorted(found):
         logged = found[index]
         records = sorted(logged.episodes.values(), key=lambda r: r.task_seed)
-        configurations.append(_configuration(
+        logged_configurations[index] = _configuration(
             battery[index], _renumbered([Episodes.from_records(records)]),
-            logged_traces(battery[index], logged)))
-    return _diagnose(policy, configurations, battery)
+            logged_traces(battery[index], logged))
+    line = design_line(path)
+    if line is None or not isinstance(line.get("budget"), int):
+        return _diagnose(policy, [logged_configurations[i] for i in sorted(found)], battery,
+                         forecasts)
+    design, consumed = _replay_design(battery, int(line["budget"]), logged_configurations)
+    return _diagnose(policy, [consumed[i] for i in sorted(consumed)], battery, forecasts,
+                     design)
+
+
+def _replay_design(battery: tuple[WorkflowSpec, ...], budget: int,
+                   logged: Mapping[int, Configuration]) -> tuple[Any, dict[int, Configuration]]:
+    """An adaptive design replayed on logged episodes: each round takes the configuration's
+    next episodes in seed order, as the live design played them."""
+    from analysis.diagnose import adaptive
+
+    consumed: dict[int, Configuration] = {}
+
+    def play_round(c: int, episodes: int) -> np.ndarray | None:
+        have = (len(consumed[c].episodes) if c in consumed else 0) + episodes
+        if c not in logged or len(logged[c].episodes) < have:
+            return None
+        whole = logged[c]
+        consumed[c] = Configuration(whole.spec, whole.episodes.take(np.arange(have)),
+                                    whole.traces[:have])
+        return consumed[c].counts
+
+    return adaptive.run_design(mechanism_model(battery), budget, play_round), consumed
 
 
 def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,

@@ -14,7 +14,9 @@ component, and weighs them by
 - the fitted lapse rate and its interval (selection);
 - the attribution tally, when there are traces: dependency and completed failures for
   scheduling, the split of wrong slots (guess, stale value, binding, initial value) for
-  retention and a scan limit.
+  retention and a scan limit, each set against the count a uniform guesser would show on the
+  same decisions (honesty.ChanceCount): "binding: 97% against 84% by chance", or "no excess
+  over guessing", since at small b a guess matches some register's value most of the time.
 
 A component whose best value is the one exact has says "no deficit"; one with no alternative
 to weigh it against, or an alternative fitting exactly as well, says "no evidence" (an agent
@@ -35,8 +37,9 @@ from analysis.diagnose.attribution import (
     WRONG_REGISTER,
     Tally,
 )
+from analysis.diagnose.honesty import ChanceCount
 from analysis.diagnose.hypotheses import Row, families
-from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, FamilyFit, Fit
+from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, LAPSE_GRID, FamilyFit, Fit
 from controllers.workflow.mechanisms import (
     CONTROLLERS,
     K_CAPACITY,
@@ -131,8 +134,10 @@ def _about(count: int, best: Fit, family_fits: Mapping[str, FamilyFit], key: str
     return f"about {count}"
 
 
-def _candidate_failures(tally: Tally | None) -> tuple[int, str]:
-    """(wrong slots in the tally, their split in words, largest first)."""
+def _candidate_failures(tally: Tally | None,
+                        chance: Mapping[str, ChanceCount] | None = None) -> tuple[int, str]:
+    """(wrong slots in the tally, their split in words, largest first, each set against
+    guessing where `chance` has it)."""
     if tally is None:
         return 0, ""
     keys = (*EXPLANATIONS, GUESS, AMBIGUOUS)
@@ -141,8 +146,12 @@ def _candidate_failures(tally: Tally | None) -> tuple[int, str]:
         return 0, "no candidate failures in the traces"
     parts = sorted(((tally.counts.get(k, 0), k) for k in keys if tally.counts.get(k, 0)),
                    key=lambda p: (-p[0], keys.index(p[1])))
-    split = ", ".join(f"{n} {FAILURE_WORDS[k]}" for n, k in parts)
-    return total, f"of {total} candidate failures {split}"
+    words = []
+    for n, k in parts:
+        against = chance.get(k) if chance else None
+        words.append(f"{n} {FAILURE_WORDS[k]}" if against is None else
+                     f"{n} {FAILURE_WORDS[k]} [{against.words(k.replace('_', ' '))}]")
+    return total, f"of {total} candidate failures {', '.join(words)}"
 
 
 def _join(finding: str, *evidence: str) -> str:
@@ -185,12 +194,12 @@ def _scheduling_counts(tally: Tally) -> str:
 
 
 def _retention(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
-               tally: Tally | None) -> str:
+               tally: Tally | None, chance: Mapping[str, ChanceCount] | None = None) -> str:
     best = ranked[0]
     row = best.mechanism.row
     other = rival(ranked, "retention")
     lr, ratio = _ratio(best, other)
-    _, failures = _candidate_failures(tally)
+    _, failures = _candidate_failures(tally, chance)
     empty = _no_evidence("retention", best, other, lr)
     if empty is not None:
         return _join(empty, failures)
@@ -224,10 +233,10 @@ def _lapse_clause(best: Fit) -> str:
         return ""
     low, high = best.epsilon_interval
     if best.epsilon == 0.0:
-        found = "no lapse" if high == 0.0 else "no lapse found"
-        return f"{found} (epsilon 0, interval {low:g}..{high:g})"
+        found = "no lapse" if high < LAPSE_GRID[1] else "no lapse found"
+        return f"{found} (epsilon 0, interval {low:.2g}..{high:.2g})"
     return f"lapses to a uniform slot on about {best.epsilon:.0%} of decisions " \
-           f"(epsilon {best.epsilon:g}, interval {low:g}..{high:g})"
+           f"(epsilon {best.epsilon:g}, interval {low:.2g}..{high:.2g})"
 
 
 def _selection(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
@@ -280,15 +289,16 @@ def _recovery(ranked: Sequence[Fit]) -> str:
 
 
 def verdicts(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
-             tally: Tally | None) -> dict[str, str]:
+             tally: Tally | None,
+             chance: Mapping[str, ChanceCount] | None = None) -> dict[str, str]:
     """One sentence per component (COMPONENTS), from the ranked fits (best first; fit or
-    fit_lapse), the family fits by family name (any subset of families()) and the
-    attribution tally (None without traces)."""
+    fit_lapse), the family fits by family name (any subset of families()), the attribution
+    tally (None without traces) and its causes against chance (honesty.against_chance)."""
     if not ranked:
         raise ValueError("verdicts need at least one fitted mechanism")
     found = {
         "scheduling": _scheduling(ranked, tally),
-        "retention": _retention(ranked, family_fits, tally),
+        "retention": _retention(ranked, family_fits, tally, chance),
         "selection": _selection(ranked, family_fits, tally),
         "recovery": _recovery(ranked),
     }

@@ -27,9 +27,11 @@ from tests.analysis.diagnose_agents import HiddenController, WrongRegister
 
 HERE = Path(__file__).resolve()
 AGENTS = Path(__file__).resolve().parent / "diagnose_agents.py"
-TOP_KEYS = {"env", "policy", "episodes", "configurations", "attribution", "mechanisms",
-            "verdicts", "provenance"}
-MECHANISM_KEYS = {"name", "family", "params", "epsilon", "log_likelihood", "log_lr_to_best"}
+TOP_KEYS = {"env", "policy", "episodes", "headline", "fit", "evidence", "invalid",
+            "configurations", "attribution", "attribution_shares", "attribution_vs_chance",
+            "mechanisms", "verdicts", "forecasts", "provenance"}
+MECHANISM_KEYS = {"name", "family", "params", "epsilon", "epsilon_interval", "log_likelihood",
+                  "log_lr_to_best"}
 ATTRIBUTION_KEYS = {"dependency", "completed", "stale_value", "wrong_register",
                     "initial_value", "guess", "ambiguous"}
 VERDICT_KEYS = {"scheduling", "retention", "selection", "recovery"}

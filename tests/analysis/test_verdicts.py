@@ -95,8 +95,8 @@ def test_cache_2_in_exact_words(model: MechanismModel) -> None:
                      "explanations, 3 a stale value (stale state), 2 another register's value "
                      "(binding); cache-2 beats cache-1 by log-LR 11.6",
         "selection": "selection: no deficit: examines every slot until the code matches; no "
-                     "lapse (epsilon 0, interval 0..0); cache-2 beats cache-2+scan-6 by log-LR "
-                     "13.2",
+                     "lapse (epsilon 0, interval 0..0.0063); cache-2 beats cache-2+scan-6 by "
+                     "log-LR 13.2",
         "recovery": "recovery: no deficit: retries draw again as exact does, failed slots not "
                     "excluded; cache-2 beats cache-2+eliminate by log-LR 690.5",
     }
@@ -109,7 +109,7 @@ def test_a_lapse_is_named_in_selection(model: MechanismModel) -> None:
     found = said(model, counts)
     assert found["selection"].startswith(
         "selection: lapses to a uniform slot on about 10% of decisions (epsilon 0.1, interval "
-        "0.1..0.1), otherwise examines every slot"), found
+        "0.075..0.15), otherwise examines every slot"), found
     assert found["retention"].startswith("retention: a cache of"), found
 
 

@@ -229,7 +229,7 @@ def preflight(settings: ChatSettings) -> None:
         if result.error_kind == "http" and result.http_status in (401, 403):
             raise refused(result.http_status)
         if result.error_kind == "http" and result.http_status == 404:
-            raise stop(f"has no chat completions for model {settings.model!r} (HTTP 404: "
+            raise stop(f"has no chat completions for model {settings.model!r} ("
                        f"{result.error}); check that --base-url ends in /v1 and --model "
                        "names a model it serves")
 

@@ -33,9 +33,6 @@ DACS_ENV = "DACSSteering-v0"  # analysis.diagnose.dacs.ENV_ID
 
 
 def add_parser(subparsers: Any) -> None:
-    from analysis.diagnose.battery import DEFAULT_BUDGET
-    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
-
     parser = subparsers.add_parser(
         "diagnose",
         help="name the mechanism that breaks an agent, from its own traces",
@@ -49,6 +46,9 @@ def add_parser(subparsers: Any) -> None:
             "wrong answer (contamination, truncation, distractor) and rank the DACS window "
             "readers, each with its fitted lapse."),
     )
+    from analysis.diagnose.battery import DEFAULT_BUDGET
+    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
+
     parser.add_argument("--env", default=ENV, metavar="ID",
                         help=f"the env to diagnose on: %(default)s or {DACS_ENV} "
                              "(default: %(default)s)")

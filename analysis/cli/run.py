@@ -24,8 +24,6 @@ from analysis.cli.policies import policy_maker, policy_name
 
 
 def add_parser(subparsers: Any) -> None:
-    from controllers.registry import POLICY_NAMES
-
     parser = subparsers.add_parser(
         "run",
         help="run a policy on a registered env and summarise its episodes",
@@ -36,6 +34,8 @@ def add_parser(subparsers: Any) -> None:
             "mean completed operations, mean calls and first-failure counts."
         ),
     )
+    from controllers.registry import POLICY_NAMES
+
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     add_env_kwargs(parser)
     parser.add_argument("--policy", required=True, type=policy_name, metavar="NAME",

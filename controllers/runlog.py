@@ -198,7 +198,7 @@ class RunLog:
                  session: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.check_target(self.path, resume)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(exist_ok=True)  # only the last directory
         self._sink = self.path.open("a+b")
         try:
             fcntl.flock(self._sink.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

@@ -112,26 +112,32 @@ def _probe(flag: str, path: Path, directory: Path) -> None:
                           ) from None
 
 
-def _existing_ancestor(flag: str, path: Path) -> Path:
-    """The nearest existing ancestor of `path`; it must be a directory."""
+def _existing_ancestor(flag: str, path: Path, levels: int = 1) -> Path:
+    """The directory `path` is written in, which must exist, or be the one directory to
+    create (levels 2: a file's own directory) in one that does: a typo in a path's head
+    (`/nonexistent/...`) is an error, not a tree of directories made anywhere."""
     ancestor = path.parent
-    while not ancestor.exists():
+    for _ in range(levels):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise OutputError(f"{flag} {path}: {ancestor} is a file, not a directory")
+            return ancestor
         ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise OutputError(f"{flag} {path}: {ancestor} is a file, not a directory")
-    return ancestor
+    raise OutputError(f"{flag} {path}: {path.parent if levels == 1 else path.parent.parent} "
+                      "does not exist (only the last directory of a path is created)")
 
 
 def writable_dir(flag: str, path: Path) -> Path:
     """Check that `path` is, or can become, a directory this process can write, and create
-    it, so a long command fails in its first second rather than after its work."""
+    it (only it: its parent must exist), so a long command fails in its first second rather
+    than after its work."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"{flag} {path}: is a file; {flag} needs a directory")
     if not path.exists():
         _probe(flag, path, _existing_ancestor(flag, path))
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(exist_ok=True)
         except OSError as error:
             raise OutputError(f"{flag} {path}: cannot create the directory "
                               f"({error.strerror or error})") from None
@@ -155,7 +161,7 @@ def writable_file(flag: str, path: Path | None) -> Path | None:
             raise OutputError(f"{flag} {path}: cannot append to the file "
                               f"({error.strerror or error})") from None
         return path
-    _probe(flag, path, _existing_ancestor(flag, path))
+    _probe(flag, path, _existing_ancestor(flag, path, levels=2))
     return path
 
 

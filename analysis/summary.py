@@ -82,15 +82,17 @@ class Summary:
     model_calls: ModelCalls | None = None  # when every episode has a chat model's counters
 
     def to_json(self) -> dict[str, Any]:
-        """The `diagym run --json` object."""
-        out: dict[str, Any] = {
-            "episodes": self.episodes,
-            "success": self.success,
-            "success_ci": list(self.success_ci),
+        """The `diagym run --json` object. A run with steering metrics (DACSSteering) has
+        no success: its episodes have no success outcome, so a 0.0 there would read as a
+        failed run beside its accuracy; accuracy is its headline, as in the printed table."""
+        out: dict[str, Any] = {"episodes": self.episodes}
+        if self.steering is None:
+            out.update(success=self.success, success_ci=list(self.success_ci))
+        out.update({
             "mean_completed": self.mean_completed,
             "mean_calls": self.mean_calls,
             "failures": dict(self.failures),
-        }
+        })
         if self.steering is not None:
             out.update(accuracy=self.steering.accuracy,
                        accuracy_ci=list(self.steering.accuracy_ci),

@@ -82,6 +82,11 @@ def key_forms(key: str) -> dict[str, str]:
         "url_plus": quote_plus(key),
         "json": json.dumps(key)[1:-1],
         "base64": base64.b64encode(key.encode()).decode(),
+        "upper": key.upper(),
+        "lower": key.lower(),
+        "url_upper": quote(key.upper(), safe=""),
+        "base64_upper": base64.b64encode(key.upper().encode()).decode(),
+        "joined_upper": f"answer{key.upper()}answer",
     }
 
 

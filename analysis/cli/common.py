@@ -61,6 +61,10 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+MAX_WINDOW_TOKENS = 10_000_000  # a token budget beyond any model's context: a typo
+MAX_EPISODES = 10**9  # episodes one command plays: beyond it, counts overflow int64 sums
+MAX_PRICES_BYTES = 1 << 20  # a price table is a few kB
+MAX_CSV_BYTES = 256 << 20  # a sweep's CSV: far more rows than any sweep writes
 MAX_JSON_FLAG_DEPTH = 32  # kwargs are flat; deeper input is a typo or an attack on the parser
 
 
@@ -94,6 +98,35 @@ def json_object(text: str) -> dict[str, Any]:
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError(f"must be a JSON object; got {text!r}")
     return value
+
+
+def env_kwargs_object(text: str) -> dict[str, Any]:
+    """argparse type for --env-kwargs: a JSON object whose render_mode, when given, is a
+    name or null (gym.make calls string methods on it before the env can refuse it)."""
+    value = json_object(text)
+    mode = value.get("render_mode")
+    if mode is not None and not isinstance(mode, str):
+        raise argparse.ArgumentTypeError(
+            f"render_mode must be a name (\"ansi\", \"rgb_array\") or null; got {json.dumps(mode)}")
+    return value
+
+
+def input_file(max_bytes: int) -> Callable[[str], Path]:
+    """An argparse type for a file to read whole: a regular file (a device such as /dev/zero
+    or a pipe never ends) of at most `max_bytes`."""
+    def parse(text: str) -> Path:
+        path = Path(text)
+        if not path.exists():
+            raise argparse.ArgumentTypeError(f"no such file: {text}")
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"must be a regular file; {text} is not one")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {max_bytes:,} bytes; {text} has {size:,}")
+        return path
+
+    return parse
 
 
 class OutputError(ValueError):
@@ -153,6 +186,8 @@ def writable_file(flag: str, path: Path | None) -> Path | None:
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{flag} {path}: is a directory; {flag} needs a file")
+    if path.exists() and not path.is_file():  # /dev/full, a pipe: reading it never ends
+        raise OutputError(f"{flag} {path}: is not a regular file; {flag} needs one")
     if path.exists():
         try:
             with path.open("ab"):  # appends nothing: the file is unchanged
@@ -166,7 +201,7 @@ def writable_file(flag: str, path: Path | None) -> Path | None:
 
 
 def add_env_kwargs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env-kwargs", type=json_object, default={}, metavar="JSON",
+    parser.add_argument("--env-kwargs", type=env_kwargs_object, default={}, metavar="JSON",
                         help="keyword arguments for gym.make, as a JSON object (default: "
                              "%(default)s, the registered configuration)")
 
@@ -332,7 +367,7 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
     group.add_argument("--concurrency", type=bounded_int(1), default=1, metavar="K",
                        help="episodes (or calls) in flight at once (default: %(default)s)")
     if budget:
-        group.add_argument("--budget", type=bounded_int(1), metavar="W",
+        group.add_argument("--budget", type=bounded_int(1, MAX_WINDOW_TOKENS), metavar="W",
                            help="assemble every prompt to exactly W cl100k_base tokens (RCWT; "
                                 "default: none, prompts as rendered)")
     group.add_argument("--max-tokens", type=bounded_int(1), default=64, metavar="T",
@@ -373,7 +408,7 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
                        help="after an invalid reply, tell the model its category and ask "
                             "again, up to K times, 0..8 (default: %(default)s: an invalid "
                             "reply ends the episode, as in seed 003)")
-    group.add_argument("--prices", type=Path, metavar="FILE.json",
+    group.add_argument("--prices", type=input_file(MAX_PRICES_BYTES), metavar="FILE.json",
                        help="price table, USD per 1M input, cached input and output tokens "
                             "per model (default: the bundled table, which lists only the "
                             "local models)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
+    MAX_EPISODES,
     OutputError,
     add_executor_flags,
     add_llm_flags,
@@ -60,7 +61,7 @@ def add_parser(subparsers: Any) -> None:
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "
                              "refuse it)")
-    parser.add_argument("--budget", dest="episode_budget", type=bounded_int(1),
+    parser.add_argument("--budget", dest="episode_budget", type=bounded_int(1, MAX_EPISODES),
                         metavar="EPISODES",
                         help="episodes over the battery, split by its shares (a DACS budget "
                              "evenly over its configurations) (default: "

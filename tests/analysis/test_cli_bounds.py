@@ -61,3 +61,20 @@ def test_a_price_file_too_large_is_refused_unread(tmp_path: Path,
         handle.truncate((1 << 20) + 1)  # sparse: nothing is written
     assert _fail([*LLM, "--prices", str(big)], capsys).endswith(
         f"must be at most 1,048,576 bytes; {big} has 1,048,577 (see diagym run --help)")
+
+
+ACT_RAISES = "tests.user_policy:ActRaises"
+RAISED = (f"--policy {ACT_RAISES}: act() raised ZeroDivisionError: integer division or modulo "
+          "by zero (in the episode of task seed 0)")
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["run", "--env", "StatefulWorkflow-v0", "--policy", ACT_RAISES, "--episodes", "2"], "run"),
+    (["diagnose", "--policy", ACT_RAISES, "--budget", "20"], "diagnose"),
+])
+def test_a_policy_raising_in_act_is_one_line_naming_it_and_the_episode(
+        argv: list[str], command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(argv)
+    captured = capsys.readouterr()
+    assert status == 2 and "Traceback" not in captured.err
+    assert captured.err.splitlines()[-1] == f"diagym {command}: error: {RAISED}"

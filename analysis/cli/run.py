@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 from typing import Any
 
@@ -58,11 +59,35 @@ def add_parser(subparsers: Any) -> None:
                         help="task seed of the first episode; episode i plays seed S + i "
                              "(default: %(default)s)")
     add_log_flags(parser, "one line per episode, and per model call", run_flags=True)
+    parser.add_argument("--no-trace", action="store_true",
+                        help="with --log, leave out the trace line of each episode of a "
+                             "policy of yours or an sb3 model (its actions in order, from "
+                             "which `diagym report` replays its decisions and `diagnose --log` "
+                             "reads it; at most one action per env step) (default: traced)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the table (default: off)")
     add_llm_flags(parser)
     add_executor_flags(parser)
     parser.set_defaults(func=run)
+
+
+def traced(make_policy: Any, text_actions: bool) -> Any:
+    """make_policy with each episode's actions written as a trace line of the run log
+    (controllers/tracing.py), decoded as `diagnose` decodes them for the env's family."""
+    import envs
+    from analysis.diagnose.dacs import option, text_option_decoder
+    from analysis.diagnose.run import text_decoder
+    from controllers.tracing import Traced, pair
+
+    def make(env: Any) -> Any:
+        dacs = envs.family_of(env, strict=False) == envs.DACS
+        if text_actions:
+            decode = text_option_decoder(env) if dacs else text_decoder(env)
+        else:
+            decode = option if dacs else pair
+        return Traced(make_policy(env), decode)
+
+    return make
 
 
 def _play(args: argparse.Namespace) -> Any:
@@ -72,11 +97,16 @@ def _play(args: argparse.Namespace) -> Any:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
+    from controllers.loading import is_import_path
     from controllers.rollout import rollout, rollout_parallel
 
     with policy_maker(args, args.env, args.env_kwargs) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor:
         args.described = maker.described
+        if (args.log is not None and not args.no_trace and not maker.chat
+                and (is_import_path(args.policy) or args.policy.startswith("sb3:"))):
+            maker = dataclasses.replace(maker, make_policy=traced(maker.make_policy,
+                                                                  maker.text_actions))
         make_policy = for_executor(maker.make_policy, executor)
         if maker.text_actions:
             from analysis.llm_runs import make_text_env

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import sys
 from typing import Any
 
 from analysis.cli.common import (
@@ -97,6 +98,7 @@ def _play(args: argparse.Namespace) -> Any:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
+    from analysis.progress import progress
     from controllers.loading import is_import_path
     from controllers.rollout import rollout, rollout_parallel
 
@@ -116,25 +118,37 @@ def _play(args: argparse.Namespace) -> Any:
         else:
             def make_env() -> Any:
                 return gym.make(args.env, **args.env_kwargs)
-        if maker.chat:
-            from analysis.progress import progress
+        env = make_env()  # a bad env or spec fails before any progress is shown
+        policy = maker.make_policy(env)
+        bars: list[Any] = []  # opened once the log is open: a refused resume shows none
 
-            maker.make_policy(make_env())  # fail early on a bad env or spec
-            with progress(total=args.episodes, desc="diagym run", unit="episode") as bar:
+        def resumed(done: int) -> None:
+            if done:
+                print(f"diagym run: resuming: {done} of {args.episodes} episodes are in "
+                      f"{args.log} already; {args.episodes - done} to play", file=sys.stderr)
+            bars.append(progress(total=args.episodes, desc="diagym run", unit="episode",
+                                 initial=done))
+
+        try:
+            counted = {"on_record": lambda _record: bars[0].update(1), "on_resumed": resumed}
+            if maker.chat:
                 return rollout_parallel(
                     make_env, make_policy, args.episodes, seed=args.seed,
                     workers=args.concurrency, log=args.log, resume=args.resume,
-                    on_record=lambda _record: bar.update(1), run_name=args.run_name,
-                    retry_failed=args.retry_failed, executor=executor)
-        if not executor.in_process:
-            return rollout_parallel(make_env, make_policy, args.episodes, seed=args.seed,
-                                    log=args.log, resume=args.resume, run_name=args.run_name,
-                                    retry_failed=args.retry_failed, executor=executor)
-        env = make_env()
-        policy = maker.make_policy(env)
-        return rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
-                       resume=args.resume, run_name=args.run_name,
-                       retry_failed=args.retry_failed)
+                    run_name=args.run_name, retry_failed=args.retry_failed, executor=executor,
+                    **counted)
+            if not executor.in_process:
+                return rollout_parallel(make_env, make_policy, args.episodes, seed=args.seed,
+                                        log=args.log, resume=args.resume,
+                                        run_name=args.run_name,
+                                        retry_failed=args.retry_failed, executor=executor,
+                                        **counted)
+            return rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
+                           resume=args.resume, run_name=args.run_name,
+                           retry_failed=args.retry_failed, **counted)
+        finally:
+            for bar in bars:
+                bar.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -83,6 +83,11 @@ class PolicyFactory:
 
         self.settings = settings
         self.prices = PriceTable.load(Path(settings.prices) if settings.prices else None)
+        if settings.cost_limit is not None and self.prices.price(settings.model) is None:
+            raise ValueError(
+                f"--cost-limit {settings.cost_limit:g} cannot be enforced: the price table "
+                f"({self.prices.source}) has no price for model {settings.model!r}, so every "
+                "call would count as $0; give --prices FILE.json with its price")
         self.meter = CostMeter(settings.cost_limit, spent_usd)
         self.cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
         self.limiter = AdaptiveLimit(settings.concurrency)

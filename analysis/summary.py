@@ -139,10 +139,14 @@ def failure_counts(first_failure: np.ndarray) -> dict[str, int]:
     return {str(name): int(counts[name]) for name in sorted(counts)}
 
 
+STEERING_KEYS = ("window_tokens", "accuracy", "contamination")  # what DACSSteering reports
+
+
 def steering(metrics: Sequence[dict[str, Any]]) -> Steering | None:
     """Steering metrics over the episodes that report env metrics (DACSSteering), else None
-    (StatefulWorkflow reports none); episodes without them are counted as `unmeasured`."""
-    measured = [m for m in metrics if m]
+    (StatefulWorkflow reports none); episodes without them (or with other keys only: a log
+    from elsewhere, a newer diagym) are counted as `unmeasured`."""
+    measured = [m for m in metrics if all(k in m for k in STEERING_KEYS)]
     if not measured:
         return None
     tokens = [np.asarray(m["window_tokens"], dtype=np.float64) for m in measured]

@@ -707,6 +707,8 @@ class _ChatCore:
         except UnicodeDecodeError as exc:
             return refused("bad_encoding", f"bad encoding: not valid {charset[:40]} "
                                            f"(byte {exc.start})")
+        except (UnicodeError, ValueError):  # a codec that refuses any bytes ("undefined")
+            return refused("bad_encoding", f"bad encoding: {charset[:40]!r} cannot be read")
         body = body.removeprefix("\ufeff")
         if _json_depth_exceeds(body, MAX_JSON_DEPTH):
             return refused("too_deep", f"too deeply nested: JSON deeper than {MAX_JSON_DEPTH}")

@@ -83,6 +83,8 @@ EXPECTED: dict[str, tuple[str, str | None, int, int | None]] = {
     "deep_answer": ("ok", None, 1, 200),
     "bad_utf8": ("error", "bad_encoding", 1, 200),
     "bad_charset": ("error", "bad_encoding", 1, 200),
+    "undefined_charset": ("error", "bad_encoding", 1, 200),
+    "punycode_charset": ("error", "bad_encoding", 1, 200),
     "corrupt_gzip": ("error", "bad_encoding", 1, 200),
     "lone_surrogate": ("ok", None, 1, 200),
     "echo_key": ("ok", None, 1, 200),

@@ -833,8 +833,15 @@ class _ChatCore:
         )
 
 
+MAX_REPORTED_TOKENS = 10**9  # no call holds more: a larger or negative count is not usage
+
+
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A reported token count, None (unknown, never 0) when it is not one a call can have."""
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            0 <= value <= MAX_REPORTED_TOKENS):
+        return value
+    return None
 
 
 def _cached_tokens(usage: dict[str, Any]) -> int | None:

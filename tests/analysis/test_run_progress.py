@@ -24,3 +24,13 @@ def test_run_shows_progress_and_counts_resumed_episodes(
     lines = capsys.readouterr().err.splitlines()
     assert f"diagym run: resuming: 6 of 10 episodes are in {log} already; 4 to play" in lines
     assert lines[-1].startswith("diagym run: 10/10 episode (100%)")
+
+
+def test_train_counts_to_the_steps_sb3_takes(tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """SB3 collects whole rollouts (PPO's n_steps=128 per env), so --steps 100 on 2 envs
+    trains 256 steps: the bar's total is 256 and it ends at 100%, never "256/? (0%)"."""
+    assert main(["train", "--algo", "ppo", "--env", "StatefulWorkflow-v0", "--steps", "100",
+                 "--n-envs", "2", "--eval-episodes", "4", "--out", str(tmp_path / "t")]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("ppo: ")]
+    assert lines[-1].startswith("ppo: 256/256 step (100%)"), lines

@@ -123,7 +123,8 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     check_executor_flags(args)
     with policy_maker(args, ENV) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor, \
-            progress(total=sum(allocation), desc="diagym diagnose", unit="episode") as bar:
+            progress(total=sum(allocation), desc="diagym diagnose", unit="episode",
+                     initial=_resumed(args, sum(allocation))) as bar:
         return diagnose_policy(for_executor(maker.make_policy, executor), battery=battery,
                                allocation=allocation, executor=executor,
                                seed=args.seed,
@@ -132,6 +133,22 @@ def _diagnosis(args: argparse.Namespace) -> Any:
                                text_actions=maker.text_actions,
                                on_record=lambda _record: bar.update(1),
                                adaptive_budget=args.episode_budget if args.adaptive else None)
+
+
+def _resumed(args: argparse.Namespace, total: int) -> int:
+    """The episodes --log already holds when --resume continues it (the runner plays only
+    the others, so progress starts there), announced in one line."""
+    if not args.resume or args.log is None or not args.log.is_file():
+        return 0
+    import sys
+
+    from analysis.diagnose.logs import read_log
+
+    done = min(total, sum(len(run.episodes) for run in read_log(args.log).values()))
+    if done:
+        print(f"diagym diagnose: resuming: {done} of {total} episodes are in {args.log} "
+              f"already; {total - done} to play", file=sys.stderr)
+    return done
 
 
 def _check_log_only(args: argparse.Namespace) -> None:
@@ -201,7 +218,8 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     check_executor_flags(args)
     with policy_maker(args, DACS_ENV) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor, \
-            progress(total=budget, desc="diagym diagnose", unit="episode") as bar:
+            progress(total=budget, desc="diagym diagnose", unit="episode",
+                     initial=_resumed(args, budget)) as bar:
         return diagnose_dacs(for_executor(maker.make_policy, executor),
                              episodes=budget // configurations,
                              seed=args.seed, text_actions=maker.text_actions, log=args.log,

@@ -34,3 +34,16 @@ def test_train_counts_to_the_steps_sb3_takes(tmp_path: Path,
                  "--n-envs", "2", "--eval-episodes", "4", "--out", str(tmp_path / "t")]) == 0
     lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("ppo: ")]
     assert lines[-1].startswith("ppo: 256/256 step (100%)"), lines
+
+
+def test_diagnose_resume_of_a_complete_log_counts_it_done(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "diag.jsonl"
+    argv = ["diagnose", "--policy", "cache-2", "--budget", "20", "--log", str(log)]
+    assert main(argv) == 0
+    capsys.readouterr()
+    assert main([*argv, "--resume"]) == 0
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0] == (f"diagym diagnose: resuming: 20 of 20 episodes are in {log} already; "
+                        "0 to play")
+    assert all(" 20/20 episode (100%)" in line for line in lines[1:]), lines

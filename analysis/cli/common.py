@@ -311,9 +311,16 @@ def stopped_at_cost_limit(command: str, reached: BaseException) -> int:
     return COST_LIMIT_STATUS
 
 
+def shown(text: str) -> str:
+    """`text` safe to print on a terminal, on one line: control characters (a server's
+    escape codes, newlines) escaped as \\x1b, \\n, ... instead of acted on."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def fail(command: str, error: BaseException | str) -> int:
-    """Print one error line for `diagym <command>` and return the usage-error status 2."""
-    print(f"diagym {command}: error: {error}", file=sys.stderr)
+    """Print one error line for `diagym <command>` and return the usage-error status 2; what
+    the line quotes from elsewhere (a server's message) cannot drive the terminal."""
+    print(f"diagym {command}: error: {shown(str(error))}", file=sys.stderr)
     return 2
 
 

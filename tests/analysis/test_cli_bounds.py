@@ -78,3 +78,12 @@ def test_a_policy_raising_in_act_is_one_line_naming_it_and_the_episode(
     captured = capsys.readouterr()
     assert status == 2 and "Traceback" not in captured.err
     assert captured.err.splitlines()[-1] == f"diagym {command}: error: {RAISED}"
+
+
+def test_an_error_line_never_passes_escape_codes_to_the_terminal(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["run", "--env", "Stateful\x1b[31mX\nnext", "--policy", "cache-2",
+                   "--episodes", "1"])
+    err = capsys.readouterr().err
+    assert status == 2 and "\x1b" not in err and len(err.splitlines()) == 1
+    assert "Stateful\\x1b[31mX\\nnext" in err

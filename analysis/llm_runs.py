@@ -83,6 +83,11 @@ class PolicyFactory:
 
         self.settings = settings
         self.prices = PriceTable.load(Path(settings.prices) if settings.prices else None)
+        if settings.cost_limit is not None and self.prices.price(settings.model) is None:
+            raise ValueError(
+                f"--cost-limit {settings.cost_limit:g} cannot be enforced: the price table "
+                f"({self.prices.source}) has no price for model {settings.model!r}, so every "
+                "call would count as $0; give --prices FILE.json with its price")
         self.meter = CostMeter(settings.cost_limit, spent_usd)
         self.cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
         self.limiter = AdaptiveLimit(settings.concurrency)
@@ -229,7 +234,7 @@ def preflight(settings: ChatSettings) -> None:
         if result.error_kind == "http" and result.http_status in (401, 403):
             raise refused(result.http_status)
         if result.error_kind == "http" and result.http_status == 404:
-            raise stop(f"has no chat completions for model {settings.model!r} (HTTP 404: "
+            raise stop(f"has no chat completions for model {settings.model!r} ("
                        f"{result.error}); check that --base-url ends in /v1 and --model "
                        "names a model it serves")
 

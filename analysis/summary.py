@@ -82,15 +82,17 @@ class Summary:
     model_calls: ModelCalls | None = None  # when every episode has a chat model's counters
 
     def to_json(self) -> dict[str, Any]:
-        """The `diagym run --json` object."""
-        out: dict[str, Any] = {
-            "episodes": self.episodes,
-            "success": self.success,
-            "success_ci": list(self.success_ci),
+        """The `diagym run --json` object. A run with steering metrics (DACSSteering) has
+        no success: its episodes have no success outcome, so a 0.0 there would read as a
+        failed run beside its accuracy; accuracy is its headline, as in the printed table."""
+        out: dict[str, Any] = {"episodes": self.episodes}
+        if self.steering is None:
+            out.update(success=self.success, success_ci=list(self.success_ci))
+        out.update({
             "mean_completed": self.mean_completed,
             "mean_calls": self.mean_calls,
             "failures": dict(self.failures),
-        }
+        })
         if self.steering is not None:
             out.update(accuracy=self.steering.accuracy,
                        accuracy_ci=list(self.steering.accuracy_ci),
@@ -137,10 +139,14 @@ def failure_counts(first_failure: np.ndarray) -> dict[str, int]:
     return {str(name): int(counts[name]) for name in sorted(counts)}
 
 
+STEERING_KEYS = ("window_tokens", "accuracy", "contamination")  # what DACSSteering reports
+
+
 def steering(metrics: Sequence[dict[str, Any]]) -> Steering | None:
     """Steering metrics over the episodes that report env metrics (DACSSteering), else None
-    (StatefulWorkflow reports none); episodes without them are counted as `unmeasured`."""
-    measured = [m for m in metrics if m]
+    (StatefulWorkflow reports none); episodes without them (or with other keys only: a log
+    from elsewhere, a newer diagym) are counted as `unmeasured`."""
+    measured = [m for m in metrics if all(k in m for k in STEERING_KEYS)]
     if not measured:
         return None
     tokens = [np.asarray(m["window_tokens"], dtype=np.float64) for m in measured]

@@ -298,8 +298,13 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
             if progress:
                 from analysis.progress import progress as progress_bar
 
-                self.bar = progress_bar(total=config.steps, initial=int(model.num_timesteps),
-                                        unit="step", desc=f"{config.algo}")
+                # SB3 collects whole rollouts (n_steps per env), so it stops at the first
+                # multiple past --steps: that is the total the bar counts to
+                done = int(model.num_timesteps)
+                rollout = int(getattr(self.model, "n_steps", 1)) * self.training_env.num_envs
+                total = done + -(-(config.steps - done) // rollout) * rollout
+                self.bar = progress_bar(total=total, initial=done, unit="step",
+                                        desc=f"{config.algo}")
 
         def _on_rollout_start(self) -> None:
             steps = int(self.model.num_timesteps)

@@ -153,20 +153,39 @@ def check_policy(spec: str, made: Any) -> None:
                                   f"{PROTOCOL}") from None
 
 
+class PolicyRaised(RuntimeError):
+    """The user's policy raised in reset or act: one line naming the spec, the method, the
+    episode's task seed and the error, for every command that plays it."""
+
+
 class ImportedPolicy:
     """The user's policy under the spec it was loaded by. describe() adds the spec to the
     policy's own description (its describe(), else its class name); every other attribute
-    (attach_log, episode_counters, text_actions, ...) is the user's object's own."""
+    (attach_log, episode_counters, text_actions, ...) is the user's object's own. An error
+    in its reset or act is a PolicyRaised naming the spec and the episode, not a traceback
+    through the runner."""
 
     def __init__(self, spec: str, policy: Policy) -> None:
         self.spec = spec
         self.policy = policy
+        self.seed: int | None = None
+
+    def _raised(self, method: str, error: Exception) -> PolicyRaised:
+        return PolicyRaised(f"--policy {self.spec}: {method} raised {_one_line(error)} (in the "
+                            f"episode of task seed {self.seed})")
 
     def reset(self, *, seed: int | None = None) -> None:
-        self.policy.reset(seed=seed)
+        self.seed = seed
+        try:
+            self.policy.reset(seed=seed)
+        except Exception as error:
+            raise self._raised("reset()", error) from error
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
-        return self.policy.act(observation, info)
+        try:
+            return self.policy.act(observation, info)
+        except Exception as error:
+            raise self._raised("act()", error) from error
 
     def describe(self) -> dict[str, Any]:
         describe = getattr(self.policy, "describe", None)
@@ -174,7 +193,7 @@ class ImportedPolicy:
         return {"import": self.spec, "policy": own}
 
     def __getattr__(self, name: str) -> Any:
-        if name in ("spec", "policy"):  # not set yet (copy, pickle): no recursion
+        if name in ("spec", "policy", "seed"):  # not set yet (copy, pickle): no recursion
             raise AttributeError(name)
         return getattr(self.policy, name)
 

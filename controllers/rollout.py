@@ -89,7 +89,8 @@ def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
             log: Path | RunLog | None = None, resume: bool = False,
             on_record: Callable[[EpisodeRecord], None] | None = None,
             fast: bool = True, run_name: str | None = None,
-            retry_failed: bool = False) -> Episodes:
+            retry_failed: bool = False,
+            on_resumed: Callable[[int], None] | None = None) -> Episodes:
     """Play `episodes` episodes, episode i on reset(seed=seed + i); one record each.
 
     With `log`, every record is appended to a RunLog as soon as its episode ends (and the
@@ -99,7 +100,8 @@ def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
     resume rule was applied when it was opened). `run_name` names the run in the log instead
     of its description; retry_failed (implies resume) plays again the finished episodes whose
     first failure is runlog.PROVIDER_ERROR. `on_record` is called with each newly played
-    record, in episode order.
+    record, in episode order; `on_resumed`, once before any is played, with how many of the
+    episodes the log already holds (0 without resume), so progress counts them as done.
 
     A reference controller on a bare workflow env (`batched_spec`) plays batched: the same
     records, log lines and resume, but lines and on_record calls come a chunk of episodes
@@ -108,7 +110,7 @@ def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
     """
     return rollout_parallel(lambda: env, lambda _env: policy, episodes, seed=seed, workers=1,
                             log=log, resume=resume, on_record=on_record, fast=fast,
-                            run_name=run_name, retry_failed=retry_failed)
+                            run_name=run_name, retry_failed=retry_failed, on_resumed=on_resumed)
 
 
 def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym.Env], Policy],
@@ -117,7 +119,8 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
                      on_record: Callable[[EpisodeRecord], None] | None = None,
                      fast: bool = True, run_name: str | None = None,
                      retry_failed: bool = False,
-                     executor: Executor | None = None) -> Episodes:
+                     executor: Executor | None = None,
+                     on_resumed: Callable[[int], None] | None = None) -> Episodes:
     """`rollout` with `workers` episodes in flight, each worker with its own env and policy
     (for policies that wait on I/O, such as an LLM server). Records come back in episode
     order whatever order they finished in. When the first worker's pair plays batched
@@ -157,6 +160,8 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
             else:
                 remaining.append(i)
         todo = np.array(remaining, dtype=np.int64)
+    if on_resumed is not None:
+        on_resumed(len(finished))
     try:
         if spec is not None and (executor.in_process or not len(todo)):
             assert isinstance(first_policy, ReferencePolicy)

@@ -67,7 +67,20 @@ CALL_FIELDS = ("provider_prompt_tokens", "provider_completion_tokens", "cl100k_p
 SKIP_KINDS = {"torn": ("torn line", "torn lines"),
               "undecodable": ("line that is not UTF-8", "lines that are not UTF-8"),
               "unparsable": ("line that is not JSON", "lines that are not JSON"),
-              "foreign": ("line that is not a log entry", "lines that are not log entries")}
+              "foreign": ("line that is not a log entry", "lines that are not log entries"),
+              "out_of_range": ("line with an integer beyond 64 bits",
+                               "lines with integers beyond 64 bits")}
+
+
+class _OutOfRange(ValueError):
+    """An integer no record field can hold (every count and seed is an int64 column)."""
+
+
+def _int64(text: str) -> int:
+    value = int(text)
+    if not -2**63 <= value < 2**63:
+        raise _OutOfRange(text[:20])
+    return value
 
 LOGGER = logging.getLogger("diagym.runlog")
 
@@ -149,7 +162,10 @@ def read_entries(data: bytes, skipped: Counter[str]) -> Iterator[dict[str, Any]]
             skipped["undecodable"] += 1
             continue
         try:
-            entry = json.loads(text)
+            entry = json.loads(text, parse_int=_int64)
+        except _OutOfRange:
+            skipped["out_of_range"] += 1
+            continue
         except (ValueError, RecursionError):
             skipped["unparsable"] += 1
             continue
@@ -198,7 +214,7 @@ class RunLog:
                  session: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.check_target(self.path, resume)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.path.parent.mkdir(exist_ok=True)  # only the last directory
         self._sink = self.path.open("a+b")
         try:
             fcntl.flock(self._sink.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)

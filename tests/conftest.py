@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 from typing import Any
 
 from controllers.workflow.adapter import ReferencePolicy
@@ -21,3 +22,53 @@ def play_oracle(env: Any, seed: int) -> tuple[dict[str, Any], float, list[tuple[
         assert not truncated
         total += reward
     return info, total, actions
+
+
+TIME_SCALE_ENV = "DIAGYM_TEST_TIME_SCALE"
+
+
+def time_scale() -> float:
+    """How much longer than on a quiet machine a test may take before it counts as hung:
+    DIAGYM_TEST_TIME_SCALE when set, else 1 + the load per core at the session's start (a
+    2-core machine at load 12 allows 7x). Time limits bound hangs, never speed."""
+    import os
+
+    text = os.environ.get(TIME_SCALE_ENV, "").strip()
+    if text:
+        value = float(text)
+        if not value > 0:
+            raise ValueError(f"{TIME_SCALE_ENV} must be a number > 0; got {text!r}")
+        return value
+    return _load_scale()
+
+
+@functools.cache
+def _load_scale() -> float:
+    """1 + the load per core, once per session (the limits set at collection stay put)."""
+    import os
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (
+        os.cpu_count() or 1)
+    return 1.0 + os.getloadavg()[0] / cores
+
+
+def scaled(seconds: float) -> float:
+    """A test's wait of `seconds` on a quiet machine, scaled to this one (time_scale)."""
+    return seconds * time_scale()
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    """Every test's time limit (its @pytest.mark.timeout(seconds), else pyproject's
+    `timeout`) is scaled to this machine (time_scale)."""
+    import pytest
+
+    scale = time_scale()
+    try:
+        default = float(config.getini("timeout") or 0)
+    except (ValueError, KeyError):
+        default = 0.0
+    for item in items:
+        marker = item.get_closest_marker("timeout")
+        seconds = float(marker.args[0]) if marker is not None and marker.args else default
+        if seconds > 0:
+            item.add_marker(pytest.mark.timeout(seconds * scale), append=False)

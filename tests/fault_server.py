@@ -39,6 +39,7 @@ MAX_REQUEST_BYTES = 1 << 20
 MODES = (
     "ok", "bomb", "oversized", "oversized_unannounced", "oversized_error", "long_answer",
     "drip", "drip_headers", "deep_200", "deep_500", "deep_answer", "bad_utf8", "bad_charset",
+    "undefined_charset", "punycode_charset",
     "corrupt_gzip", "lone_surrogate", "echo_key", "echo_key_401", "status_401", "status_403",
     "status_404", "reset", "empty_choices", "null_content",
 )
@@ -82,6 +83,11 @@ def key_forms(key: str) -> dict[str, str]:
         "url_plus": quote_plus(key),
         "json": json.dumps(key)[1:-1],
         "base64": base64.b64encode(key.encode()).decode(),
+        "upper": key.upper(),
+        "lower": key.lower(),
+        "url_upper": quote(key.upper(), safe=""),
+        "base64_upper": base64.b64encode(key.upper().encode()).decode(),
+        "joined_upper": f"answer{key.upper()}answer",
     }
 
 
@@ -197,6 +203,14 @@ class _Handler(BaseHTTPRequestHandler):
     def mode_bad_charset(self) -> None:
         body = json.dumps(completion(ANSWER))
         self._send(200, body, **{"Content-Type": "application/json; charset=klingon-8"})
+
+    def mode_undefined_charset(self) -> None:  # a codec that refuses every byte
+        body = json.dumps(completion(ANSWER))
+        self._send(200, body, **{"Content-Type": "application/json; charset=undefined"})
+
+    def mode_punycode_charset(self) -> None:  # a codec for host names, not for bodies
+        body = json.dumps(completion(ANSWER))
+        self._send(200, body, **{"Content-Type": "application/json; charset=punycode"})
 
     def mode_corrupt_gzip(self) -> None:
         data = gzip.compress(json.dumps(completion(ANSWER)).encode())

@@ -151,3 +151,10 @@ class Counted(FirstReady):
 
     def episode_counters(self) -> dict[str, int]:
         return {"acts": self.acts}
+
+
+class ActRaises(FirstReady):
+    """A bug in the user's act: every command names the policy and the episode in one line."""
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> tuple[int, int]:
+        return 1 // 0, 0

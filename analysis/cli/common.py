@@ -61,6 +61,10 @@ def non_negative_float(text: str) -> float:
     return value
 
 
+MAX_WINDOW_TOKENS = 10_000_000  # a token budget beyond any model's context: a typo
+MAX_EPISODES = 10**9  # episodes one command plays: beyond it, counts overflow int64 sums
+MAX_PRICES_BYTES = 1 << 20  # a price table is a few kB
+MAX_CSV_BYTES = 256 << 20  # a sweep's CSV: far more rows than any sweep writes
 MAX_JSON_FLAG_DEPTH = 32  # kwargs are flat; deeper input is a typo or an attack on the parser
 
 
@@ -96,6 +100,35 @@ def json_object(text: str) -> dict[str, Any]:
     return value
 
 
+def env_kwargs_object(text: str) -> dict[str, Any]:
+    """argparse type for --env-kwargs: a JSON object whose render_mode, when given, is a
+    name or null (gym.make calls string methods on it before the env can refuse it)."""
+    value = json_object(text)
+    mode = value.get("render_mode")
+    if mode is not None and not isinstance(mode, str):
+        raise argparse.ArgumentTypeError(
+            f"render_mode must be a name (\"ansi\", \"rgb_array\") or null; got {json.dumps(mode)}")
+    return value
+
+
+def input_file(max_bytes: int) -> Callable[[str], Path]:
+    """An argparse type for a file to read whole: a regular file (a device such as /dev/zero
+    or a pipe never ends) of at most `max_bytes`."""
+    def parse(text: str) -> Path:
+        path = Path(text)
+        if not path.exists():
+            raise argparse.ArgumentTypeError(f"no such file: {text}")
+        if not path.is_file():
+            raise argparse.ArgumentTypeError(f"must be a regular file; {text} is not one")
+        size = path.stat().st_size
+        if size > max_bytes:
+            raise argparse.ArgumentTypeError(
+                f"must be at most {max_bytes:,} bytes; {text} has {size:,}")
+        return path
+
+    return parse
+
+
 class OutputError(ValueError):
     """An output path that cannot be written; raised before any work starts."""
 
@@ -112,26 +145,32 @@ def _probe(flag: str, path: Path, directory: Path) -> None:
                           ) from None
 
 
-def _existing_ancestor(flag: str, path: Path) -> Path:
-    """The nearest existing ancestor of `path`; it must be a directory."""
+def _existing_ancestor(flag: str, path: Path, levels: int = 1) -> Path:
+    """The directory `path` is written in, which must exist, or be the one directory to
+    create (levels 2: a file's own directory) in one that does: a typo in a path's head
+    (`/nonexistent/...`) is an error, not a tree of directories made anywhere."""
     ancestor = path.parent
-    while not ancestor.exists():
+    for _ in range(levels):
+        if ancestor.exists():
+            if not ancestor.is_dir():
+                raise OutputError(f"{flag} {path}: {ancestor} is a file, not a directory")
+            return ancestor
         ancestor = ancestor.parent
-    if not ancestor.is_dir():
-        raise OutputError(f"{flag} {path}: {ancestor} is a file, not a directory")
-    return ancestor
+    raise OutputError(f"{flag} {path}: {path.parent if levels == 1 else path.parent.parent} "
+                      "does not exist (only the last directory of a path is created)")
 
 
 def writable_dir(flag: str, path: Path) -> Path:
     """Check that `path` is, or can become, a directory this process can write, and create
-    it, so a long command fails in its first second rather than after its work."""
+    it (only it: its parent must exist), so a long command fails in its first second rather
+    than after its work."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"{flag} {path}: is a file; {flag} needs a directory")
     if not path.exists():
         _probe(flag, path, _existing_ancestor(flag, path))
         try:
-            path.mkdir(parents=True, exist_ok=True)
+            path.mkdir(exist_ok=True)
         except OSError as error:
             raise OutputError(f"{flag} {path}: cannot create the directory "
                               f"({error.strerror or error})") from None
@@ -147,6 +186,8 @@ def writable_file(flag: str, path: Path | None) -> Path | None:
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{flag} {path}: is a directory; {flag} needs a file")
+    if path.exists() and not path.is_file():  # /dev/full, a pipe: reading it never ends
+        raise OutputError(f"{flag} {path}: is not a regular file; {flag} needs one")
     if path.exists():
         try:
             with path.open("ab"):  # appends nothing: the file is unchanged
@@ -155,12 +196,12 @@ def writable_file(flag: str, path: Path | None) -> Path | None:
             raise OutputError(f"{flag} {path}: cannot append to the file "
                               f"({error.strerror or error})") from None
         return path
-    _probe(flag, path, _existing_ancestor(flag, path))
+    _probe(flag, path, _existing_ancestor(flag, path, levels=2))
     return path
 
 
 def add_env_kwargs(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--env-kwargs", type=json_object, default={}, metavar="JSON",
+    parser.add_argument("--env-kwargs", type=env_kwargs_object, default={}, metavar="JSON",
                         help="keyword arguments for gym.make, as a JSON object (default: "
                              "%(default)s, the registered configuration)")
 
@@ -270,9 +311,16 @@ def stopped_at_cost_limit(command: str, reached: BaseException) -> int:
     return COST_LIMIT_STATUS
 
 
+def shown(text: str) -> str:
+    """`text` safe to print on a terminal, on one line: control characters (a server's
+    escape codes, newlines) escaped as \\x1b, \\n, ... instead of acted on."""
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def fail(command: str, error: BaseException | str) -> int:
-    """Print one error line for `diagym <command>` and return the usage-error status 2."""
-    print(f"diagym {command}: error: {error}", file=sys.stderr)
+    """Print one error line for `diagym <command>` and return the usage-error status 2; what
+    the line quotes from elsewhere (a server's message) cannot drive the terminal."""
+    print(f"diagym {command}: error: {shown(str(error))}", file=sys.stderr)
     return 2
 
 
@@ -326,7 +374,7 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
     group.add_argument("--concurrency", type=bounded_int(1), default=1, metavar="K",
                        help="episodes (or calls) in flight at once (default: %(default)s)")
     if budget:
-        group.add_argument("--budget", type=bounded_int(1), metavar="W",
+        group.add_argument("--budget", type=bounded_int(1, MAX_WINDOW_TOKENS), metavar="W",
                            help="assemble every prompt to exactly W cl100k_base tokens (RCWT; "
                                 "default: none, prompts as rendered)")
     group.add_argument("--max-tokens", type=bounded_int(1), default=64, metavar="T",
@@ -367,7 +415,7 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
                        help="after an invalid reply, tell the model its category and ask "
                             "again, up to K times, 0..8 (default: %(default)s: an invalid "
                             "reply ends the episode, as in seed 003)")
-    group.add_argument("--prices", type=Path, metavar="FILE.json",
+    group.add_argument("--prices", type=input_file(MAX_PRICES_BYTES), metavar="FILE.json",
                        help="price table, USD per 1M input, cached input and output tokens "
                             "per model (default: the bundled table, which lists only the "
                             "local models)")

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
+    MAX_EPISODES,
     OutputError,
     add_executor_flags,
     add_llm_flags,
@@ -33,9 +34,6 @@ DACS_ENV = "DACSSteering-v0"  # analysis.diagnose.dacs.ENV_ID
 
 
 def add_parser(subparsers: Any) -> None:
-    from analysis.diagnose.battery import DEFAULT_BUDGET
-    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
-
     parser = subparsers.add_parser(
         "diagnose",
         help="name the mechanism that breaks an agent, from its own traces",
@@ -49,6 +47,9 @@ def add_parser(subparsers: Any) -> None:
             "wrong answer (contamination, truncation, distractor) and rank the DACS window "
             "readers, each with its fitted lapse."),
     )
+    from analysis.diagnose.battery import DEFAULT_BUDGET
+    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
+
     parser.add_argument("--env", default=ENV, metavar="ID",
                         help=f"the env to diagnose on: %(default)s or {DACS_ENV} "
                              "(default: %(default)s)")
@@ -60,7 +61,7 @@ def add_parser(subparsers: Any) -> None:
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "
                              "refuse it)")
-    parser.add_argument("--budget", dest="episode_budget", type=bounded_int(1),
+    parser.add_argument("--budget", dest="episode_budget", type=bounded_int(1, MAX_EPISODES),
                         metavar="EPISODES",
                         help="episodes over the battery, split by its shares (a DACS budget "
                              "evenly over its configurations) (default: "
@@ -152,7 +153,8 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     check_executor_flags(args)
     with policy_maker(args, ENV) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor, \
-            progress(total=sum(allocation), desc="diagym diagnose", unit="episode") as bar:
+            progress(total=sum(allocation), desc="diagym diagnose", unit="episode",
+                     initial=_resumed(args, sum(allocation))) as bar:
         return diagnose_policy(for_executor(maker.make_policy, executor), battery=battery,
                                allocation=allocation, executor=executor,
                                seed=args.seed,
@@ -162,6 +164,22 @@ def _diagnosis(args: argparse.Namespace) -> Any:
                                on_record=lambda _record: bar.update(1),
                                adaptive_budget=args.episode_budget if args.adaptive else None,
                                forecasts=args.forecast)
+
+
+def _resumed(args: argparse.Namespace, total: int) -> int:
+    """The episodes --log already holds when --resume continues it (the runner plays only
+    the others, so progress starts there), announced in one line."""
+    if not args.resume or args.log is None or not args.log.is_file():
+        return 0
+    import sys
+
+    from analysis.diagnose.logs import read_log
+
+    done = min(total, sum(len(run.episodes) for run in read_log(args.log).values()))
+    if done:
+        print(f"diagym diagnose: resuming: {done} of {total} episodes are in {args.log} "
+              f"already; {total - done} to play", file=sys.stderr)
+    return done
 
 
 def _check_log_only(args: argparse.Namespace) -> None:
@@ -231,7 +249,8 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     check_executor_flags(args)
     with policy_maker(args, DACS_ENV) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor, \
-            progress(total=budget, desc="diagym diagnose", unit="episode") as bar:
+            progress(total=budget, desc="diagym diagnose", unit="episode",
+                     initial=_resumed(args, budget)) as bar:
         return diagnose_dacs(for_executor(maker.make_policy, executor),
                              episodes=budget // configurations,
                              seed=args.seed, text_actions=maker.text_actions, log=args.log,

@@ -23,16 +23,25 @@ TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracl
 
 def policy_name(text: str) -> str:
     """argparse type for --policy: a programmed policy, llm, text-oracle, sb3:PATH or an
-    import spec (loaded later, so an import error is one line from the command)."""
+    import spec (loaded later, so an import error is one line from the command). A value
+    that is none of them names the closest policy, or the `:Name` a file or module lacks."""
+    import difflib
+
     from controllers.loading import FORMS, is_import_path
     from controllers.registry import POLICY_NAMES
 
-    if (text in POLICY_NAMES or text in ("llm", TEXT_ORACLE) or text.startswith("sb3:")
-            or is_import_path(text)):
+    names = (*POLICY_NAMES, "llm", TEXT_ORACLE)
+    if text in names or text.startswith("sb3:") or is_import_path(text):
         return text
+    if text.endswith(".py") or "/" in text or "." in text:
+        raise argparse.ArgumentTypeError(
+            f"{text!r} names no policy inside it: add the class or function after a colon, "
+            f"as {text}:Name")
+    close = difflib.get_close_matches(text, names, n=1)
+    hint = f"did you mean {close[0]}? " if close else ""
     raise argparse.ArgumentTypeError(
-        f"must be one of {', '.join(POLICY_NAMES)}, llm, {TEXT_ORACLE}, sb3:DIR/model.zip or "
-        f"your own policy as {FORMS}; got {text!r}")
+        f"got {text!r}; {hint}it must be one of {', '.join(names)}, sb3:DIR/model.zip or "
+        f"your own policy as {FORMS}")
 
 
 @dataclass(frozen=True)

@@ -10,10 +10,13 @@ from pathlib import Path
 from typing import Any
 
 from analysis.cli.common import (
+    MAX_CSV_BYTES,
+    MAX_WINDOW_TOKENS,
     add_env_kwargs,
     add_llm_flags,
     bounded_int,
     fail,
+    input_file,
     llm_endpoint,
     refuse_chat_flags,
     writable_dir,
@@ -67,7 +70,8 @@ def add_parser(subparsers: Any) -> None:
     add_env_kwargs(sweep)
     sweep.add_argument("--policy", choices=("flat-reader", "llm"), required=True,
                        help="flat-reader (the programmed reader; no model) or llm")
-    sweep.add_argument("--window", type=bounded_int(1), required=True, metavar="W",
+    sweep.add_argument("--window", type=bounded_int(1, MAX_WINDOW_TOKENS), required=True,
+                       metavar="W",
                        help="the fixed budget W in cl100k_base tokens")
     sweep.add_argument("--trials", type=bounded_int(1), required=True, metavar="N",
                        help="scenario seeds 0..N-1 per (q, order) cell, paired across cells")
@@ -105,9 +109,9 @@ def add_parser(subparsers: Any) -> None:
             "the lowest AIC (analysis.fits.fit_table)."
         ),
     )
-    fit.add_argument("csv", type=Path, metavar="FILE.csv",
+    fit.add_argument("csv", type=input_file(MAX_CSV_BYTES), metavar="FILE.csv",
                      help="rows of model,p,score[,order], as sweep.csv")
-    fit.add_argument("--window", type=bounded_int(1), required=True, metavar="W",
+    fit.add_argument("--window", type=bounded_int(1, MAX_WINDOW_TOKENS), required=True, metavar="W",
                      help="the budget W the rows were scored at, for theta = W (1 - p0) "
                           "(required)")
     fit.add_argument("--json", action="store_true",

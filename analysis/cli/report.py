@@ -25,7 +25,11 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("inputs", nargs="+", type=Path, metavar="INPUT",
                         help="a run log (.jsonl), a study directory or a diagnosis JSON")
     parser.add_argument("--out", type=Path, default=Path("report.html"), metavar="FILE.html",
-                        help="the HTML file to write (default: %(default)s)")
+                        help="the HTML file to write; an existing file is replaced only with "
+                             "--force, and never when it is one of the INPUTs "
+                             "(default: %(default)s)")
+    parser.add_argument("--force", action="store_true",
+                        help="replace --out when it exists (default: off: refuse)")
     parser.set_defaults(func=run)
 
 
@@ -37,6 +41,12 @@ def run(args: argparse.Namespace) -> int:
         for path in args.inputs:
             if not path.exists():
                 raise ValueError(f"INPUT {path}: no such file or directory")
+            if args.out.exists() and path.resolve() == args.out.resolve():
+                raise ValueError(f"--out {args.out} is the INPUT {path}: the report would "
+                                 "replace what it reads; give another --out FILE.html")
+        if args.out.exists() and not args.force:
+            raise ValueError(f"--out {args.out} exists; pass --force to replace it, or "
+                             "another --out FILE.html")
         written = write_report(args.inputs, args.out)
     except (OutputError, ValueError, OSError) as error:
         return fail("report", error)

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import sys
 from typing import Any
 
 from analysis.cli.common import (
@@ -24,8 +26,6 @@ from analysis.cli.policies import policy_maker, policy_name
 
 
 def add_parser(subparsers: Any) -> None:
-    from controllers.registry import POLICY_NAMES
-
     parser = subparsers.add_parser(
         "run",
         help="run a policy on a registered env and summarise its episodes",
@@ -36,6 +36,8 @@ def add_parser(subparsers: Any) -> None:
             "mean completed operations, mean calls and first-failure counts."
         ),
     )
+    from controllers.registry import POLICY_NAMES
+
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     add_env_kwargs(parser)
     parser.add_argument("--policy", required=True, type=policy_name, metavar="NAME",
@@ -58,11 +60,35 @@ def add_parser(subparsers: Any) -> None:
                         help="task seed of the first episode; episode i plays seed S + i "
                              "(default: %(default)s)")
     add_log_flags(parser, "one line per episode, and per model call", run_flags=True)
+    parser.add_argument("--no-trace", action="store_true",
+                        help="with --log, leave out the trace line of each episode of a "
+                             "policy of yours or an sb3 model (its actions in order, from "
+                             "which `diagym report` replays its decisions and `diagnose --log` "
+                             "reads it; at most one action per env step) (default: traced)")
     parser.add_argument("--json", action="store_true",
                         help="print one JSON object instead of the table (default: off)")
     add_llm_flags(parser)
     add_executor_flags(parser)
     parser.set_defaults(func=run)
+
+
+def traced(make_policy: Any, text_actions: bool) -> Any:
+    """make_policy with each episode's actions written as a trace line of the run log
+    (controllers/tracing.py), decoded as `diagnose` decodes them for the env's family."""
+    import envs
+    from analysis.diagnose.dacs import option, text_option_decoder
+    from analysis.diagnose.run import text_decoder
+    from controllers.tracing import Traced, pair
+
+    def make(env: Any) -> Any:
+        dacs = envs.family_of(env, strict=False) == envs.DACS
+        if text_actions:
+            decode = text_option_decoder(env) if dacs else text_decoder(env)
+        else:
+            decode = option if dacs else pair
+        return Traced(make_policy(env), decode)
+
+    return make
 
 
 def _play(args: argparse.Namespace) -> Any:
@@ -72,11 +98,17 @@ def _play(args: argparse.Namespace) -> Any:
     import gymnasium as gym
 
     import envs  # noqa: F401  (registers the ids)
+    from analysis.progress import progress
+    from controllers.loading import is_import_path
     from controllers.rollout import rollout, rollout_parallel
 
     with policy_maker(args, args.env, args.env_kwargs) as maker, \
             open_executor(args, executor_workers(args, maker.chat)) as executor:
         args.described = maker.described
+        if (args.log is not None and not args.no_trace and not maker.chat
+                and (is_import_path(args.policy) or args.policy.startswith("sb3:"))):
+            maker = dataclasses.replace(maker, make_policy=traced(maker.make_policy,
+                                                                  maker.text_actions))
         make_policy = for_executor(maker.make_policy, executor)
         if maker.text_actions:
             from analysis.llm_runs import make_text_env
@@ -86,25 +118,37 @@ def _play(args: argparse.Namespace) -> Any:
         else:
             def make_env() -> Any:
                 return gym.make(args.env, **args.env_kwargs)
-        if maker.chat:
-            from analysis.progress import progress
+        env = make_env()  # a bad env or spec fails before any progress is shown
+        policy = maker.make_policy(env)
+        bars: list[Any] = []  # opened once the log is open: a refused resume shows none
 
-            maker.make_policy(make_env())  # fail early on a bad env or spec
-            with progress(total=args.episodes, desc="diagym run", unit="episode") as bar:
+        def resumed(done: int) -> None:
+            if done:
+                print(f"diagym run: resuming: {done} of {args.episodes} episodes are in "
+                      f"{args.log} already; {args.episodes - done} to play", file=sys.stderr)
+            bars.append(progress(total=args.episodes, desc="diagym run", unit="episode",
+                                 initial=done))
+
+        try:
+            counted = {"on_record": lambda _record: bars[0].update(1), "on_resumed": resumed}
+            if maker.chat:
                 return rollout_parallel(
                     make_env, make_policy, args.episodes, seed=args.seed,
                     workers=args.concurrency, log=args.log, resume=args.resume,
-                    on_record=lambda _record: bar.update(1), run_name=args.run_name,
-                    retry_failed=args.retry_failed, executor=executor)
-        if not executor.in_process:
-            return rollout_parallel(make_env, make_policy, args.episodes, seed=args.seed,
-                                    log=args.log, resume=args.resume, run_name=args.run_name,
-                                    retry_failed=args.retry_failed, executor=executor)
-        env = make_env()
-        policy = maker.make_policy(env)
-        return rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
-                       resume=args.resume, run_name=args.run_name,
-                       retry_failed=args.retry_failed)
+                    run_name=args.run_name, retry_failed=args.retry_failed, executor=executor,
+                    **counted)
+            if not executor.in_process:
+                return rollout_parallel(make_env, make_policy, args.episodes, seed=args.seed,
+                                        log=args.log, resume=args.resume,
+                                        run_name=args.run_name,
+                                        retry_failed=args.retry_failed, executor=executor,
+                                        **counted)
+            return rollout(env, policy, args.episodes, seed=args.seed, log=args.log,
+                           resume=args.resume, run_name=args.run_name,
+                           retry_failed=args.retry_failed, **counted)
+        finally:
+            for bar in bars:
+                bar.close()
 
 
 def run(args: argparse.Namespace) -> int:

@@ -8,6 +8,8 @@ from typing import Any
 
 from analysis.cli.common import add_env_kwargs, bounded_int, fail, json_object, writable_dir
 
+MAX_N_ENVS = 1024  # one process steps them all: beyond this the rollout buffer outgrows memory
+
 
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -37,8 +39,9 @@ def add_parser(subparsers: Any) -> None:
     add_env_kwargs(parser)
     parser.add_argument("--steps", type=bounded_int(1), required=True, metavar="N",
                         help="environment steps to train for in all, >= 1 (required)")
-    parser.add_argument("--n-envs", type=bounded_int(1), default=8, metavar="K",
-                        help="environments stepped together (default: %(default)s)")
+    parser.add_argument("--n-envs", type=bounded_int(1, MAX_N_ENVS), default=8, metavar="K",
+                        help=f"environments stepped together, 1..{MAX_N_ENVS} "
+                             "(default: %(default)s)")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="seed of the model and the training tasks (default: %(default)s)")
     parser.add_argument("--eval-episodes", type=bounded_int(1), default=64, metavar="E",

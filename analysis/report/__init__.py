@@ -30,7 +30,7 @@ def write_report(inputs: Iterable[Path], out: Path) -> Written:
     report = build(inputs)
     text = render(report)
     out = Path(out)
-    out.parent.mkdir(parents=True, exist_ok=True)
+    out.parent.mkdir(exist_ok=True)  # only the last directory
     out.write_text(text, encoding="utf-8")
     return Written(out, len(text.encode("utf-8")), report.episodes)
 

@@ -105,9 +105,10 @@ def render(report: Report) -> str:
         parts.append("</section>")
     if report.viewer is not None:
         v = report.viewer
+        decided = sum(1 for detail in v["details"] if detail["decisions"])
         parts.append('<section id="traces"><h2>Trace viewer</h2>'
                      f'<p class="note">{v["listed"]:,} of {v["total"]:,} episodes listed, '
-                     f'{len(v["details"]):,} with their decisions; rows are drawn '
+                     f'{decided:,} with their decisions; rows are drawn '
                      f"{25} per page from the inline data. Click a row to see its decisions."
                      '</p><div id="viewer"></div></section>')
         parts.append(f'<script type="application/json" id="viewer-data">{_blob(v)}</script>')

@@ -22,9 +22,12 @@ from controllers.runlog import format_skipped, read_entries
 
 
 def policy_label(policy: Any) -> str:
-    """A policy description in a few words: a controller's name, a chat model's model and
-    harness, else the description as JSON."""
+    """A policy description in a few words: a controller's name, a user's policy by the
+    import spec it was loaded by, a chat model's model and harness, else the description as
+    JSON."""
     if isinstance(policy, dict):
+        if isinstance(policy.get("import"), str):
+            return policy["import"]
         for key in ("controller", "dacs_controller"):
             if set(policy) == {key}:
                 return str(policy[key])
@@ -79,7 +82,7 @@ class LogRun:
         else:  # a run whose units are not episodes (an RCWT sweep) says what it played
             where = json.dumps({k: v for k, v in self.run.items() if k != "policy"},
                                sort_keys=True)
-        return (f"{json.dumps(policy, sort_keys=True)} on {where}: "
+        return (f"{policy_label(policy)} on {where}: "
                 f"{len(self.records)} episodes{start}")
 
     def summary_text(self) -> str:

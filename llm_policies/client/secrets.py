@@ -10,8 +10,11 @@ What is caught, for each secret: the raw text; its percent-encodings (`quote` wi
 "/" kept, `quote_plus`, hex digits in either case); its JSON-string escapes (with and without
 `ensure_ascii`, and escaped twice, as in JSON inside a JSON string); its base64 (standard and
 URL-safe, with and without padding); the base64 of "user:password" for URL credentials (the
-Basic header httpx builds from them); and its hex digits. Copies split across lines or
-interleaved with other text are not caught.
+Basic header httpx builds from them); and its hex digits. Each of them is caught in any
+letter case (a server may upper-case what it echoes: `SK-...`), and the encodings are also
+made of the secret upper- and lower-cased (the base64 of an upper-cased key is not the
+upper-cased base64 of the key). A copy is caught wherever it sits, joined to other words or
+not; copies split across lines or interleaved with other text are not caught.
 
 Secrets shorter than `MIN_SECRET_CHARS` are not scrubbed: replacing every "1" or "x" in an
 answer would destroy it, and a credential that short protects nothing anyway.
@@ -46,9 +49,17 @@ def _base64_forms(data: bytes) -> set[str]:
 
 
 def secret_forms(secret: str) -> set[str]:
-    """Every encoding of `secret` that `scrub` removes (empty for a too-short secret)."""
+    """Every encoding of `secret`, as given and upper- and lower-cased, that `scrub` removes
+    (in any letter case; empty for a too-short secret)."""
     if len(secret) < MIN_SECRET_CHARS:
         return set()
+    forms: set[str] = set()
+    for variant in dict.fromkeys((secret, secret.upper(), secret.lower())):
+        forms |= _encodings(variant)
+    return forms
+
+
+def _encodings(secret: str) -> set[str]:
     forms = {secret}
     for encoded in (quote(secret), quote(secret, safe=""), quote_plus(secret)):
         forms |= _percent_case_variants(encoded)
@@ -78,7 +89,7 @@ def _pattern(secrets: frozenset[str]) -> re.Pattern[str] | None:
         return None
     # Longest first, so that an encoding containing another form is removed whole.
     ordered = sorted(forms, key=lambda form: (-len(form), form))
-    return re.compile("|".join(re.escape(form) for form in ordered))
+    return re.compile("|".join(re.escape(form) for form in ordered), re.IGNORECASE)
 
 
 def scrub(text: str, secrets: Iterable[str | None]) -> str:

@@ -707,6 +707,8 @@ class _ChatCore:
         except UnicodeDecodeError as exc:
             return refused("bad_encoding", f"bad encoding: not valid {charset[:40]} "
                                            f"(byte {exc.start})")
+        except (UnicodeError, ValueError):  # a codec that refuses any bytes ("undefined")
+            return refused("bad_encoding", f"bad encoding: {charset[:40]!r} cannot be read")
         body = body.removeprefix("\ufeff")
         if _json_depth_exceeds(body, MAX_JSON_DEPTH):
             return refused("too_deep", f"too deeply nested: JSON deeper than {MAX_JSON_DEPTH}")
@@ -831,8 +833,15 @@ class _ChatCore:
         )
 
 
+MAX_REPORTED_TOKENS = 10**9  # no call holds more: a larger or negative count is not usage
+
+
 def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
+    """A reported token count, None (unknown, never 0) when it is not one a call can have."""
+    if isinstance(value, int) and not isinstance(value, bool) and (
+            0 <= value <= MAX_REPORTED_TOKENS):
+        return value
+    return None
 
 
 def _cached_tokens(usage: dict[str, Any]) -> int | None:

@@ -192,3 +192,15 @@ def test_llm_study_plays_a_users_policy_on_the_text_env(
     assert shown["episodes"] == 8 and shown["run"]["policy"].endswith(":JsonFirstReady")
     assert main(["llm-study", "--design", "fractional", "--policy", "nope.mod:X"]) == 2
     assert capsys.readouterr().err.startswith("diagym llm-study: error: --policy nope.mod:X")
+
+
+def test_a_cost_limit_for_a_model_the_table_does_not_price_is_refused(
+        server: FakeServer, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "run.jsonl"
+    assert main(_run(server, "--cost-limit", "0.000001", "--log", str(log))) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert err == ["diagym run: error: --cost-limit 1e-06 cannot be enforced: the price table "
+                   "(bundled llm_policies/client/prices.json) has no price for model 'fake', "
+                   "so every call would count as $0; give --prices FILE.json with its price"]
+    assert not any(json.loads(line)["type"] == "episode"
+                   for line in (log.read_text().splitlines() if log.exists() else []))

@@ -146,7 +146,7 @@ def test_a_missing_route_is_confirmed_by_one_completion(
     err = capsys.readouterr().err.splitlines()
     assert len(err) == 1
     assert err[0].startswith(f"diagym run: error: the server at {_url(server)} has no chat "
-                             "completions for model 'fake' (HTTP 404: HTTP 404: no such model)")
+                             "completions for model 'fake' (HTTP 404: no such model)")
     assert err[0].endswith("check that --base-url ends in /v1 and --model names a model it "
                            "serves")
     assert server.seen == [("GET", "/v1/models"), ("POST", "/v1/chat/completions")]

@@ -58,7 +58,7 @@ def test_summarize_reads_every_run_of_a_shared_log(
     printed = _printed(["summarize", str(log)], capsys)
     runs = {json.loads(line)["run_id"] for line in log.read_text().splitlines()
             if json.loads(line)["type"] == "session"}
-    assert sum(line.startswith('{"controller": "cache-2"} on ') for line in printed) == \
+    assert sum(line.startswith("cache-2 on ") for line in printed) == \
         len(runs) == len(json.loads((out / "diagnosis.json").read_text())["configurations"])
 
 

@@ -136,8 +136,8 @@ def test_a_bad_spec_is_one_line_and_status_2(spec: str, message: str,
 def test_an_unknown_name_lists_the_import_form(capsys: pytest.CaptureFixture[str]) -> None:
     line = _fail(_run("nope"), capsys)
     assert re.fullmatch(
-        r"diagym run: error: argument --policy: must be one of exact, .*, llm, text-oracle, "
-        rf"sb3:DIR/model\.zip or your own policy as {FORMS}; got 'nope' "
+        r"diagym run: error: argument --policy: got 'nope'; it must be one of exact, .*, llm, "
+        rf"text-oracle, sb3:DIR/model\.zip or your own policy as {FORMS} "
         r"\(see diagym run --help\)", line), line
     assert _fail(["dacs-study", "--policy", "nope"], capsys) == (
         f"diagym dacs-study: error: argument --policy: must be reference, llm or your own "

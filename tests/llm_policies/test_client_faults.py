@@ -10,6 +10,7 @@ result, log line or file, in any encoding we can recognise.
 from __future__ import annotations
 
 import asyncio
+import base64
 import dataclasses
 import json
 import logging
@@ -19,6 +20,7 @@ import time
 import tracemalloc
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 import gymnasium as gym
 import httpx
@@ -81,6 +83,8 @@ EXPECTED: dict[str, tuple[str, str | None, int, int | None]] = {
     "deep_answer": ("ok", None, 1, 200),
     "bad_utf8": ("error", "bad_encoding", 1, 200),
     "bad_charset": ("error", "bad_encoding", 1, 200),
+    "undefined_charset": ("error", "bad_encoding", 1, 200),
+    "punycode_charset": ("error", "bad_encoding", 1, 200),
     "corrupt_gzip": ("error", "bad_encoding", 1, 200),
     "lone_surrogate": ("ok", None, 1, 200),
     "echo_key": ("ok", None, 1, 200),
@@ -370,7 +374,7 @@ def test_scrub_removes_every_encoding_it_names() -> None:
     cleaned = scrub(text, [KEY])
     assert leaks(cleaned) == [] and lower_hex not in cleaned
     assert cleaned.count(REDACTED) == len(forms) + 1
-    assert set(forms.values()) <= secret_forms(KEY)
+    assert set(forms.values()) - {forms["joined_upper"]} <= secret_forms(KEY)
 
 
 def test_scrub_leaves_short_secrets_and_other_text_alone() -> None:
@@ -410,3 +414,12 @@ def test_a_flood_of_tool_calls_echoing_the_key_stays_bounded_and_scrubbed() -> N
     assert all(len(c.arguments) <= 200 for c in result.tool_calls)
     assert leaks(json.dumps(dataclasses.asdict(result))) == []
     assert result.served_model == REDACTED
+
+
+def test_scrub_catches_the_key_in_any_letter_case_and_joined_to_words() -> None:
+    key = "sk-Probe-0123456789abcdef"
+    echoed = (f"ok{key.upper()}ok {key.lower()} "
+              f"{base64.b64encode(key.upper().encode()).decode()} {quote(key.upper(), safe='')}")
+    cleaned = scrub(echoed, [key])
+    assert "PROBE" not in cleaned.upper() and "0123456789ABCDEF" not in cleaned.upper()
+    assert cleaned.startswith(f"ok{REDACTED}ok {REDACTED} ")

@@ -553,3 +553,13 @@ def test_bad_tool_choice_and_limiter_are_refused_naming_the_parameter() -> None:
     with pytest.raises(ValueError, match=r"^limiter must have acquire\(\) and "
                                          r"release\(throttled\) methods"):
         ChatClient(base_url="http://127.0.0.1:9/v1", model="m", limiter=object())  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("count", [10**400, -5, 10**10])
+def test_an_impossible_reported_token_count_is_unknown_not_a_crash(count: int) -> None:
+    reply = Reply(content='{"operation": 1, "candidate": 2}',
+                  usage={"prompt_tokens": count, "completion_tokens": count})
+    with FakeServer(scripted([], then=reply)) as server, client_for(server, []) as client:
+        result = client.complete(MESSAGES)
+    assert result.status == "ok"
+    assert result.prompt_tokens is None and result.completion_tokens is None

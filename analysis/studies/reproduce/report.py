@@ -608,14 +608,12 @@ def _grid_figure(configs: Sequence[Any], members: list[int], success: np.ndarray
     return figure
 
 
-def profile_figures(
+def _figure_jobs(
     configs: Sequence[Any], episodes: dict[str, np.ndarray],
     weights: np.ndarray | None = None, seeds: dict[str, Any] | None = None,
-) -> dict[str, Any]:
-    """The structural-profile Figures by file name: per primary factor (one panel per
-    family) and per follow-on grid (grouped bars per condition). `weights` are the tables'
-    bootstrap weights (drawn afresh with the same defaults when None); `seeds` maps a grid to
-    the seeds its episodes were played on (design.grid_seeds when None), for the caption."""
+) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
+    """Each profile figure by file name as (builder, its arguments), so the figures can be
+    drawn in this process or in several (they are independent)."""
     n_seeds = _validate(configs, episodes, ("success",))
     if weights is None:
         weights = bootstrap_weights(n_seeds)
@@ -626,25 +624,55 @@ def profile_figures(
     def seeds_of(grid: str) -> Any:
         return seeds[grid] if grid in seeds else grid_seeds(grid)
 
-    figures = {}
+    jobs: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
     primary = by_grid.get("primary", [])
     if primary:
         for factor in EFFECT_FACTORS:
-            figures[f"profile_primary_{factor}.png"] = _primary_figure(
-                configs, primary, success, weights, factor, seeds_of("primary"))
+            jobs[f"profile_primary_{factor}.png"] = (_primary_figure, (
+                configs, primary, success, weights, factor, seeds_of("primary")))
     for grid in APPENDIX_TABLES:
         if grid in by_grid:
-            figures[f"profile_{grid}.png"] = _grid_figure(
-                configs, by_grid[grid], success, weights, grid, seeds_of(grid))
-    return figures
+            jobs[f"profile_{grid}.png"] = (_grid_figure, (
+                configs, by_grid[grid], success, weights, grid, seeds_of(grid)))
+    return jobs
+
+
+def profile_figures(
+    configs: Sequence[Any], episodes: dict[str, np.ndarray],
+    weights: np.ndarray | None = None, seeds: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    """The structural-profile Figures by file name: per primary factor (one panel per
+    family) and per follow-on grid (grouped bars per condition). `weights` are the tables'
+    bootstrap weights (drawn afresh with the same defaults when None); `seeds` maps a grid to
+    the seeds its episodes were played on (design.grid_seeds when None), for the caption."""
+    return {name: build(*args)
+            for name, (build, args) in _figure_jobs(configs, episodes, weights, seeds).items()}
+
+
+def _draw(job: tuple[Callable[..., Any], tuple[Any, ...], Path]) -> Path:
+    build, args, path = job
+    return save(build(*args), path)
 
 
 def plot_profiles(
     configs: Sequence[Any], episodes: dict[str, np.ndarray], out_dir: str | Path,
     weights: np.ndarray | None = None, seeds: dict[str, Any] | None = None,
+    workers: int | None = None,
 ) -> list[Path]:
-    """Write `profile_figures` as PNGs into out_dir; returns the paths written."""
+    """Write `profile_figures` as PNGs into out_dir; returns the paths written. The figures
+    are drawn by `workers` processes (None: one per core, at most one per figure), since
+    drawing them is most of the study's time and each is independent."""
+    import os
+
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
-    return [save(figure, out / name)
-            for name, figure in profile_figures(configs, episodes, weights, seeds).items()]
+    jobs = [(build, args, out / name)
+            for name, (build, args) in _figure_jobs(configs, episodes, weights, seeds).items()]
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    workers = min(len(jobs), cores or 1) if workers is None else min(workers, len(jobs))
+    if workers <= 1:
+        return [_draw(job) for job in jobs]
+    from concurrent.futures import ProcessPoolExecutor
+
+    with ProcessPoolExecutor(max_workers=workers) as pool:
+        return list(pool.map(_draw, jobs))

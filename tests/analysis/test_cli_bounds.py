@@ -1,0 +1,89 @@
+"""Inputs that used to end in a traceback or an unbounded read: one line, exit status 2."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.cli import main
+
+RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "1"]
+LLM = ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--base-url",
+       "http://127.0.0.1:9/v1", "--model", "m", "--episodes", "1"]
+
+
+def _fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:
+        status = exit_info.code
+    captured = capsys.readouterr()
+    assert status == 2, captured
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, lines
+    return lines[0]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    ([*RUN, "--env-kwargs", '{"render_mode": 1}'],
+     'diagym run: error: argument --env-kwargs: render_mode must be a name ("ansi", '
+     '"rgb_array") or null; got 1 (see diagym run --help)'),
+    ([*RUN, "--log", "/dev/full"],
+     "diagym run: error: --log /dev/full: is not a regular file; --log needs one"),
+    ([*LLM, "--prices", "/dev/zero"],
+     "diagym run: error: argument --prices: must be a regular file; /dev/zero is not one "
+     "(see diagym run --help)"),
+    (["rcwt", "fit", "/dev/zero", "--window", "4096"],
+     "diagym rcwt fit: error: argument FILE.csv: must be a regular file; /dev/zero is not one "
+     "(see diagym rcwt fit --help)"),
+    (["rcwt", "sweep", "--env", "DACSSteering-v0", "--policy", "flat-reader", "--window",
+      str(10**30), "--trials", "1", "--out", "unused"],
+     f"diagym rcwt sweep: error: argument --window: must be an integer in 1..10000000; got "
+     f"{10**30} (see diagym rcwt sweep --help)"),
+    (["diagnose", "--policy", "cache-2", "--budget", str(10**19)],
+     f"diagym diagnose: error: argument --budget: must be an integer in 1..1000000000; got "
+     f"{10**19} (see diagym diagnose --help)"),
+    (["train", "--env", "StatefulWorkflow-v0", "--steps", "10", "--n-envs", str(10**7),
+      "--out", "unused"],
+     "diagym train: error: argument --n-envs: must be an integer in 1..1024; got 10000000 "
+     "(see diagym train --help)"),
+])
+def test_a_hostile_input_is_one_line(argv: list[str], message: str,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    assert _fail(argv, capsys) == message
+
+
+def test_a_price_file_too_large_is_refused_unread(tmp_path: Path,
+                                                  capsys: pytest.CaptureFixture[str]) -> None:
+    big = tmp_path / "prices.json"
+    with big.open("wb") as handle:
+        handle.truncate((1 << 20) + 1)  # sparse: nothing is written
+    assert _fail([*LLM, "--prices", str(big)], capsys).endswith(
+        f"must be at most 1,048,576 bytes; {big} has 1,048,577 (see diagym run --help)")
+
+
+ACT_RAISES = "tests.user_policy:ActRaises"
+RAISED = (f"--policy {ACT_RAISES}: act() raised ZeroDivisionError: integer division or modulo "
+          "by zero (in the episode of task seed 0)")
+
+
+@pytest.mark.parametrize(("argv", "command"), [
+    (["run", "--env", "StatefulWorkflow-v0", "--policy", ACT_RAISES, "--episodes", "2"], "run"),
+    (["diagnose", "--policy", ACT_RAISES, "--budget", "20"], "diagnose"),
+])
+def test_a_policy_raising_in_act_is_one_line_naming_it_and_the_episode(
+        argv: list[str], command: str, capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(argv)
+    captured = capsys.readouterr()
+    assert status == 2 and "Traceback" not in captured.err
+    assert captured.err.splitlines()[-1] == f"diagym {command}: error: {RAISED}"
+
+
+def test_an_error_line_never_passes_escape_codes_to_the_terminal(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["run", "--env", "Stateful\x1b[31mX\nnext", "--policy", "cache-2",
+                   "--episodes", "1"])
+    err = capsys.readouterr().err
+    assert status == 2 and "\x1b" not in err and len(err.splitlines()) == 1
+    assert "Stateful\\x1b[31mX\\nnext" in err

@@ -1,0 +1,76 @@
+"""Outputs never replace what a user did not ask to replace, and create at most the last
+directory of their path."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from analysis.cli import main
+
+RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "2"]
+
+
+def _fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    try:
+        status = main(argv)
+    except SystemExit as exit_info:
+        status = exit_info.code
+    captured = capsys.readouterr()
+    assert status == 2, captured
+    lines = captured.err.splitlines()
+    assert len(lines) == 1 and "Traceback" not in captured.err, lines
+    return lines[0]
+
+
+@pytest.fixture
+def log(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> Path:
+    path = tmp_path / "run.jsonl"
+    assert main([*RUN, "--log", str(path)]) == 0
+    capsys.readouterr()
+    return path
+
+
+def test_report_never_overwrites_its_input(log: Path, capsys: pytest.CaptureFixture[str]
+                                           ) -> None:
+    before = log.read_bytes()
+    for force in ([], ["--force"]):
+        assert _fail(["report", str(log), "--out", str(log), *force], capsys) == (
+            f"diagym report: error: --out {log} is the INPUT {log}: the report would replace "
+            "what it reads; give another --out FILE.html")
+    assert log.read_bytes() == before
+
+
+def test_report_replaces_an_existing_page_only_with_force(
+        log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    out = tmp_path / "page.html"
+    out.write_text("mine")
+    assert _fail(["report", str(log), "--out", str(out)], capsys) == (
+        f"diagym report: error: --out {out} exists; pass --force to replace it, or another "
+        "--out FILE.html")
+    assert out.read_text() == "mine"
+    assert main(["report", str(log), "--out", str(out), "--force"]) == 0
+    assert out.read_text().startswith("<!DOCTYPE html>")
+
+
+def test_only_the_last_directory_is_created(tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "missing" / "deeper"
+    assert _fail([*RUN, "--log", str(deep / "run.jsonl")], capsys) == (
+        f"diagym run: error: --log {deep / 'run.jsonl'}: {tmp_path / 'missing'} does not exist "
+        "(only the last directory of a path is created)")
+    assert _fail(["summarize", str(tmp_path / "x.jsonl"), "--out", str(deep)], capsys) \
+        .startswith("diagym summarize: error: LOG")
+    assert not (tmp_path / "missing").exists()
+    assert main([*RUN, "--log", str(tmp_path / "new" / "run.jsonl")]) == 0
+    assert (tmp_path / "new" / "run.jsonl").is_file()
+
+
+def test_a_directory_output_needs_its_parent(log: Path, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    deep = tmp_path / "missing" / "deeper"
+    assert _fail(["summarize", str(log), "--out", str(deep)], capsys) == (
+        f"diagym summarize: error: --out {deep}: {tmp_path / 'missing'} does not exist "
+        "(only the last directory of a path is created)")
+    assert not (tmp_path / "missing").exists()

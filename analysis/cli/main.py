@@ -18,6 +18,7 @@ from typing import Any, NoReturn
 
 from analysis.cli import (
     audit,
+    dacs_live,
     dacs_study,
     diagnose,
     llm_study,
@@ -33,8 +34,8 @@ from analysis.cli import (
 from analysis.interrupts import exit_status, interruptible
 
 COMMANDS: tuple[ModuleType, ...] = (
-    audit, run, reproduce, llm_study, dacs_study, train, rl_study, serve_local, rcwt, diagnose,
-    report, summarize,
+    audit, run, reproduce, llm_study, dacs_study, dacs_live, train, rl_study, serve_local, rcwt,
+    diagnose, report, summarize,
 )
 
 

@@ -1,0 +1,43 @@
+"""`diagym dacs-live`: bad flags are one line with exit 2; a scripted run writes its table."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from analysis.cli.main import main
+from tests.llm_fake_server import FakeServer
+from tests.llm_policies.test_live_agents import respond
+
+pytestmark = pytest.mark.timeout(120)
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--trials", "0"], "argument --trials: must be an integer >= 1; got 0"),
+    (["--scenario", "ra9"], "argument --scenario: invalid choice: 'ra9'"),
+    ([], "--agent-base-url and --agent-model are required (or --local NAME)"),
+    (["--local", "gemma", "--judge-model", "j"],
+     "--judge-base-url/--judge-model cannot be used with --local"),
+])
+def test_bad_flags_are_one_line_and_exit_2(argv: list[str], message: str, tmp_path,
+                                           capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as stop:
+        code = main(["dacs-live", "--log", str(tmp_path / "l.jsonl"), *argv])
+        raise SystemExit(code)
+    assert stop.value.code == 2
+    out = capsys.readouterr()
+    text = (out.err + out.out).strip()
+    assert len(text.splitlines()) == 1 and message in text
+
+
+def test_a_scripted_run_writes_the_table(tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    with FakeServer(respond) as server:
+        flags = [f"--{role}-{what}={value}" for role in ("agent", "orchestrator", "judge")
+                 for what, value in (("base-url", server.base_url), ("model", "m"))]
+        code = main(["dacs-live", *flags, "--trials", "1", "--max-steers", "2",
+                     "--log", str(tmp_path / "p4.jsonl"), "--out", str(tmp_path)])
+    assert code == 0
+    rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "phase4.csv").open())}
+    assert float(rows["flat"]["kappa"]) == pytest.approx(0.5)
+    assert float(rows["dacs"]["judge_accuracy"]) == pytest.approx(2 / 3)

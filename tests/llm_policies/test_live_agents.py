@@ -1,0 +1,155 @@
+"""Seed 002's phase 4 played through a fake server in every role (agents that steer at
+scripted steps, an orchestrator whose answer depends on its window, a judge with scripted
+verdicts); the figures are checked against values computed by hand from the script."""
+
+from __future__ import annotations
+
+import math
+import re
+from typing import Any
+
+import numpy as np
+import pytest
+
+from envs._core import tokens
+from llm_policies.client.transport import ChatClient
+from llm_policies.live_agents import protocol
+from llm_policies.live_agents.scenarios import SCENARIOS
+from llm_policies.live_agents.study import run_study, tables
+from llm_policies.live_agents.summary import summarize
+from llm_policies.live_agents.trial import ORCHESTRATOR_SYSTEM, run_trial
+from tests.llm_fake_server import FakeServer, Reply
+
+pytestmark = pytest.mark.timeout(120)
+
+AGENT_SCRIPT = {
+    "a1": ["[[STEER: Q1 of a1]]", "[[STEER: Q2 of a1]]", "[[STEER: Q3 of a1]]", "[[DONE]]"],
+    "a2": ["[[STEER: Q1 of a2]]", "Finished. [[DONE]]"],
+    "a3": ["Reading the files.", "[[STEER: Q1 of a3]]", "[[DONE]]"],
+}
+# (window kind, requester, question) -> the orchestrator's answer
+ANSWERS = {
+    ("dacs", "a1", "Q1 of a1"): "Use inorder traversal.",
+    ("dacs", "a1", "Q2 of a1"): "Ignore duplicates.",
+    ("dacs", "a2", "Q1 of a2"): "Cite Vaswani et al. 2017.",
+    ("dacs", "a3", "Q1 of a3"): "Detect the encoding with chardet.",
+    ("flat", "a1", "Q1 of a1"): "Use inorder traversal.",
+    ("flat", "a1", "Q2 of a1"): "Consider Longformer.",
+    ("flat", "a2", "Q1 of a2"): "Cite Vaswani, the original paper.",
+    ("flat", "a3", "Q1 of a3"): "Use a plain approach.",
+}
+VERDICTS = {
+    "Use inorder traversal.": "<reason>r</reason>\n<verdict>CORRECT</verdict>",
+    "Ignore duplicates.": "<reason>r</reason>\n<verdict>CORRECT</verdict>",
+    "Cite Vaswani et al. 2017.": "<reason>r</reason>\n<verdict>INCORRECT</verdict>",
+    "Detect the encoding with chardet.": "It looks fine to me.",
+    "Consider Longformer.": "<verdict>INCORRECT</verdict>",
+    "Cite Vaswani, the original paper.": "<verdict>correct</verdict>",
+    "Use a plain approach.": "<verdict>CORRECT</verdict>",
+}
+
+
+def respond(request: dict[str, Any]) -> Reply:
+    messages = request["messages"]
+    system = messages[0]["content"]
+    if system.startswith("You are agent"):
+        agent = system.split()[3].rstrip(",")
+        turn = sum(m["role"] == "assistant" for m in messages)
+        return Reply(content=AGENT_SCRIPT[agent][turn])
+    if system == protocol.JUDGE_SYSTEM:
+        answer = re.search(r"Orchestrator's answer:\n(.*?)\n\n", messages[1]["content"]).group(1)
+        return Reply(content=VERDICTS[answer])
+    window = messages[1]["content"]
+    requester, question = re.search(r"Request from agent (a\d): (.*)\n", window).groups()
+    kind = "dacs" if "(registry)" in window else "flat"
+    return Reply(content=ANSWERS[(kind, requester, question)])
+
+
+def chats(server: FakeServer) -> dict[str, ChatClient]:
+    return {role: ChatClient(base_url=server.base_url, model="m", max_tokens=64, api_key="k",
+                             max_retries=0) for role in ("agent", "orchestrator", "judge")}
+
+
+@pytest.fixture
+def server() -> Any:
+    with FakeServer(respond) as fake:
+        yield fake
+
+
+def test_a_scripted_trial_gives_the_hand_computed_figures(server: FakeServer) -> None:
+    scenario = SCENARIOS["ra1_n3"]
+    clients = chats(server)
+    calls: list[dict[str, Any]] = []
+    figures = {}
+    decisions = []
+    for condition in ("dacs", "flat"):
+        made, figures[condition] = run_trial(
+            scenario, condition, 0, agent=clients["agent"], orchestrator=clients["orchestrator"],
+            judge=clients["judge"], sink=calls.append, max_steps=6, max_steers=2)
+        decisions += made
+    assert server.errors == []
+    # a1: 4 turns, a2: 2, a3: 3; a1's third STEER is over the cap and reaches no orchestrator
+    assert figures["dacs"] == {"turns": 9, "done": 3, "steers": 4, "agents": 3}
+    assert [c["role"] for c in calls].count("orchestrator") == 8
+    assert [c["role"] for c in calls].count("judge") == 8
+    refused = [r for r in server.requests if r["messages"][0]["content"].startswith(
+        "You are agent a1") and len(r["messages"]) == 8]
+    assert refused and refused[0]["messages"][-1]["content"].startswith("No more questions")
+    topics = [(d.condition, d.agent_id, d.index, d.topic) for d in decisions]
+    assert topics[:4] == [("dacs", "a1", 0, "traversal_order"),
+                          ("dacs", "a2", 0, "primary_source"),
+                          ("dacs", "a1", 1, "duplicate_handling"),
+                          ("dacs", "a3", 0, "encoding_strategy")]
+    dacs = summarize(decisions, "dacs", 1, scenario.n_rubrics)
+    flat = summarize(decisions, "flat", 1, scenario.n_rubrics)
+    # dacs: judge C, I, C on the three parseable verdicts (a3's is unparseable); keywords all hit
+    assert dacs["unparseable"] == 1
+    assert dacs["judge_accuracy"] == pytest.approx(2 / 3)
+    assert dacs["keyword_accuracy"] == 1.0
+    assert dacs["kappa"] == pytest.approx(0.0)  # keywords constant: chance = observed = 2/3
+    assert dacs["contamination"] == 0.0
+    assert dacs["coverage"] == pytest.approx(4 / 9)
+    # flat: judge (a1q1, a2q1, a1q2, a3q1) = 1, 1, 0, 1; keywords 1, 1, 0, 0
+    assert flat["unparseable"] == 0
+    assert flat["judge_accuracy"] == pytest.approx(3 / 4)
+    assert flat["keyword_accuracy"] == pytest.approx(2 / 4)
+    assert flat["kappa"] == pytest.approx((3 / 4 - 1 / 2) / (1 - 1 / 2))
+    assert flat["contamination"] == pytest.approx(1 / 4)  # "Longformer" is a2's keyword
+    assert flat["kappa_low"] <= flat["kappa"] <= flat["kappa_high"]
+    # context tokens: the windows the orchestrator received, counted independently
+    windows = [r["messages"][1]["content"] for r in server.requests
+               if r["messages"][0]["content"] == ORCHESTRATOR_SYSTEM]
+    assert [d.context_tokens for d in decisions] == [tokens.count(w) for w in windows]
+    assert flat["context_tokens"] > dacs["context_tokens"]
+
+
+def test_the_study_resumes_without_repeating_a_trial(server: FakeServer, tmp_path) -> None:
+    scenario = SCENARIOS["ra1_n3"]
+    clients = chats(server)
+    log = tmp_path / "phase4.jsonl"
+    entries = run_study(scenario, 2, lambda role, seed: clients[role], log, max_steers=2)
+    seen = len(server.requests)
+    again = run_study(scenario, 2, lambda role, seed: clients[role], log, max_steers=2)
+    assert len(server.requests) == seen
+    assert again == entries
+    rows = {r["condition"]: r for r in tables(scenario, again)}
+    assert rows["flat"]["coverage"] == pytest.approx(8 / 18)
+    assert rows["flat"]["kappa"] == pytest.approx(0.5)
+
+
+def test_unparseable_and_double_verdicts_are_not_guessed() -> None:
+    assert protocol.parse_verdict("<verdict>CORRECT</verdict>") is True
+    assert protocol.parse_verdict("<verdict> incorrect </verdict>") is False
+    assert protocol.parse_verdict("CORRECT") is None
+    assert protocol.parse_verdict("<verdict>CORRECT</verdict><verdict>INCORRECT</verdict>") \
+        is None
+
+
+def test_kappa_matches_the_definition_and_is_undefined_for_one_label() -> None:
+    a = np.array([1, 1, 0, 0, 1], dtype=bool)
+    b = np.array([1, 0, 0, 0, 1], dtype=bool)
+    po, pa, pb = 4 / 5, 3 / 5, 2 / 5
+    pe = pa * pb + (1 - pa) * (1 - pb)
+    assert protocol.cohen_kappa(a, b) == pytest.approx((po - pe) / (1 - pe))
+    assert math.isnan(protocol.cohen_kappa(np.ones(3, bool), np.ones(3, bool)))
+    assert protocol.cohen_kappa(a, a) == 1.0

@@ -18,6 +18,7 @@ from analysis.cli import (
     audit,
     dacs_study,
     diagnose,
+    export,
     llm_study,
     rcwt,
     report,
@@ -32,7 +33,7 @@ from analysis.interrupts import exit_status, interruptible
 
 COMMANDS: tuple[ModuleType, ...] = (
     audit, run, reproduce, llm_study, dacs_study, train, rl_study, serve_local, rcwt, diagnose,
-    report, summarize,
+    report, summarize, export,
 )
 
 

@@ -64,6 +64,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/diagnose.py
 	$(BIN)/python benchmarks/executor.py
 	$(BIN)/python benchmarks/report.py
+	$(BIN)/python benchmarks/attribution.py --json-out docs/benchmarks/attribution.json
 
 clean-cache:
 	find envs controllers llm_policies analysis -name '*.nbi' -delete -o -name '*.nbc' -delete

@@ -21,6 +21,7 @@ from analysis.cli import (
     dacs_live,
     dacs_study,
     diagnose,
+    export,
     llm_study,
     rcwt,
     report,
@@ -35,7 +36,7 @@ from analysis.interrupts import exit_status, interruptible
 
 COMMANDS: tuple[ModuleType, ...] = (
     audit, run, reproduce, llm_study, dacs_study, dacs_live, train, rl_study, serve_local, rcwt,
-    diagnose, report, summarize,
+    diagnose, report, summarize, export,
 )
 
 

@@ -217,8 +217,8 @@ def test_episodes_an_invalid_reply_ended_are_no_evidence_for_the_fit(
      "diagym diagnose: error: --temperature is a chat-model flag; --policy exact does not use "
      "it (only --policy llm does)"),
     (["--policy", "exact", "--budget", "0"],
-     "diagym diagnose: error: argument --budget: must be an integer in 1..1000000000; got 0 (see diagym "
-     "diagnose --help)"),
+     "diagym diagnose: error: argument --budget: must be an integer in 1..1000000000; got 0 "
+     "(see diagym diagnose --help)"),
 ])
 def test_bad_input_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                capsys: pytest.CaptureFixture[str], argv: list[str],

@@ -192,7 +192,7 @@ def test_family_parameters_are_recovered(model: MechanismModel, family: str, nam
         if inside:
             assert found.params == member.params, (name, repeat, found)
             # the lapse is profiled out: at least the member's lapse-free likelihood
-            assert found.log_likelihood >= log_likelihood(model, counts, name)
+            assert found.log_likelihood >= log_likelihood(model, counts, name) - 1e-9
     assert covered == COVERED[name]
 
 
@@ -252,7 +252,7 @@ def test_a_lapse_rate_is_recovered_at_the_default_budget(model: MechanismModel) 
         ranked = fit_lapse(model, member_counts(lapsing, repeat))
         top = ranked[0]
         assert top.mechanism.name == "cache-2", (repeat, top)
-        assert top.epsilon == 0.1
+        assert abs(top.epsilon - 0.1) <= 0.05  # a grid step of the finer LAPSE_GRID
         assert top.epsilon_interval is not None
         assert top.epsilon_interval[0] <= 0.1 <= top.epsilon_interval[1]
         assert LAPSE_GRID[0] <= top.epsilon_interval[0] < top.epsilon_interval[1] <= LAPSE_GRID[-1]

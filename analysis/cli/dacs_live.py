@@ -26,24 +26,31 @@ def add_parser(subparsers: Any) -> None:
             "against its rubric, beside the keyword score, with Cohen's kappa between them. "
             "Trials are paired (same seeds in both conditions), appended to --log and resumed "
             "from it."))
-    parser.add_argument("--scenario", choices=tuple(SCENARIOS), default="ra1_n3")
+    parser.add_argument("--scenario", choices=tuple(SCENARIOS), default="ra1_n3",
+                        help="the scenario of agents, tasks and rubrics: ra1_n3 (N = 3) or "
+                             "ra2_n5 (N = 5) (default: %(default)s)")
     parser.add_argument("--trials", type=bounded_int(1), default=2, metavar="K",
                         help="paired trials per condition (default: %(default)s)")
     parser.add_argument("--max-steps", type=bounded_int(1), default=6, metavar="S",
                         help="turns per agent (default: %(default)s)")
     parser.add_argument("--max-steers", type=bounded_int(1), default=3, metavar="Q",
                         help="steering requests answered per agent (default: %(default)s)")
-    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
+                        help="scenario seed of the first trial; trial i plays S + i "
+                             "(default: %(default)s)")
     for role in ("agent", "orchestrator", "judge"):
         parser.add_argument(f"--{role}-base-url", default=None, metavar="URL",
-                            help=f"the {role}'s OpenAI-compatible server (or --local)")
-        parser.add_argument(f"--{role}-model", default=None, metavar="NAME")
+                            help=f"the {role}'s OpenAI-compatible server (default: none: "
+                                 "--local serves every role)")
+        parser.add_argument(f"--{role}-model", default=None, metavar="NAME",
+                            help=f"the {role}'s model name on that server (default: none)")
     parser.add_argument("--local", choices=tuple(LOCAL_MODELS), default=None,
-                        help="serve a bundled model for every role (one server)")
+                        help="serve a bundled model for every role, one server (default: none)")
     parser.add_argument("--max-tokens", type=bounded_int(8), default=160, metavar="T",
                         help="completion tokens per call (default: %(default)s)")
     parser.add_argument("--log", type=Path, required=True, metavar="FILE",
-                        help="JSONL of every call and trial; an existing one is resumed")
+                        help="JSONL of every call and trial; an existing one is resumed "
+                             "(required, no default)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                         help="where phase4.csv and phase4.md go (default: results)")
     parser.set_defaults(func=run)

@@ -7,22 +7,13 @@ from pathlib import Path
 import pytest
 
 from analysis.cli import main
+from tests.analysis.error_lines import one_error_line as _fail
 
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "1"]
 LLM = ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--base-url",
        "http://127.0.0.1:9/v1", "--model", "m", "--episodes", "1"]
 
 
-def _fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        status = main(argv)
-    except SystemExit as exit_info:
-        status = exit_info.code
-    captured = capsys.readouterr()
-    assert status == 2, captured
-    lines = captured.err.splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, lines
-    return lines[0]
 
 
 @pytest.mark.parametrize(("argv", "message"), [

@@ -9,23 +9,11 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
+from tests.analysis.error_lines import one_error_line as _fail
 
 DEEP = '{"a": ' * 5000 + "1" + "}" * 5000  # json.loads would raise RecursionError
 
 
-def _fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    """The one error line of `diagym argv`, after checking status 2 and a single line."""
-    try:
-        status = main(argv)
-    except SystemExit as exit_info:  # argparse's errors
-        status = exit_info.code
-    captured = capsys.readouterr()
-    assert status == 2, captured
-    assert "Traceback" not in captured.err
-    lines = captured.err.splitlines()
-    assert len(lines) == 1, lines
-    return lines[0]
 
 
 @pytest.fixture

@@ -8,20 +8,11 @@ from pathlib import Path
 import pytest
 
 from analysis.cli import main
+from tests.analysis.error_lines import one_error_line as _fail
 
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "2"]
 
 
-def _fail(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
-    try:
-        status = main(argv)
-    except SystemExit as exit_info:
-        status = exit_info.code
-    captured = capsys.readouterr()
-    assert status == 2, captured
-    lines = captured.err.splitlines()
-    assert len(lines) == 1 and "Traceback" not in captured.err, lines
-    return lines[0]
 
 
 @pytest.fixture

@@ -35,22 +35,25 @@ from dataclasses import dataclass
 from statistics import median_low
 from typing import Any
 
-from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS
+from analysis.diagnose.honesty import INTERVAL_LOG_UNITS
 
 COMPONENTS = ("ranking", "reading", "scoping", "visibility", "selection")
 FACTS, REGISTRY, NOTHING = "facts", "registry", "nothing"
-REQUESTER, NEAREST = "requester", "nearest"
+REQUESTER, NEAREST, TOP, OWN = "requester", "nearest", "top", "own"
 # Copying is named contamination past this log-LR over none: the rate sits on the boundary
 # (0), where a guesser's copy log-LR passes INTERVAL_LOG_UNITS by chance on 2 of 20 battery
 # seeds (the battery's configurations share scenario seeds, so their guesses correlate) and
 # stayed below 2.9 on all 20; twice the interval (3.84) is half chi-square(1)'s 99.4% point.
 COPY_LOG_UNITS = 2 * INTERVAL_LOG_UNITS
 # What each reader reads and whose block it reads it from (None: it reads no block).
+# TOP: the topmost block's value for the attribute (a position bias); OWN: the requester's
+# own fact even where a cascade request binds another agent's decision (a rule violation).
 READING: dict[str, str] = {"dacs-reader": FACTS, "flat-reader": FACTS, "flat-recency": FACTS,
-                           "registry-only": REGISTRY, "uniform": NOTHING}
+                           "registry-only": REGISTRY, "first-agent": FACTS, "own-fact": FACTS,
+                           "uniform": NOTHING}
 SCOPING: dict[str, str | None] = {"dacs-reader": REQUESTER, "flat-reader": REQUESTER,
                                   "flat-recency": NEAREST, "registry-only": REQUESTER,
-                                  "uniform": None}
+                                  "first-agent": TOP, "own-fact": OWN, "uniform": None}
 TRAITS = {"reading": READING, "scoping": SCOPING}
 READING_WORDS = {
     FACTS: "answers from the agents' full-context facts (and a cascade request's recorded "
@@ -64,13 +67,15 @@ READING_WORDS = {
 @dataclass(frozen=True)
 class Copying:
     """The copy rate fitted over the best reader fit: its maximum-likelihood rate, the
-    likelihood-ratio interval, the log-LR of the rate over no copying, and the answers whose
-    window showed another agent's value among the options (where the rate applies)."""
+    likelihood-ratio interval, the log-LR of the rate over no copying, the answers whose
+    window showed another agent's value among the options (where the rate applies), and the
+    lapse epsilon at the joint maximum."""
 
     rate: float
     interval: tuple[float, float]
     log_lr: float
     shown: int
+    epsilon: float = 0.0  # the lapse at the joint maximum
 
 
 @dataclass(frozen=True)
@@ -252,6 +257,13 @@ def _scoping(evidence: Evidence) -> str:
     if trait == NEAREST:
         return _join("contaminated: takes the requested key's mention nearest the request, "
                      "whoever's block holds it", taken, ratio)
+    if trait == TOP:
+        return _join("position bias: answers with the topmost agent block's value for the "
+                     "attribute, whoever's block it is", taken, ratio)
+    if trait == OWN:
+        return _join("rule violation: answers with the requester's own fact even where a "
+                     "cascade request says it must match another agent's decision", taken,
+                     ratio)
     if trait is None:
         return _join("no evidence: its answers fit a uniform guess, which reads no block",
                      taken, _copy_clause(copying))

@@ -6,7 +6,11 @@ for a cascade request, the decision it must match) and guesses uniformly when th
 longer holds it; `flat-recency` takes the mention of the key nearest the request whoever it
 belongs to, a fact or an earlier answer in a steering history (an attribution-blind control
 that contaminates); `registry-only` reads registry
-entries alone; `uniform` guesses. `dacs-reader` and `flat-reader` are the same reader, named
+entries alone; `uniform` guesses. Two more are the ways a model misreads the window that the
+diagnosis must name: `first-agent` (a position bias) answers with the value the topmost agent
+block shows for the requested attribute, whoever asked; `own-fact` (a rule violation) answers
+with the requester's own fact even where a cascade request says it must match a decision given
+to another agent. `dacs-reader` and `flat-reader` are the same reader, named
 for the context mode it is meant to face: the difference between them is the window, which
 is the point of seed 002.
 """
@@ -182,6 +186,40 @@ class RegistryOnly(_WindowPolicy):
         return wanted[-1].value if wanted else None
 
 
+class FirstAgent(_WindowPolicy):
+    """A position bias: the first value for the requested attribute (a fact or decision of
+    any key of that attribute) in the topmost agent block that shows one, whoever's block it
+    is; a guess when no block shows one among the options."""
+
+    name = "first-agent"
+
+    def value(self, parsed: ParsedWindow) -> str | None:
+        key = parsed.must_match[1] if parsed.must_match else parsed.key
+        attribute = _attribute(key)
+        for m in parsed.mentions:
+            if m.kind != "history" and _attribute(m.key) == attribute \
+                    and m.value in parsed.options:
+                return m.value
+        return None
+
+
+class OwnFact(_WindowPolicy):
+    """A rule violation: the requester's own fact for the requested key, also on a cascade
+    request, whose rule says the answer must match another agent's recorded decision."""
+
+    name = "own-fact"
+
+    def value(self, parsed: ParsedWindow) -> str | None:
+        wanted = [m for m in parsed.mentions if m.agent == parsed.requester
+                  and m.key == parsed.key and m.kind == "fact"]
+        return wanted[-1].value if wanted else None
+
+
+def _attribute(key: str | None) -> str | None:
+    """The attribute of a key name ("api_region" -> "region"): the part after the domain."""
+    return None if key is None else key.split("_", 1)[-1]
+
+
 class Uniform(_WindowPolicy):
     name = "uniform"
 
@@ -191,6 +229,8 @@ DACS_CONTROLLERS: dict[str, type[_WindowPolicy]] = {
     "flat-reader": Reader,
     "flat-recency": FlatRecency,
     "registry-only": RegistryOnly,
+    "first-agent": FirstAgent,
+    "own-fact": OwnFact,
     "uniform": Uniform,
 }
 

@@ -179,9 +179,11 @@ def test_a_contaminating_agent_is_attributed_to_contamination_naming_the_agent()
     assert report["env_contaminated"] == lured
     assert report["contamination_sources"] == {"agent-0": 26, "agent-1": 22, "agent-2": 6,
                                                "agent-3": 3, "agent-4": 3}
-    # It takes the first lure, no reader's rule (recency takes the last): none beats guessing.
-    assert "uniform" in [report["mechanisms"][0]["name"], *report["mechanisms"][0]["aliases"]]
-    assert all(m["epsilon"] >= 0.95 for m in report["mechanisms"][1:])
+    # It takes the first lure, no reader's rule: the nearest is the position bias (the topmost
+    # block's value, its own included), and the fit test says that none explains it.
+    assert report["mechanisms"][0]["name"] == "first-agent"
+    assert report["fit"]["verdict"] == "outside the family"
+    assert report["headline"].startswith("outside the family: no reference mechanism explains")
 
 
 def test_replay_refuses_an_answer_after_the_episode_ended() -> None:

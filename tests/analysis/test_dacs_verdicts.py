@@ -46,7 +46,7 @@ NAMED: dict[str, dict[str, str]] = {
                 "scoping": "scoping: no evidence: its answers fit a uniform guess",
                 "selection": "selection: no evidence: a uniform guess has no rule"},
 }
-SCOPING_RIVAL = {"dacs-reader": "flat-recency", "flat-recency": "dacs-reader"}
+SCOPING_RIVAL = {"dacs-reader", "flat-recency"}  # readers whose scoping verdict names a rival
 LAPSE = re.compile(r"epsilon ([\d.]+), interval ([\d.]+)\.\.([\d.]+)")
 
 
@@ -73,7 +73,10 @@ def assert_names_its_mechanism(reader: str, result: dict[str, Any]) -> None:
     for m in mechanisms[1:]:
         if lr(mechanisms, m["name"]) > 0:
             assert f"{m['name']} by log-LR {lr(mechanisms, m['name']):.1f}" in found["ranking"]
-    rival = SCOPING_RIVAL.get(best)
+    # the scoping rival: the best-ranked reader that reads from other blocks than the best
+    rival = next((m["name"] for m in mechanisms[1:] if best in SCOPING_RIVAL
+                  and {SCOPING[n] for n in [m["name"], *m["aliases"]]} != {SCOPING[best]}),
+                 None)
     if rival is not None:
         assert f"{best} beats {rival} by log-LR {lr(mechanisms, rival):.1f}" in found["scoping"]
     if reader == "flat-recency":  # the agents it copied, with their counts
@@ -117,7 +120,11 @@ class CopyingReader(Reader):
 def test_a_contaminating_agent_is_named_contaminated_with_the_agents_it_copied() -> None:
     result = diagnosed("first-lure")
     scoping = result["verdicts"]["scoping"]
-    assert scoping.startswith("scoping: contaminated: copies another agent's visible value")
+    # No reader copies the first lure, so the claim is conditional on the closest hypothesis.
+    closest = result["hypothesis"]["name"]
+    assert result["fit"]["verdict"] == "outside the family"
+    assert scoping.startswith(f"scoping: if it were {closest} (it fits badly): contaminated: "
+                              "copies another agent's visible value")
     assert result["contamination_sources"]
     for source, count in result["contamination_sources"].items():
         assert f"{source} {count}" in scoping

@@ -27,7 +27,10 @@ from tests.analysis.test_dacs_verdicts import assert_names_its_mechanism
 HERE = Path(__file__).resolve()
 TOP_KEYS = {"env", "policy", "episodes", "decisions", "configurations", "attribution",
             "attribution_weights", "env_contaminated", "contamination_sources", "mechanisms",
-            "verdicts", "provenance"}
+            "verdicts", "provenance", "headline", "fit", "hypothesis", "evidence", "invalid",
+            "attribution_vs_chance"}
+FIT_KEYS = {"hypothesis", "statistic", "p_value", "replicates", "expected_statistic",
+            "outside", "verdict"}
 MECHANISM_KEYS = {"name", "family", "aliases", "params", "epsilon", "log_likelihood",
                   "log_lr_to_best"}
 ATTRIBUTION_KEYS = {"correct", "contamination", "truncation", "distractor", "ambiguous"}
@@ -106,6 +109,16 @@ def test_the_json_is_the_dacs_contract(tmp_path: Path,
     assert result["configurations"] == [dict(c) for c in dacs.DEFAULT_BATTERY]
     assert sum(result["attribution"].values()) == result["decisions"] == 8 * 15
     assert result["attribution"]["contamination"] > 0  # recency reads the other agents' facts
+    assert set(result["fit"]) == FIT_KEYS and result["fit"]["verdict"] == "fits"
+    assert result["fit"]["hypothesis"] == result["hypothesis"]["name"] == "flat-recency"
+    assert result["headline"].startswith("best mechanism: flat-recency, which fits")
+    assert result["evidence"] == {"episodes": 8, "with_env_outcome": 8,
+                                  "without_env_outcome": 0, "invalid_replies": {},
+                                  "failed_calls": 120 - result["attribution"]["correct"]}
+    assert result["invalid"] == {}
+    assert set(result["attribution_vs_chance"]) == ATTRIBUTION_KEYS - {"correct"}
+    for cause, chance in result["attribution_vs_chance"].items():
+        assert chance["observed"] == result["attribution"][cause]
     lrs = [m["log_lr_to_best"] for m in result["mechanisms"]]
     assert lrs == sorted(lrs, reverse=True) and lrs[0] == 0.0
     for m in result["mechanisms"]:

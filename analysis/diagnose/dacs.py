@@ -80,7 +80,7 @@ from analysis.diagnose.dacs_replay import (
     traces_from_log,
 )
 from analysis.diagnose.dacs_verdicts import Evidence as VerdictEvidence
-from analysis.diagnose.dacs_verdicts import Position, Visibility, verdicts
+from analysis.diagnose.dacs_verdicts import COMPONENTS, Position, Visibility, verdicts
 from analysis.diagnose.honesty import Evidence, against_chance, conditional, headline
 from controllers.dacs.readers import evidence
 
@@ -90,7 +90,7 @@ __all__ = [
     "TRUNCATION", "UNIFORM", "WEIGHT_KEYS", "DacsAttribution", "DacsDecision", "DacsHypothesis",
     "DacsTally", "DacsTrace", "ReaderFit", "Source", "attribute", "battery_configuration",
     "block_offsets", "choice_probabilities", "configuration_label", "decisions_of",
-    "diagnosis", "evidence_for", "fit_copying", "fit_readers", "fit_test", "guessing_shares",
+    "INFERRED", "diagnosis", "evidence_for", "fit_copying", "fit_readers", "fit_test", "guessing_shares",
     "holds_dacs_runs", "lapse_log_likelihood", "logged_answers", "lures", "option", "play",
     "play_battery", "replay", "replayed", "run_name", "sources", "tally",
     "text_option_decoder", "traces_from_log",
@@ -174,8 +174,9 @@ def diagnosis(traces: Sequence[DacsTrace]) -> dict[str, Any]:
         "invalid": dict(sorted(invalid.items())),
     }
     if not decisions:
+        withheld = conditional({c: f"{c}: -" for c in COMPONENTS}, None, "", found)
         return {**common, "headline": headline(None, None, found), "fit": None,
-                "hypothesis": None, "mechanisms": [], "verdicts": {}}
+                "hypothesis": None, "mechanisms": [], "verdicts": withheld}
     fits = fit_readers(decisions)
     words = evidence_for(per_configuration, fits, result)
     best = DacsHypothesis(fits[0].name, words.copying.rate, words.copying.epsilon)

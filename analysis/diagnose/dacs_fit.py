@@ -31,10 +31,12 @@ settles on is (best reader, copy rate, lapse) at the joint maximum.
 A ranking says which hypothesis is least bad, not that it is good (analysis/diagnose/
 honesty.py). Each answer falls in one of ANSWER_CATEGORIES: right; a copy of the top lure (the
 other agent's value mentioned first in reading order); a copy of another lure; another wrong
-option. The hypothesis gives every option of every decision a probability, so per battery
-configuration its expected category counts are exact sums over the agent's decisions, and the
-statistic is the G-squared of the agent's category counts against them (honesty.g_squared),
-summed over configurations. Each of REPLICATES replicates draws every answer again from the
+option. The hypothesis gives every option of every decision a probability, so per episode its
+expected category counts are exact sums over the episode's decisions, and the statistic is the
+G-squared of the agent's category counts against them (honesty.g_squared), summed over the
+episodes of a configuration and over configurations. The episode is the table's unit because
+an agent can change its way per episode (a mixture of readers over episodes looks like a copy
+rate in a configuration's totals, and not in each episode's). Each of REPLICATES replicates draws every answer again from the
 hypothesis on the same windows, with the agent's per-configuration counts, from a fresh
 random stream (seeded FIT_SEED, the workflow test's), and is scored with the same tables; the
 bootstrap p-value and the configurations outside their 95% band are honesty.FitTest's. The
@@ -290,32 +292,44 @@ def fit_test(per_configuration: Sequence[tuple[Mapping[str, Any], Sequence[DacsD
     parts = [(kwargs, list(group)) for kwargs, group in per_configuration if group]
     if not parts:
         return None
-    k = len(ANSWER_CATEGORIES)
     rng = np.random.default_rng(FIT_SEED)
     observed = np.zeros(len(parts))
     replicated = np.zeros((replicates, len(parts)))
     for c, (_, decisions) in enumerate(parts):
         p = hypothesis.option_probabilities(decisions)
         categories = answer_categories(decisions)
-        per_category = np.stack([np.where(categories == j, p, 0.0).sum(axis=1)
-                                 for j in range(k)], axis=1)
-        with np.errstate(divide="ignore"):
-            log_p = np.log(per_category.sum(axis=0) / len(decisions))
-        counts = np.bincount(categories[np.arange(len(decisions)), _chosen(decisions)],
-                             minlength=k)
-        observed[c] = float(g_squared(counts, log_p))
-        cumulative = np.cumsum(per_category, axis=1)
-        cumulative /= cumulative[:, -1:]
-        last = k - 1 - np.argmax(per_category[:, ::-1] > 0, axis=1)  # rounding lands below
-        draws = rng.random((replicates, len(decisions)))
-        drawn = np.minimum((draws[:, :, None] >= cumulative[None, :, :]).sum(axis=2),
-                           last[None, :])
-        flat = (np.arange(replicates)[:, None] * k + drawn).ravel()
-        rep_counts = np.bincount(flat, minlength=replicates * k).reshape(replicates, k)
-        replicated[:, c] = g_squared(rep_counts, log_p)
+        chosen = categories[np.arange(len(decisions)), _chosen(decisions)]
+        episode = np.cumsum([d.index == 0 for d in decisions])
+        for e in np.unique(episode):
+            rows = np.flatnonzero(episode == e)
+            statistic, drawn = _episode_g_squared(p[rows], categories[rows], chosen[rows],
+                                                  replicates, rng)
+            observed[c] += statistic
+            replicated[:, c] += drawn
     total = replicated.sum(axis=1)
     outside = tuple(configuration_label(parts[c][0]) for c in range(len(parts))
                     if observed[c] > np.quantile(replicated[:, c], 0.95))
     return FitTest(hypothesis.name, float(observed.sum()),
                    bootstrap_p_value(float(observed.sum()), total), replicates,
                    float(np.median(total)), outside)
+
+
+def _episode_g_squared(p: np.ndarray, categories: np.ndarray, chosen: np.ndarray,
+                       replicates: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+    """The G-squared of one episode's category counts against the hypothesis's expected
+    counts, and that of each replicate's answers drawn from the hypothesis."""
+    k = len(ANSWER_CATEGORIES)
+    per_category = np.stack([np.where(categories == j, p, 0.0).sum(axis=1) for j in range(k)],
+                            axis=1)
+    with np.errstate(divide="ignore"):
+        log_p = np.log(per_category.sum(axis=0) / len(chosen))
+    observed = float(g_squared(np.bincount(chosen, minlength=k), log_p))
+    cumulative = np.cumsum(per_category, axis=1)
+    cumulative /= cumulative[:, -1:]
+    last = k - 1 - np.argmax(per_category[:, ::-1] > 0, axis=1)  # rounding lands below
+    draws = rng.random((replicates, len(chosen)))
+    drawn = np.minimum((draws[:, :, None] >= cumulative[None, :, :]).sum(axis=2),
+                       last[None, :])
+    flat = (np.arange(replicates)[:, None] * k + drawn).ravel()
+    counts = np.bincount(flat, minlength=replicates * k).reshape(replicates, k)
+    return observed, g_squared(counts, log_p)

@@ -79,8 +79,8 @@ from analysis.diagnose.dacs_replay import (
     text_option_decoder,
     traces_from_log,
 )
-from analysis.diagnose.dacs_verdicts import Evidence as VerdictEvidence
 from analysis.diagnose.dacs_verdicts import COMPONENTS, Position, Visibility, verdicts
+from analysis.diagnose.dacs_verdicts import Evidence as VerdictEvidence
 from analysis.diagnose.honesty import Evidence, against_chance, conditional, headline
 from controllers.dacs.readers import evidence
 
@@ -90,7 +90,8 @@ __all__ = [
     "TRUNCATION", "UNIFORM", "WEIGHT_KEYS", "DacsAttribution", "DacsDecision", "DacsHypothesis",
     "DacsTally", "DacsTrace", "ReaderFit", "Source", "attribute", "battery_configuration",
     "block_offsets", "choice_probabilities", "configuration_label", "decisions_of",
-    "INFERRED", "diagnosis", "evidence_for", "fit_copying", "fit_readers", "fit_test", "guessing_shares",
+    "INFERRED", "diagnosis", "evidence_for", "fit_copying", "fit_readers", "fit_test",
+    "guessing_shares",
     "holds_dacs_runs", "lapse_log_likelihood", "logged_answers", "lures", "option", "play",
     "play_battery", "replay", "replayed", "run_name", "sources", "tally",
     "text_option_decoder", "traces_from_log",

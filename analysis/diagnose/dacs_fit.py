@@ -36,16 +36,16 @@ expected category counts are exact sums over the episode's decisions, and the st
 G-squared of the agent's category counts against them (honesty.g_squared), summed over the
 episodes of a configuration and over configurations. The episode is the table's unit because
 an agent can change its way per episode (a mixture of readers over episodes looks like a copy
-rate in a configuration's totals, and not in each episode's). Each of REPLICATES replicates draws every answer again from the
-hypothesis on the same windows, with the agent's per-configuration counts, from a fresh
-random stream (seeded FIT_SEED, the workflow test's), and is scored with the same tables; the
-bootstrap p-value and the configurations outside their 95% band are honesty.FitTest's. The
-windows are held as the agent saw them (a replicate's answers would change later windows'
-histories and cascade decisions, which no reader's choice depends on except through the
-rule the hypothesis already applies), so a replicate differs from the agent by sampling
-exactly where a fitting agent would. Splitting the copies by the lure's position is what
-rejects a deterministic copier: a hypothesis that copies takes each lure equally often, an
-agent that always takes the topmost (or the nearest) does not. Invalid replies are no
+rate in a configuration's totals, and not in each episode's). Each of REPLICATES replicates
+draws every answer again from the hypothesis, from a fresh random stream (seeded FIT_SEED,
+the workflow test's), on the agent's own episodes and windows, and is scored with the same
+tables; the bootstrap p-value and the configurations outside their 95% band are
+honesty.FitTest's. The windows are held as the agent saw them: a replicate's own answers
+would have changed later windows (steering histories, cascade decisions), and the test
+conditions on the windows as the likelihood does, each answer drawn given the window it was
+made in (no episode is played again, so the test takes milliseconds). Splitting the copies by
+the lure's position is what rejects a deterministic copier: a hypothesis that copies takes
+each lure equally often, an agent that always takes the topmost (or the nearest) does not. Invalid replies are no
 category: no reader emits one, and they are tallied as evidence of their own
 (analysis/diagnose/dacs.py).
 """

@@ -39,7 +39,7 @@ def test_held_out_agents_are_fitted_or_rejected(agent: str) -> None:
     if not inside:
         assert fit["verdict"] == "outside the family" and fit["p_value"] < FIT_ALPHA
         assert result["headline"].startswith("outside the family: no reference mechanism "
-                                             f"explains the outcomes (fit p < 0.005")
+                                             "explains the outcomes (fit p < 0.005")
         assert result["headline"].endswith(f"closest: {hypothesis['name']}")
         for component in dacs.INFERRED:
             assert result["verdicts"][component].startswith(

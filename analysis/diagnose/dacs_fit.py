@@ -45,9 +45,9 @@ would have changed later windows (steering histories, cascade decisions), and th
 conditions on the windows as the likelihood does, each answer drawn given the window it was
 made in (no episode is played again, so the test takes milliseconds). Splitting the copies by
 the lure's position is what rejects a deterministic copier: a hypothesis that copies takes
-each lure equally often, an agent that always takes the topmost (or the nearest) does not. Invalid replies are no
-category: no reader emits one, and they are tallied as evidence of their own
-(analysis/diagnose/dacs.py).
+each lure equally often, an agent that always takes the topmost (or the nearest) does not.
+Invalid replies are no category: no reader emits one, and they are tallied as evidence of
+their own (analysis/diagnose/dacs.py).
 """
 
 from __future__ import annotations

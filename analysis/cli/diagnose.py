@@ -264,13 +264,15 @@ def _print_dacs(result: dict[str, Any]) -> None:
     print(f"{json.dumps(result['policy'], sort_keys=True)} on {result['env']}: "
           f"{result['episodes']} episodes, {result['decisions']} answers over "
           f"{len(result['configurations'])} configurations")
-    best, *rest = result["mechanisms"]
-    low, high = best["params"]["epsilon_interval"]
-    runner_up = (f"; next {rest[0]['name']} at log-LR {rest[0]['log_lr_to_best']:.1f}"
-                 if rest else "")
-    print(f"best reader: {best['name']}"
-          + (f" (plays as {', '.join(best['aliases'])})" if best["aliases"] else "")
-          + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]" + runner_up)
+    print(result["headline"])
+    if result["mechanisms"]:
+        best, *rest = result["mechanisms"]
+        low, high = best["params"]["epsilon_interval"]
+        runner_up = (f"; next {rest[0]['name']} at log-LR {rest[0]['log_lr_to_best']:.1f}"
+                     if rest else "")
+        print(f"best reader: {best['name']}"
+              + (f" (plays as {', '.join(best['aliases'])})" if best["aliases"] else "")
+              + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]" + runner_up)
     print("answers: " + ", ".join(f"{key} {count}"
                                   for key, count in result["attribution"].items()))
     for text in result["verdicts"].values():

@@ -79,11 +79,19 @@ class FitTest:
         return self.verdict == OUTSIDE
 
     def p_text(self) -> str:
-        """'p = 0.43', or 'p < 0.005' at the resolution of the replicates."""
+        """'p = 0.43', or 'p < 0.005' at the resolution of the replicates (a p-value read back
+        from the JSON, rounded to 5 places, included)."""
         floor = 1.0 / (self.replicates + 1)
-        if self.p_value <= floor + 1e-12:
+        if self.p_value <= floor + 5e-6:
             return f"p < {_round_up(floor * 1.0001)}"
         return f"p = {self.p_value:.2g}"
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> FitTest:
+        """The test of a contract's `fit` entry (to_json), for a report written from JSON."""
+        return cls(str(data["hypothesis"]), float(data["statistic"]), float(data["p_value"]),
+                   int(data["replicates"]), float(data["expected_statistic"]),
+                   tuple(data["outside"]))
 
     def to_json(self) -> dict[str, Any]:
         return {"hypothesis": self.hypothesis, "statistic": round(self.statistic, 3),

@@ -15,15 +15,16 @@ configuration over the predicted success of the TOP_DRAWN best mechanisms, each 
 mechanism's band, the mechanism does not explain it.
 
 A DACS diagnosis (analysis/diagnose/dacs.py `diagnosis`, a dict already in the DACS contract)
-gains provenance only; its Markdown beside it holds the verdicts, the reader fits and the
-attribution, and there is no PNG (the reader fits are exact likelihoods, with no predicted
-bands to draw).
+gains provenance only; its Markdown beside it holds the headline, the fit test and the
+invalid tally (`fit_lines`, the workflow report's own), the verdicts, the reader fits and the
+attribution beside what guessing gives, and there is no PNG (the reader fits are exact
+likelihoods, with no predicted bands to draw).
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,7 @@ import numpy as np
 from scipy.stats import binom
 
 from analysis.diagnose.attribution import COUNT_KEYS
+from analysis.diagnose.honesty import FitTest
 from analysis.diagnose.likelihood import Fit, outcome_count
 from analysis.diagnose.run import Configuration, Diagnosis, label
 from controllers.provenance import provenance
@@ -95,6 +97,24 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
     }
 
 
+def fit_lines(test: FitTest | None, invalid: Mapping[str, int],
+              replayed: str = "replayed") -> list[str]:
+    """The fit test's paragraph and the tally of episodes without an env outcome, in the
+    Markdown of either family's diagnosis."""
+    lines = []
+    if test is not None:
+        lines += ["## Fit test", "",
+                  f"{test.hypothesis} {replayed} {test.replicates} times with the agent's "
+                  f"episode counts: the agent's G-squared {test.statistic:.1f}, the replicates' "
+                  f"median {test.expected:.1f}, {test.p_text()}: **{test.verdict}**."
+                  + (f" Outside their 95% band: {', '.join(test.outside)}." if test.outside
+                     else ""), ""]
+    if invalid:
+        lines += ["Episodes without an env outcome (no evidence): " + ", ".join(
+            f"{n} {key}" for key, n in sorted(invalid.items())) + ".", ""]
+    return lines
+
+
 def predicted_success(diagnosis: Diagnosis, fitted: Fit) -> list[float]:
     """The mechanism's simulated success probability on each played configuration."""
     model = diagnosis.model
@@ -115,17 +135,7 @@ def to_markdown(diagnosis: Diagnosis) -> str:
              "", f"**{diagnosis.headline}**", "",
              f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} battery "
              "configurations.", ""]
-    if diagnosis.fit is not None:
-        test = diagnosis.fit
-        lines += ["## Fit test", "",
-                  f"{test.hypothesis} replayed {test.replicates} times with the agent's episode "
-                  f"counts: the agent's G-squared {test.statistic:.1f}, the replicates' median "
-                  f"{test.expected:.1f}, {test.p_text()}: **{test.verdict}**."
-                  + (f" Outside their 95% band: {', '.join(test.outside)}." if test.outside
-                     else ""), ""]
-    if diagnosis.evidence.invalid:
-        lines += ["Episodes without an env outcome (no evidence): " + ", ".join(
-            f"{n} {key}" for key, n in sorted(diagnosis.evidence.invalid.items())) + ".", ""]
+    lines += fit_lines(diagnosis.fit, diagnosis.evidence.invalid)
     lines += ["## Verdicts", ""]
     lines += [f"- {text}" for text in diagnosis.verdicts.values()]
     lines += ["", "## Mechanisms, best first", "",
@@ -210,8 +220,12 @@ def dacs_markdown(result: dict[str, Any]) -> str:
     """The verdicts, the ranked reader fits, the attribution of the answers and the
     configurations."""
     lines = [f"# Diagnosis of {json.dumps(result['policy'], sort_keys=True)} on {result['env']}",
-             "", f"{result['episodes']} episodes, {result['decisions']} answers, over "
-             f"{len(result['configurations'])} battery configurations.", "", "## Verdicts", ""]
+             "", f"**{result['headline']}**", "",
+             f"{result['episodes']} episodes, {result['decisions']} answers, over "
+             f"{len(result['configurations'])} battery configurations.", ""]
+    lines += fit_lines(None if result["fit"] is None else FitTest.from_json(result["fit"]),
+                       result["invalid"], "redrawn on the agent's windows")
+    lines += ["## Verdicts", ""]
     lines += [f"- {text}" for text in result["verdicts"].values()]
     lines += ["", "## Readers, best first", "",
              "| rank | reader | plays as | epsilon | interval | log-likelihood | "
@@ -222,10 +236,14 @@ def dacs_markdown(result: dict[str, Any]) -> str:
                      f"{m['epsilon']:.2f} | [{low:.2f}, {high:.2f}] | "
                      f"{m['log_likelihood']:.1f} | {m['log_lr_to_best']:.1f} |")
     lines += ["", "## Attribution of the answers", "",
-              "| category | answers | likelihood share |", "|---|---:|---:|"]
+              "| category | answers | a uniform guesser would show | likelihood share |",
+              "|---|---:|---:|---:|"]
     for key, count in result["attribution"].items():
         share = result["attribution_weights"].get(key)
-        lines.append(f"| {key} | {count} | {'-' if share is None else f'{share:.1f}'} |")
+        chance = result["attribution_vs_chance"].get(key)
+        lines.append(f"| {key} | {count} | "
+                     + ("-" if chance is None else f"{chance['expected_if_guessing']:.1f}")
+                     + f" | {'-' if share is None else f'{share:.1f}'} |")
     lines += ["", f"The env calls {result['env_contaminated']} answers contaminated (another "
               "agent holds the value).", "", "## Configurations", ""]
     lines += [f"- {json.dumps(kwargs, sort_keys=True)}" for kwargs in result["configurations"]]

@@ -22,6 +22,7 @@ from analysis.diagnose import dacs
 from analysis.diagnose.dacs_verdicts import COMPONENTS
 from controllers.dacs.readers import dacs_controller
 from controllers.runlog import RunLog
+from tests.analysis.test_dacs_diagnosis import Contaminating
 from tests.analysis.test_dacs_verdicts import assert_names_its_mechanism
 
 HERE = Path(__file__).resolve()
@@ -127,7 +128,24 @@ def test_the_json_is_the_dacs_contract(tmp_path: Path,
     written = {p.name for p in out.iterdir()}
     assert {"diagnosis.json", "diagnosis.md"} <= written and "diagnosis.png" not in written
     assert json.loads((out / "diagnosis.json").read_text()) == result
-    assert "| 1 | flat-recency |" in (out / "diagnosis.md").read_text()
+    markdown = (out / "diagnosis.md").read_text()
+    assert "| 1 | flat-recency |" in markdown
+    assert f"**{result['headline']}**" in markdown
+    assert "## Fit test\n\nflat-recency redrawn on the agent's windows 200 times" in markdown
+
+
+class FirstLure(Contaminating):
+    """Copies the first lure in reading order: no reader's rule."""
+
+
+def test_the_summary_says_when_no_reader_explains_the_agent(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--env", "DACSSteering-v0", "--policy", f"{HERE}:FirstLure"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("outside the family: no reference mechanism explains the "
+                               "outcomes (fit p < 0.005")
+    assert lines[2].startswith("best reader: first-agent")
+    assert any(line.startswith("scoping: if it were first-agent") for line in lines)
 
 
 def test_the_text_oracle_is_diagnosed_as_the_reader_it_is(

@@ -52,7 +52,8 @@ flat window is where recency contaminates (it takes the highest-index holder's f
 cascade requests let registry-only follow a decision, which tells it from uniform; and a
 small flat window cuts the later agents' blocks, so the reader guesses (truncation) where
 recency still answers from the blocks that remain. At DEFAULT_EPISODES = 8 per configuration
-(480 decisions), over battery seeds 0, 100, ..., 900: every reader is ranked first in 10 of 10
+(480 decisions), over battery seeds 0, 100, ..., 900 (measured with the five readers before
+first-agent and own-fact, and grid-point intervals): every reader is ranked first in 10 of 10
 (dacs-reader and flat-reader as one fit), the runner-up at a median log-LR of -438
 (dacs-reader), -449 (flat-recency), -40 (registry-only); uniform is first in 9 of 10 (once a
 reader's lapse fit beat it by more than the margin). A programmed lapse (20 seeds each,

@@ -1,0 +1,70 @@
+"""The honest DACS diagnosis on agents it was never shown: per held-out agent
+(tests/analysis/dacs_agents.py) and battery seed, the hypothesis it settles on, the fit test's
+p-value and verdict; then, over `--seeds` battery seeds, how often the fit test rejects each
+held-out agent and each reference reader played itself (the false rejections, which should be
+about FIT_ALPHA = 1%).
+
+    python benchmarks/dacs_honesty.py [--seeds 10] [--table-seeds 0 1000] [--json-out FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _output import emit  # noqa: E402
+
+from analysis.diagnose import dacs  # noqa: E402
+from analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
+from controllers.dacs.readers import dacs_controller  # noqa: E402
+from tests.analysis.dacs_agents import HELD_OUT  # noqa: E402
+
+SEED_STEP = 100
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=10,
+                        help="battery seeds 0, 100, ... for the rejection rates (default 10)")
+    parser.add_argument("--table-seeds", type=int, nargs="*", default=[0, 1000],
+                        help="battery seeds of the per-agent table (default 0 1000)")
+    parser.add_argument("--json-out", type=Path, default=None,
+                        help="also write the JSON there (default: print only)")
+    args = parser.parse_args()
+    started = time.perf_counter()
+    print("| agent | truth | seed | top | fit p | verdict |")
+    print("| --- | --- | ---: | --- | ---: | --- |")
+    table = []
+    for name, (make, truth, _) in HELD_OUT.items():
+        for seed in args.table_seeds:
+            result = dacs.diagnosis(dacs.play_battery(make(), seed=seed))
+            fit = result["fit"]
+            table.append({"agent": name, "truth": truth, "seed": seed,
+                          "top": result["hypothesis"]["name"], "p_value": fit["p_value"],
+                          "verdict": fit["verdict"]})
+            print(f"| {name} | {truth} | {seed} | {result['hypothesis']['name']} | "
+                  f"{fit['p_value']:.2g} | {fit['verdict']} |", flush=True)
+    agents = {**{f"reader {r}": (lambda r=r: dacs_controller(r), True)
+                 for r in dacs.READERS if r != "flat-reader"},
+              **{name: (make, inside) for name, (make, _, inside) in HELD_OUT.items()}}
+    print(f"\n| agent | inside | rejected of {args.seeds} | smallest p |")
+    print("| --- | --- | ---: | ---: |")
+    rates = []
+    for name, (make, inside) in agents.items():
+        ps = [dacs.diagnosis(dacs.play_battery(make(), seed=SEED_STEP * s))["fit"]["p_value"]
+              for s in range(args.seeds)]
+        rejected = sum(p < FIT_ALPHA for p in ps)
+        rates.append({"agent": name, "inside": inside, "rejected": rejected,
+                      "runs": args.seeds, "smallest_p": min(ps)})
+        print(f"| {name} | {'yes' if inside else 'no'} | {rejected} | {min(ps):.2g} |",
+              flush=True)
+    emit({"table": table, "rejection": rates,
+          "seconds": round(time.perf_counter() - started, 1)}, args.json_out)
+
+
+if __name__ == "__main__":
+    main()

@@ -138,6 +138,57 @@ class FirstLure(Contaminating):
     """Copies the first lure in reading order: no reader's rule."""
 
 
+class Stammering(_Hidden):
+    """Answers as the reader in JSON text for the first four requests of an episode, then
+    replies with prose the text env cannot execute, which ends the episode."""
+
+    reader = "dacs-reader"
+    text_actions = True
+
+    def reset(self, *, seed: int | None = None) -> None:
+        super().reset(seed=seed)
+        self.answered = 0
+
+    def act(self, observation: Any, info: dict[str, Any]) -> str:
+        self.answered += 1
+        if self.answered > 4:
+            return "I would rather not say."
+        return json.dumps({"answer": self.inner.act(observation, info)})
+
+
+class Mute(Stammering):
+    """Never gives an answer the env can execute."""
+
+    def act(self, observation: Any, info: dict[str, Any]) -> str:
+        return "no"
+
+
+def test_answers_before_an_invalid_reply_are_evidence_live_and_from_the_log(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "run.jsonl"
+    live = diagnose(capsys, "--policy", f"{HERE}:Stammering", "--budget", "8", "--log",
+                    str(log))
+    assert live["decisions"] == 8 * 4
+    assert sum(live["invalid"].values()) == 8
+    assert set(live["invalid"]) <= {"invalid_json", "after_env_failures"}
+    assert live["evidence"]["with_env_outcome"] == 8
+    assert live["evidence"]["invalid_replies"] == live["invalid"]
+    assert diagnose(capsys, "--log", str(log)) == live
+
+
+def test_an_agent_that_never_answers_has_nothing_to_fit(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["diagnose", "--env", "DACSSteering-v0", "--policy", f"{HERE}:Mute",
+                 "--budget", "4"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1] == ("4 of 4 episodes ended on an invalid reply or without an env outcome; "
+                        "nothing to fit")
+    assert lines[2] == "answers: correct 0, contamination 0, truncation 0, distractor 0, " \
+                       "ambiguous 0"
+    assert all(": withheld: no episode ended with an env outcome" in line
+               for line in lines[3:])
+
+
 def test_the_summary_says_when_no_reader_explains_the_agent(
         capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["diagnose", "--env", "DACSSteering-v0", "--policy", f"{HERE}:FirstLure"]) == 0

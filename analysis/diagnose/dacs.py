@@ -81,7 +81,13 @@ from analysis.diagnose.dacs_replay import (
 )
 from analysis.diagnose.dacs_verdicts import COMPONENTS, Position, Visibility, verdicts
 from analysis.diagnose.dacs_verdicts import Evidence as VerdictEvidence
-from analysis.diagnose.honesty import Evidence, against_chance, conditional, headline
+from analysis.diagnose.honesty import (
+    ChanceCount,
+    Evidence,
+    against_chance,
+    conditional,
+    headline,
+)
 from controllers.dacs.readers import evidence
 
 __all__ = [
@@ -101,9 +107,10 @@ INFERRED = ("ranking", "reading", "scoping", "selection")
 
 
 def evidence_for(per_configuration: Sequence[tuple[Mapping[str, Any], list[DacsDecision]]],
-                 fits: Sequence[ReaderFit], result: DacsTally) -> VerdictEvidence:
+                 fits: Sequence[ReaderFit], result: DacsTally,
+                 chance: Mapping[str, ChanceCount] | None = None) -> VerdictEvidence:
     """What the verdicts read (dacs_verdicts.Evidence), from the decisions per configuration,
-    the reader fits best first and their tally."""
+    the reader fits best first, their tally and its causes against guessing."""
     decisions = [d for _, group in per_configuration for d in group]
     positions = []
     wrong_without = right_with = with_evidence = 0
@@ -124,7 +131,8 @@ def evidence_for(per_configuration: Sequence[tuple[Mapping[str, Any], list[DacsD
     options = int(np.median([len(d.options) for d in decisions]))
     return VerdictEvidence([f.as_dict() for f in fits], result.counts, result.sources,
                            positions, visibility, wrong_without, right_with, with_evidence,
-                           options, fit_copying(decisions, fits[0].name, fits[0].epsilon))
+                           options, fit_copying(decisions, fits[0].name, fits[0].epsilon),
+                           dict(chance or {}))
 
 
 def invalid_category(trace: DacsTrace) -> str:
@@ -159,6 +167,7 @@ def diagnosis(traces: Sequence[DacsTrace]) -> dict[str, Any]:
         decisions += replayed_decisions
     result = tally(decisions)
     found = Evidence(len(traces), answered, invalid, result.decisions - result.counts[CORRECT])
+    chance = against_chance(result.counts, result.expected, result.weighted, result.wrong)
     common = {
         "env": ENV_ID,
         "episodes": len(traces),
@@ -166,9 +175,7 @@ def diagnosis(traces: Sequence[DacsTrace]) -> dict[str, Any]:
         "configurations": [kwargs for kwargs, _ in per_configuration],
         "attribution": result.counts,
         "attribution_weights": result.weighted,
-        "attribution_vs_chance": {
-            cause: c.to_json() for cause, c in against_chance(
-                result.counts, result.expected, result.weighted, result.wrong).items()},
+        "attribution_vs_chance": {cause: c.to_json() for cause, c in chance.items()},
         "env_contaminated": result.env_contaminated,
         "contamination_sources": result.sources,
         "evidence": found.to_json(),
@@ -179,7 +186,7 @@ def diagnosis(traces: Sequence[DacsTrace]) -> dict[str, Any]:
         return {**common, "headline": headline(None, None, found), "fit": None,
                 "hypothesis": None, "mechanisms": [], "verdicts": withheld}
     fits = fit_readers(decisions)
-    words = evidence_for(per_configuration, fits, result)
+    words = evidence_for(per_configuration, fits, result, chance)
     best = DacsHypothesis(fits[0].name, words.copying.rate, words.copying.epsilon)
     test = fit_test(per_configuration, best)
     worded = verdicts(words)

@@ -31,11 +31,11 @@ entries), so it depends on no diagnosis code.
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from statistics import median_low
 from typing import Any
 
-from analysis.diagnose.honesty import INTERVAL_LOG_UNITS
+from analysis.diagnose.honesty import INTERVAL_LOG_UNITS, ChanceCount
 
 COMPONENTS = ("ranking", "reading", "scoping", "visibility", "selection")
 FACTS, REGISTRY, NOTHING = "facts", "registry", "nothing"
@@ -103,7 +103,7 @@ class Evidence:
     attribution counts, the contamination sources per agent, the positions of the nearest
     source per contaminated answer, the visibility per configuration, the wrong answers whose
     evidence was missing, the right answers and answers where it was present, the options per
-    answer, and the copying fit."""
+    answer, the copying fit, and per attribution cause its count against guessing."""
 
     mechanisms: Sequence[Mapping[str, Any]]
     counts: Mapping[str, int]
@@ -115,6 +115,7 @@ class Evidence:
     with_evidence: int
     options: int
     copying: Copying
+    chance: Mapping[str, ChanceCount] = field(default_factory=dict)
 
     @property
     def answers(self) -> int:
@@ -222,11 +223,13 @@ def _contaminated(evidence: Evidence) -> str:
     rank = median_low([p.rank for p in evidence.positions])
     blocks = median_low([p.blocks for p in evidence.positions])
     offset = median_low([p.offset for p in evidence.positions])
+    chance = evidence.chance.get("contamination")
+    against = "" if chance is None else f"; against guessing, {chance.words('contamination')}"
     return (f"{alone} of {evidence.wrong} wrong answers took another agent's value shown "
             f"beside the requester's own evidence (contamination), {ambiguous} more where the "
             f"evidence was missing (ambiguous with truncation); copied from {agents}; the "
             f"nearest such block at rank {rank} of {blocks} from the top (median, 0 the top; "
-            f"header at character {offset})")
+            f"header at character {offset}){against}")
 
 
 def _copy_clause(copying: Copying) -> str:

@@ -130,6 +130,12 @@ def test_a_guessers_contamination_is_no_excess_over_chance_and_a_copiers_is() ->
     assert sum(c["expected_if_guessing"] for c in chance.values()) == pytest.approx(wrong,
                                                                                     abs=0.05)
     assert all(c["excess_p"] >= 0.01 for c in chance.values())
+    assert "against guessing, contamination: no excess over guessing (" in \
+        guesser["verdicts"]["scoping"]
     copier = dacs.diagnosis(dacs.play_battery(CopyingReader(0.5)))
     excess = copier["attribution_vs_chance"]["contamination"]
     assert excess["observed"] > excess["expected_if_guessing"] and excess["excess_p"] < 0.01
+    wrong = copier["decisions"] - copier["attribution"]["correct"]
+    assert (f"against guessing, contamination: {excess['observed'] / wrong:.0%} against "
+            f"{excess['expected_if_guessing'] / wrong:.0%} by chance") in \
+        copier["verdicts"]["scoping"]

@@ -70,7 +70,6 @@ from analysis.diagnose.fit_test import FIT_SEED, REPLICATES
 from analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
     FitTest,
-    bootstrap_p_value,
     g_squared,
     profile_interval,
 )
@@ -306,12 +305,8 @@ def fit_test(per_configuration: Sequence[tuple[Mapping[str, Any], Sequence[DacsD
                                                   replicates, rng)
             observed[c] += statistic
             replicated[:, c] += drawn
-    total = replicated.sum(axis=1)
-    outside = tuple(configuration_label(parts[c][0]) for c in range(len(parts))
-                    if observed[c] > np.quantile(replicated[:, c], 0.95))
-    return FitTest(hypothesis.name, float(observed.sum()),
-                   bootstrap_p_value(float(observed.sum()), total), replicates,
-                   float(np.median(total)), outside)
+    return FitTest.of_replicates(hypothesis.name, observed, replicated,
+                                 [configuration_label(kwargs) for kwargs, _ in parts])
 
 
 def _episode_g_squared(p: np.ndarray, categories: np.ndarray, chosen: np.ndarray,

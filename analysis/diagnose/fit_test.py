@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.honesty import INTERVAL_LOG_UNITS, FitTest, bootstrap_p_value, g_squared
+from analysis.diagnose.honesty import INTERVAL_LOG_UNITS, FitTest, g_squared
 from analysis.diagnose.likelihood import (
     Fit,
     MechanismModel,
@@ -113,12 +113,9 @@ def fit_test(model: MechanismModel, agent_counts: Sequence[np.ndarray], hypothes
         flat = (np.arange(replicates)[:, None] * k + codes).ravel()
         rep_counts = np.bincount(flat, minlength=replicates * k).reshape(replicates, k)
         replicated[:, c] = g_squared(rep_counts, log_p[c])
-    total = replicated.sum(axis=1)
-    outside = tuple(labels[c] for c in range(len(counts))
-                    if counts[c].sum() and observed[c] > np.quantile(replicated[:, c], 0.95))
-    return FitTest(hypothesis.name, float(observed.sum()),
-                   bootstrap_p_value(float(observed.sum()), total), replicates,
-                   float(np.median(total)), outside)
+    played = [c for c in range(len(counts)) if counts[c].sum()]
+    return FitTest.of_replicates(hypothesis.name, observed[played], replicated[:, played],
+                                 [labels[c] for c in played])
 
 
 @dataclass(frozen=True)

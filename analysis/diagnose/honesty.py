@@ -87,6 +87,21 @@ class FitTest:
         return f"p = {self.p_value:.2g}"
 
     @classmethod
+    def of_replicates(cls, hypothesis: str, observed: np.ndarray, replicated: np.ndarray,
+                      labels: Sequence[str]) -> FitTest:
+        """The test from the agent's statistic per part (`observed`, one per label) and each
+        replicate's (`replicated`, replicates x parts): the total's bootstrap p-value, the
+        replicates' median total, and the parts above their own 95% replicate quantile."""
+        observed = np.asarray(observed, dtype=np.float64)
+        replicated = np.asarray(replicated, dtype=np.float64)
+        total = replicated.sum(axis=1)
+        outside = tuple(label for c, label in enumerate(labels)
+                        if observed[c] > np.quantile(replicated[:, c], 0.95))
+        return cls(hypothesis, float(observed.sum()),
+                   bootstrap_p_value(float(observed.sum()), total), int(replicated.shape[0]),
+                   float(np.median(total)), outside)
+
+    @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FitTest:
         """The test of a contract's `fit` entry (to_json), for a report written from JSON."""
         return cls(str(data["hypothesis"]), float(data["statistic"]), float(data["p_value"]),

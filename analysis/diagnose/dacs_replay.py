@@ -80,10 +80,11 @@ would show on the same decisions (honesty.against_chance words the excess).
 ## Episodes an invalid reply ended
 A text agent's reply that names no option ends its episode (llm_policies/text_actions.py).
 Its trace holds the answers before that reply, each of which is evidence as any answer is (the
-window it was given is replayed exactly); the reply itself is in no trace. `DacsTrace.ended`
-keeps how such an episode ended (its first failure: an invalid-reply category, or
-"after_env_failures" when a wrong answer came first), read from the episode record live and
-from the log alike.
+window it was given is replayed exactly); the reply itself is in no trace. `replayed` tells
+such an episode (the env did not end it at its last answer) and `DacsTrace.first_failure`
+keeps the episode record's first failure, read live and from the log alike, which names the
+invalid reply's category unless a wrong answer ("wrong") came first (analysis/diagnose/
+dacs.py tallies it as after_env_failures then).
 """
 
 from __future__ import annotations

@@ -39,7 +39,8 @@ COLOURS = {
     "indexed": "#008856", "sham-check-4": "#f38400", "fixed-check-4": "#dcd300",
     "eliminate": "#604e97", "cache-2+eliminate": "#0067a5", "scan-1+eliminate": "#882d17",
     "dacs-reader": "#e25822", "flat-reader": "#5a9bd4", "flat-recency": "#8db600",
-    "registry-only": "#b3446c", "uniform": "#c2b280", "llm": "#2b3d26",
+    "registry-only": "#b3446c", "first-agent": "#4b0082", "own-fact": "#20b2aa",
+    "uniform": "#c2b280", "llm": "#2b3d26",
     "maskable-ppo": "#e68fac", "recurrent-ppo": "#654522", "ppo": "#7ac36a",
     "a2c": "#a1caf1", "dqn": "#f99379",
 }

@@ -57,6 +57,7 @@ from analysis.diagnose.fit_test import (  # noqa: E402
     forecast,
     plausible,
 )
+from analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
 from analysis.diagnose.hypotheses import families, hypotheses  # noqa: E402
 from analysis.diagnose.likelihood import (  # noqa: E402
     SIMULATION_SEED,
@@ -75,10 +76,10 @@ from controllers.workflow.batched import episode_columns  # noqa: E402
 from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
 from envs.workflow.params import WorkflowSpec  # noqa: E402
 
-BUDGETS = (32, 64, 128, 256, 512, 1024, 2048)
+BUDGETS = (32, 64, 128, 256, 512, 1024)
 ADAPTIVE_CAP = 512
 TARGET = 0.95
-REJECT_BELOW = 0.01
+REJECT_BELOW = FIT_ALPHA
 LAPSE_AGENTS = tuple((name, epsilon) for name in ("exact", "cache-3")
                      for epsilon in (0.1, 0.2, 0.3))
 # Configurations outside DEFAULT_BATTERY (other N, widths, b, feedback and R) to forecast on.
@@ -246,7 +247,7 @@ def controller_fit_tests(model: MechanismModel, repeats: int) -> dict:
             hypothesis = Hypothesis.of_fit(model, fit_lapse(model, counts)[0])
             test = fit_test(model, counts, hypothesis, labels)
             p_values.append(test.p_value)
-            if test.p_value < REJECT_BELOW:
+            if test.rejected:
                 rejected[name] = rejected.get(name, 0) + 1
     n, hits = len(p_values), sum(rejected.values())
     return {"runs": n, "rejected": hits, "rate": round(hits / n, 4),
@@ -269,11 +270,12 @@ def held_out_fit_tests(seeds: tuple[int, ...]) -> dict:
             rows.append({"agent": agent, "truth": truth, "inside": inside, "seed": seed,
                          "top": f"{top.mechanism.name}@{top.epsilon:g}",
                          "p_value": round(diagnosis.fit.p_value, 4),
+                         "rejected": diagnosis.fit.rejected,
                          "verdict": diagnosis.fit.verdict})
     summary = {}
     for inside, key in ((False, "outside"), (True, "inside_with_lapse")):
         picked = [r for r in rows if r["inside"] == inside]
-        hits = sum(r["p_value"] < REJECT_BELOW for r in picked)
+        hits = sum(r["rejected"] for r in picked)
         summary[key] = {"runs": len(picked), "rejected": hits,
                         "rate": round(hits / len(picked), 4),
                         "interval": binomial_interval(hits, len(picked))}

@@ -65,7 +65,7 @@ def test_adaptive_names_an_opaque_controller_before_the_budget(
     assert design["mode"] == "adaptive" and design["budget"] == 512
     assert design["stopped"] == f"posterior of {design['leader']} reached 0.99"
     assert result["episodes"] == sum(r["episodes"] for r in design["rounds"]) < 512
-    assert {r["episodes"] for r in design["rounds"]} <= {1, adaptive.ROUND}
+    assert {r["episodes"] for r in design["rounds"]} <= {1, adaptive.DEFAULT_RULE.round_episodes}
     assert result["episodes"] >= adaptive.MIN_EPISODES
     assert design["leader_posterior"] >= 0.99
     played = {json.dumps(c["kwargs"], sort_keys=True): c["episodes"]
@@ -111,7 +111,9 @@ def test_the_stop_rule_and_the_budget() -> None:
     model = mechanism_model(tuple(adaptive_battery()))
     counts = [np.zeros(outcome_count(s)) for s in model.battery]
     assert adaptive.next_step(model, counts, [16] + [0] * 9, 16).reason == "budget spent"
-    assert adaptive.round_size(12, 16) == 4 and adaptive.round_size(0, 16) == 8
+    rounds_of_8 = adaptive.ROUNDS_OF_8
+    assert adaptive.round_size(12, 16, rounds_of_8) == 4
+    assert adaptive.round_size(0, 16, rounds_of_8) == 8
 
 
 def test_a_resumed_adaptive_diagnosis_replays_its_rounds(

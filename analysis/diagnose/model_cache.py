@@ -10,9 +10,11 @@ rows) and the source of every module that defines a kernel or the hypotheses
 edit to the simulator or the hypothesis list selects a fresh entry and no stale table is read.
 
 The directory is private to the user (mode 0700) under $XDG_CACHE_HOME/diagym/models (default
-~/.cache), never the repository. Files are numpy archives read without pickle, written to a
-temporary name and renamed, so a reader never sees half a file; a file that cannot be read is
-rebuilt. Where no private directory can be made, the model is built and not kept.
+~/.cache), never the repository; as with the kernels' cache, only the most recently written
+entries are kept (envs._core.numba_setup._prune). Files are numpy archives read without
+pickle, written to a temporary name and renamed, so a reader never sees half a file; a file
+that cannot be read is rebuilt. Where no private directory can be made, the model is built
+and not kept.
 """
 
 from __future__ import annotations
@@ -31,7 +33,7 @@ from analysis.diagnose import hypotheses as hypotheses_module
 from analysis.diagnose import likelihood
 from analysis.diagnose.hypotheses import Mechanism, hypotheses
 from analysis.diagnose.likelihood import SIMULATIONS, MechanismModel, build_model
-from envs._core.numba_setup import _private_dir, kernel_sources, source_digest
+from envs._core.numba_setup import _private_dir, _prune, kernel_sources, source_digest
 from envs.workflow.params import WorkflowSpec
 
 MODEL_FILE = "model.npz"
@@ -144,6 +146,7 @@ def cached_model(battery: Sequence[WorkflowSpec], simulations: int = SIMULATIONS
         model = build_model(battery, simulations, candidates)
         if _private_dir(directory):
             _write(directory / MODEL_FILE, _to_arrays(model))
+            _prune(root, directory)  # the oldest entries beyond numba_setup's count go
     if _private_dir(directory):
         _load_lapse(model, directory / LAPSE_FILE)
         _kept[id(model)] = (model, directory, len(model.lapse_cache))

@@ -72,3 +72,9 @@ def test_a_damaged_entry_is_rebuilt(private_cache: Path) -> None:
     rebuilt = model_cache.cached_model(BATTERY, 128, CANDIDATES)
     assert equal_models(rebuilt, build_model(BATTERY, 128, CANDIDATES))
     assert model_cache._read(path) is not None  # written again
+
+
+def test_old_entries_are_pruned(private_cache: Path) -> None:
+    for simulations in range(64, 64 + 11):
+        model_cache.cached_model(BATTERY[:1], simulations, CANDIDATES[:1])
+    assert len(list(private_cache.iterdir())) <= 9  # the newest and 8 others

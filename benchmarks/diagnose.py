@@ -15,7 +15,19 @@ and seeds: one run per controller and repeat with a cap of the largest budget, i
 at each smaller cap from the round that reached it (a capped run is a prefix of the uncapped
 one, up to where the stop rule ends both), and the episodes it played before stopping.
 
-    python benchmarks/diagnose.py [--repeats 40] [--json-out FILE]
+The adaptive design is measured with each rule of adaptive.RULES (the precision rule, the
+default, and the rounds of 8 before it), with caps up to ADAPTIVE_CAP; the reliability table
+sets the posterior the design claims for its leader at the stop against how often that
+leader is the truth.
+
+The honest-diagnosis rows (issue 24): lapse recovery (exact and cache-3 simulated at lapse
+0.1, 0.2, 0.3: how often the top is right and its fitted lapse interval holds the truth), the
+fit test's rejection rate (p < 0.01) on the 19 controllers and on the held-out agents of
+tests/analysis/heldout_agents.py (played through the env by diagnose_policy), and the
+forecast error on configurations outside the battery (mean |predicted - observed| success,
+observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the interval).
+
+    python benchmarks/diagnose.py [--repeats 40] [--quick] [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -31,7 +43,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from analysis.diagnose.adaptive import run_design  # noqa: E402
+from analysis.diagnose.adaptive import RULES, Rule, run_design  # noqa: E402
 from analysis.diagnose.battery import (  # noqa: E402
     DEFAULT_BATTERY,
     DEFAULT_BUDGET,
@@ -39,22 +51,48 @@ from analysis.diagnose.battery import (  # noqa: E402
     allocate,
     kl_matrix,
 )
+from analysis.diagnose.fit_test import (  # noqa: E402
+    Hypothesis,
+    fit_test,
+    forecast,
+    plausible,
+)
+from analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
 from analysis.diagnose.hypotheses import families, hypotheses  # noqa: E402
 from analysis.diagnose.likelihood import (  # noqa: E402
     SIMULATION_SEED,
     MechanismModel,
-    build_model,
     count_outcomes,
     fit,
     fit_family,
+    fit_lapse,
     outcome_count,
     simulate_codes,
+    with_lapse,
 )
+from analysis.diagnose.model_cache import cached_model  # noqa: E402
+from analysis.diagnose.run import diagnose_policy, label  # noqa: E402
 from controllers.workflow.batched import episode_columns  # noqa: E402
-from controllers.workflow.mechanisms import CONTROLLER_NAMES  # noqa: E402
+from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
+from envs.workflow.params import WorkflowSpec  # noqa: E402
 
-BUDGETS = (64, 128, 256, 512, 1024, 2048)
+BUDGETS = (32, 64, 128, 256, 512, 1024)
+ADAPTIVE_CAP = 512
 TARGET = 0.95
+REJECT_BELOW = FIT_ALPHA
+LAPSE_AGENTS = tuple((name, epsilon) for name in ("exact", "cache-3")
+                     for epsilon in (0.1, 0.2, 0.3))
+# Configurations outside DEFAULT_BATTERY (other N, widths, b, feedback and R) to forecast on.
+HELD_OUT_CONFIGURATIONS = (
+    {"n_ops": 12, "depth": 3, "width": 6, "candidates": 5, "snapshot_period": 3},
+    {"n_ops": 8, "depth": 4, "width": 8, "candidates": 4, "snapshot_period": 0,
+     "error_allowance": 1},
+    {"n_ops": 16, "depth": 4, "width": 5, "candidates": 3, "snapshot_period": 2},
+    {"n_ops": 8, "depth": 2, "width": 6, "candidates": 6, "snapshot_period": 1,
+     "hidden_resampling": True},
+)
+OBSERVED_EPISODES = 4000
+RELIABILITY_BINS = (0.0, 0.5, 0.9, 0.99, 0.999, 1.0 + 1e-12)
 
 
 def agent_seeds(repeat: int, c: int, first: int, episodes: int) -> np.ndarray:
@@ -74,9 +112,10 @@ def identified(model: MechanismModel, name: str, budget: int, repeat: int) -> tu
     return name in top.names, top.mechanism.name
 
 
-def adaptive_run(model: MechanismModel, name: str, repeat: int, caps: tuple[int, ...]
-                 ) -> tuple[dict[int, bool], int, bool]:
-    """({cap: top-1 right}, episodes played before the stop rule, top-1 right at the stop)."""
+def adaptive_run(model: MechanismModel, name: str, repeat: int, caps: tuple[int, ...],
+                 rule: Rule) -> tuple[dict[int, bool], int, bool, float, bool]:
+    """({cap: top-1 right}, episodes played before the stop rule, top-1 right at the stop,
+    the leader's posterior claimed at the stop, the leader right)."""
     counts = [np.zeros(outcome_count(spec), dtype=np.int64) for spec in DEFAULT_BATTERY]
     used = [0] * len(DEFAULT_BATTERY)
     snapshots: list[tuple[int, list[np.ndarray]]] = [(0, [c.copy() for c in counts])]
@@ -89,12 +128,197 @@ def adaptive_run(model: MechanismModel, name: str, repeat: int, caps: tuple[int,
         snapshots.append((sum(used), [x.copy() for x in counts]))
         return counts[c]
 
-    run_design(model, max(caps), play_round)
+    design = run_design(model, max(caps), play_round, rule)
     right = {}
     for cap in caps:
         state = [s for played, s in snapshots if played <= cap][-1]
         right[cap] = name in fit(model, state)[0].names
-    return right, sum(used), name in fit(model, counts)[0].names
+    last = design.steps[-1]
+    leader_right = name in (last.leader, *model.aliases[last.leader])
+    return (right, sum(used), name in fit(model, counts)[0].names, last.leader_posterior,
+            leader_right)
+
+
+def adaptive_rows(model: MechanismModel, rule: Rule, repeats: int) -> dict:
+    """The adaptive design under `rule` on every controller: top-1 by cap, the stop's
+    episodes and the reliability of its claimed posterior."""
+    caps = tuple(b for b in BUDGETS if b <= ADAPTIVE_CAP)
+    start = time.perf_counter()
+    rates: dict[int, dict[str, float]] = {b: {} for b in caps}
+    stops: dict[str, list[int]] = {}
+    right_at_stop = 0
+    claims: list[tuple[float, bool]] = []
+    for name in CONTROLLER_NAMES:
+        hits = dict.fromkeys(caps, 0)
+        for repeat in range(repeats):
+            right, played, ok, claimed, leader_right = adaptive_run(model, name, repeat, caps,
+                                                                    rule)
+            for b in caps:
+                hits[b] += right[b]
+            stops.setdefault(name, []).append(played)
+            right_at_stop += ok
+            claims.append((claimed, leader_right))
+        for b in caps:
+            rates[b][name] = hits[b] / repeats
+    seconds = time.perf_counter() - start
+    rows = []
+    for b in caps:
+        worst = min(rates[b], key=rates[b].get)
+        rows.append({"budget": b, "worst": worst, "worst_rate": rates[b][worst],
+                     "overall_rate": round(float(np.mean(list(rates[b].values()))), 4)})
+    all_stops = [n for runs in stops.values() for n in runs]
+    return {
+        "rule": rule.name, "rows": rows,
+        "needed": next((r["budget"] for r in rows if r["worst_rate"] >= TARGET), None),
+        "episodes_at_stop": {"median": float(np.median(all_stops)), "max": max(all_stops),
+                             "per_controller_median": {n: float(np.median(v))
+                                                       for n, v in stops.items()}},
+        "right_at_stop": round(right_at_stop / len(all_stops), 4),
+        "reliability": reliability(claims),
+        "seconds_per_run": round(seconds / len(all_stops), 4),
+    }
+
+
+def reliability(claims: list[tuple[float, bool]]) -> list[dict]:
+    """Claimed posterior of the stop's leader against the share of stops whose leader was the
+    truth, by RELIABILITY_BINS."""
+    out = []
+    for low, high in zip(RELIABILITY_BINS, RELIABILITY_BINS[1:], strict=False):
+        inside = [(c, r) for c, r in claims if low <= c < high]
+        if inside:
+            out.append({"claimed": f"{low:g}..{min(high, 1.0):g}", "runs": len(inside),
+                        "mean_claimed": round(float(np.mean([c for c, _ in inside])), 4),
+                        "observed": round(float(np.mean([r for _, r in inside])), 4)})
+    return out
+
+
+def binomial_interval(hits: int, n: int) -> tuple[float, float]:
+    """Clopper-Pearson 95% interval of a rate."""
+    from scipy.stats import beta
+
+    low = 0.0 if hits == 0 else float(beta.ppf(0.025, hits, n - hits + 1))
+    high = 1.0 if hits == n else float(beta.ppf(0.975, hits + 1, n - hits))
+    return round(low, 4), round(high, 4)
+
+
+def simulated_counts(row: tuple[int, ...], repeat: int) -> list[np.ndarray]:
+    """Outcome counts of a mechanism row played as an agent on the default allocation."""
+    return [np.bincount(simulate_codes(spec, row, agent_seeds(repeat, c, 0, n)),
+                        minlength=outcome_count(spec))
+            for c, (spec, n) in enumerate(zip(DEFAULT_BATTERY, allocate(DEFAULT_SHARES),
+                                              strict=True))]
+
+
+def lapse_recovery(model: MechanismModel, repeats: int) -> list[dict]:
+    """Per (mechanism, lapse): how often fit_lapse's top is the mechanism, its lapse interval
+    holds the true rate, and both."""
+    out = []
+    for name, epsilon in LAPSE_AGENTS:
+        row = with_lapse(next(m.row for m in hypotheses()[0] if name == m.name
+                              or name in model.aliases.get(m.name, ())), epsilon)
+        top_right = covered = both = 0
+        for repeat in range(repeats):
+            top = fit_lapse(model, simulated_counts(row, repeat))[0]
+            right = name in top.names
+            holds = top.epsilon_interval is not None and \
+                top.epsilon_interval[0] <= epsilon <= top.epsilon_interval[1]
+            top_right += right
+            covered += holds
+            both += right and holds
+        out.append({"agent": f"{name}@{epsilon:g}", "runs": repeats,
+                    "top_right": top_right / repeats, "interval_holds": covered / repeats,
+                    "both": both / repeats})
+    return out
+
+
+def controller_fit_tests(model: MechanismModel, repeats: int) -> dict:
+    """The fit test's rejection rate (p < REJECT_BELOW) on the 19 controllers at the default
+    budget: the rate a calibrated test gives is about REJECT_BELOW."""
+    labels = [label(s) for s in DEFAULT_BATTERY]
+    rejected: dict[str, int] = {}
+    p_values = []
+    for name in CONTROLLER_NAMES:
+        for repeat in range(repeats):
+            counts = []
+            for c, (spec, per) in enumerate(zip(DEFAULT_BATTERY, allocate(DEFAULT_SHARES),
+                                                strict=True)):
+                seeds = agent_seeds(repeat, c, 0, per)
+                counts.append(count_outcomes(spec, episode_columns(spec, name, seeds)[0]))
+            hypothesis = Hypothesis.of_fit(model, fit_lapse(model, counts)[0])
+            test = fit_test(model, counts, hypothesis, labels)
+            p_values.append(test.p_value)
+            if test.rejected:
+                rejected[name] = rejected.get(name, 0) + 1
+    n, hits = len(p_values), sum(rejected.values())
+    return {"runs": n, "rejected": hits, "rate": round(hits / n, 4),
+            "interval": binomial_interval(hits, n), "rejected_by_controller": rejected,
+            "p_quantiles": {q: round(float(np.quantile(p_values, q)), 4)
+                            for q in (0.01, 0.05, 0.5)}}
+
+
+def held_out_fit_tests(seeds: tuple[int, ...]) -> dict:
+    """Every held-out agent (tests/analysis/heldout_agents.py) diagnosed through the env on
+    the default battery, per task seed: its top, fit p-value and verdict."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from tests.analysis.heldout_agents import HELD_OUT
+
+    rows = []
+    for agent, (cls, truth, inside) in HELD_OUT.items():
+        for seed in seeds:
+            diagnosis = diagnose_policy(lambda env, cls=cls: cls(env), seed=seed)
+            top = diagnosis.ranked[0]
+            rows.append({"agent": agent, "truth": truth, "inside": inside, "seed": seed,
+                         "top": f"{top.mechanism.name}@{top.epsilon:g}",
+                         "p_value": round(diagnosis.fit.p_value, 4),
+                         "rejected": diagnosis.fit.rejected,
+                         "verdict": diagnosis.fit.verdict})
+    summary = {}
+    for inside, key in ((False, "outside"), (True, "inside_with_lapse")):
+        picked = [r for r in rows if r["inside"] == inside]
+        hits = sum(r["rejected"] for r in picked)
+        summary[key] = {"runs": len(picked), "rejected": hits,
+                        "rate": round(hits / len(picked), 4),
+                        "interval": binomial_interval(hits, len(picked))}
+    return {"rows": rows, **summary}
+
+
+def forecast_error(model: MechanismModel, repeats: int) -> dict:
+    """Forecasts on HELD_OUT_CONFIGURATIONS of agents diagnosed at the default budget (the 19
+    controllers and the lapsing agents of LAPSE_AGENTS), against their success observed there
+    on OBSERVED_EPISODES fresh seeds."""
+    agents = [(n, CONTROLLERS[n]) for n in CONTROLLER_NAMES]
+    for name, epsilon in LAPSE_AGENTS:
+        row = next(m.row for m in hypotheses()[0] if m.name == name)
+        agents.append((f"{name}@{epsilon:g}", with_lapse(row, epsilon)))
+    errors, inside, widths = [], [], []
+    by_agent: dict[str, list[float]] = {}
+    for name, row in agents:
+        for repeat in range(repeats):
+            ranked = fit_lapse(model, simulated_counts(row, repeat))
+            best = Hypothesis.of_fit(model, ranked[0])
+            alternatives = plausible(model, ranked)
+            for kwargs in HELD_OUT_CONFIGURATIONS:
+                predicted = forecast(model, best, alternatives, dict(kwargs))
+                spec = WorkflowSpec.from_kwargs(**kwargs)
+                seeds = 7 * 10**8 + repeat * 10**5 + np.arange(OBSERVED_EPISODES,
+                                                               dtype=np.int64)
+                codes = simulate_codes(spec, row, seeds)
+                observed = float(np.mean((codes // (spec.error_allowance + 2))
+                                         % (spec.n_ops + 1) == spec.n_ops))
+                errors.append(abs(predicted.success - observed))
+                by_agent.setdefault(name, []).append(errors[-1])
+                low, high = predicted.interval
+                inside.append(low <= observed <= high)
+                widths.append(high - low)
+    return {"forecasts": len(errors), "agents": len(agents),
+            "configurations": len(HELD_OUT_CONFIGURATIONS),
+            "mean_abs_error": round(float(np.mean(errors)), 4),
+            "max_abs_error": round(float(np.max(errors)), 4),
+            "inside_interval": round(float(np.mean(inside)), 4),
+            "mean_interval_width": round(float(np.mean(widths)), 4),
+            "worst_agents": dict(sorted(((n, round(float(np.mean(e)), 4))
+                                         for n, e in by_agent.items()),
+                                        key=lambda x: -x[1])[:5])}
 
 
 RECOVERED = (("cache-k", "cache-3"), ("cache-k", "cache-5"), ("scan-s", "scan-3"),
@@ -136,12 +360,19 @@ def weakest_pairs(model: MechanismModel, count: int = 5) -> list[dict]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=40)
-    parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--repeats", type=int, default=40,
+                        help="runs per controller and budget (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few minutes: 4 repeats, 2 for the fit tests and forecasts, "
+                             "held-out agents on one seed (default: the full run)")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
+    repeats = 4 if args.quick else args.repeats
+    test_repeats = 2 if args.quick else max(1, args.repeats // 4)
+    held_out_seeds = (0,) if args.quick else (0, 1000, 2000)
 
     start = time.perf_counter()
-    model = build_model(DEFAULT_BATTERY)
+    model = cached_model(DEFAULT_BATTERY)
     build_seconds = time.perf_counter() - start
     simulated = len(hypotheses()[0]) * len(DEFAULT_BATTERY) * model.simulations
 
@@ -151,75 +382,85 @@ def main() -> None:
         rates = {}
         for name in CONTROLLER_NAMES:
             hits = 0
-            for repeat in range(args.repeats):
+            for repeat in range(repeats):
                 start = time.perf_counter()
                 ok, top = identified(model, name, budget, repeat)
                 fit_seconds += time.perf_counter() - start
                 hits += ok
                 if budget == DEFAULT_BUDGET and not ok:
                     confusion[f"{name} -> {top}"] = confusion.get(f"{name} -> {top}", 0) + 1
-            rates[name] = hits / args.repeats
+            rates[name] = hits / repeats
         worst = min(rates, key=rates.get)
         rows.append({"budget": budget, "worst": worst, "worst_rate": rates[worst],
                      "overall_rate": round(float(np.mean(list(rates.values()))), 4)})
     needed = next((r["budget"] for r in rows if r["worst_rate"] >= TARGET), None)
 
-    start = time.perf_counter()
-    adaptive_rates: dict[int, dict[str, float]] = {b: {} for b in BUDGETS}
-    stops: dict[str, list[int]] = {}
-    right_at_stop = 0
-    for name in CONTROLLER_NAMES:
-        hits = dict.fromkeys(BUDGETS, 0)
-        for repeat in range(args.repeats):
-            right, played, ok = adaptive_run(model, name, repeat, BUDGETS)
-            for b in BUDGETS:
-                hits[b] += right[b]
-            stops.setdefault(name, []).append(played)
-            right_at_stop += ok
-        for b in BUDGETS:
-            adaptive_rates[b][name] = hits[b] / args.repeats
-    adaptive_seconds = time.perf_counter() - start
-    adaptive_rows = []
-    for b in BUDGETS:
-        rates = adaptive_rates[b]
-        worst = min(rates, key=rates.get)
-        adaptive_rows.append({"budget": b, "worst": worst, "worst_rate": rates[worst],
-                              "overall_rate": round(float(np.mean(list(rates.values()))), 4)})
-    adaptive_needed = next((r["budget"] for r in adaptive_rows
-                            if r["worst_rate"] >= TARGET), None)
-    all_stops = [n for runs in stops.values() for n in runs]
+    adaptive = {name: adaptive_rows(model, rule, repeats) for name, rule in RULES.items()}
 
-    print(f"{'budget':>7} {'fixed':>6} {'worst':>6} {'adaptive':>9} {'worst':>6}  "
-          "worst controller (fixed / adaptive)")
-    for r, a in zip(rows, adaptive_rows, strict=True):
+    print(f"{'budget':>7} {'fixed':>6} {'worst':>6} " + " ".join(
+        f"{name:>12} {'worst':>6}" for name in adaptive) + "  worst controller")
+    for r in rows:
+        cells = []
+        for found in adaptive.values():
+            a = next((x for x in found["rows"] if x["budget"] == r["budget"]), None)
+            cells.append(f"{'-':>12} {'-':>6}" if a is None else
+                         f"{a['overall_rate']:>12.3f} {a['worst_rate']:>6.3f}")
         print(f"{r['budget']:>7} {r['overall_rate']:>6.3f} {r['worst_rate']:>6.3f} "
-              f"{a['overall_rate']:>9.3f} {a['worst_rate']:>6.3f}  {r['worst']} / {a['worst']}")
-    print(f"needed for {TARGET:.0%} top-1 of every controller: fixed {needed} episodes, "
-          f"adaptive {adaptive_needed} (cap)")
-    print(f"adaptive stop rule: median {int(np.median(all_stops))} episodes "
-          f"(max {max(all_stops)}), top-1 right at the stop in "
-          f"{right_at_stop / len(all_stops):.3f} of runs")
+              + " ".join(cells) + f"  {r['worst']}")
+    print(f"needed for {TARGET:.0%} top-1 of every controller: fixed {needed} episodes; "
+          + ", ".join(f"{n} {a['needed']} (cap)" for n, a in adaptive.items()))
+    for name, found in adaptive.items():
+        stop = found["episodes_at_stop"]
+        print(f"{name}: stops after a median of {stop['median']:g} episodes (max "
+              f"{stop['max']}), top-1 right at the stop in {found['right_at_stop']:.3f}; "
+              f"{found['seconds_per_run']:.2f} s per run")
+        for b in found["reliability"]:
+            print(f"  claimed {b['claimed']:>11}: {b['runs']:>4} stops, mean claimed "
+                  f"{b['mean_claimed']:.4f}, observed {b['observed']:.4f}")
+
+    lapse = lapse_recovery(model, repeats)
+    print("lapse recovery (default budget): agent | top right | interval holds | both")
+    for r in lapse:
+        print(f"  {r['agent']:<12} {r['top_right']:.3f} {r['interval_holds']:.3f} "
+              f"{r['both']:.3f}")
+    controllers = controller_fit_tests(model, test_repeats)
+    print(f"fit test on the 19 controllers: {controllers['rejected']} of {controllers['runs']} "
+          f"rejected at p < {REJECT_BELOW} ({controllers['rate']:.3f}, 95% "
+          f"{controllers['interval'][0]:.3f}..{controllers['interval'][1]:.3f})")
+    start = time.perf_counter()
+    held_out = held_out_fit_tests(held_out_seeds)
+    held_out_seconds = time.perf_counter() - start
+    print("held-out agents: agent | truth | seed | top | fit p | verdict")
+    for r in held_out["rows"]:
+        print(f"  {r['agent']:<24} {r['truth']:<34} {r['seed']:>5} {r['top']:<24} "
+              f"{r['p_value']:.4f} {r['verdict']}")
+    for key in ("outside", "inside_with_lapse"):
+        h = held_out[key]
+        print(f"  {key}: {h['rejected']} of {h['runs']} rejected ({h['rate']:.3f})")
+    forecasts = forecast_error(model, test_repeats)
+    print(f"forecasts on {forecasts['configurations']} held-out configurations "
+          f"({forecasts['forecasts']}): mean |predicted - observed| "
+          f"{forecasts['mean_abs_error']:.4f} (max {forecasts['max_abs_error']:.4f}), "
+          f"observed inside the interval {forecasts['inside_interval']:.3f}")
     emit({
         "battery": [spec.as_dict() for spec in DEFAULT_BATTERY],
-        "repeats": args.repeats,
+        "quick": args.quick,
+        "repeats": repeats,
         "rows": rows,
         "needed": needed,
         "misses_at_default_budget": confusion,
-        "adaptive": {
-            "rows": adaptive_rows,
-            "needed": adaptive_needed,
-            "episodes_at_stop": {"median": float(np.median(all_stops)), "max": max(all_stops),
-                                 "per_controller_median": {n: float(np.median(v))
-                                                           for n, v in stops.items()}},
-            "right_at_stop": round(right_at_stop / len(all_stops), 4),
-            "seconds_per_run": round(adaptive_seconds / len(all_stops), 4),
-        },
+        "adaptive": adaptive,
         "weakest_pairs": weakest_pairs(model),
-        "recovery_at_default_budget": recovery(model, args.repeats),
+        "recovery_at_default_budget": recovery(model, repeats),
+        "lapse_recovery": lapse,
+        "fit_test_controllers": controllers,
+        "fit_test_held_out": held_out,
+        "held_out_seconds_per_diagnosis": round(held_out_seconds / len(held_out["rows"]), 2),
+        "forecast": forecasts,
         "model": {"distinct_mechanisms": len(model.mechanisms), "hypothesis_names":
                   len(model.index), "simulated_episodes": simulated,
-                  "build_seconds": round(build_seconds, 2)},
-        "seconds_per_agent_fit": round(fit_seconds / (len(BUDGETS) * args.repeats
+                  "load_or_build_seconds": round(build_seconds, 2)},
+        "seconds_per_agent_fit": round(fit_seconds / (len(BUDGETS) * repeats
                                                       * len(CONTROLLER_NAMES)), 5),
     }, args.json_out)
 

@@ -68,10 +68,12 @@ def add_parser(subparsers: Any) -> None:
                              f"{DEFAULT_BUDGET} on {ENV}, "
                              f"{DEFAULT_EPISODES * len(DEFAULT_BATTERY)} on {DACS_ENV})")
     parser.add_argument("--adaptive", action="store_true",
-                        help="play rounds of 8 episodes, each on the configuration most "
-                             "informative between the leading hypotheses, and stop when one "
-                             "mechanism holds 0.99 of the posterior or --budget is spent "
-                             "(analysis/diagnose/adaptive.py) (default: the fixed battery)")
+                        help="play rounds of 4 episodes, then single episodes once one "
+                             "mechanism leads, each on the configuration most informative "
+                             "between the leading mechanisms and their lapse variants, and stop "
+                             "when one mechanism holds 0.99 of the posterior or --budget is "
+                             "spent (analysis/diagnose/adaptive.py) (default: the fixed "
+                             "battery)")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="task seed of every configuration's first episode; episode i "
                              "plays seed S + i (default: %(default)s)")

@@ -1,5 +1,5 @@
-"""Adaptive diagnosis: play the battery configuration whose next episodes are expected to tell
-the leading hypotheses apart best, and stop once one mechanism holds the posterior.
+"""Adaptive diagnosis: play the battery items whose next episodes are expected to tell the
+leading mechanisms apart best, and stop once one mechanism holds the posterior.
 
 The fixed battery spends its budget by shares chosen before any episode is seen, for the
 weakest pair of all (analysis/diagnose/battery.py). An agent's first episodes usually rule out
@@ -15,32 +15,43 @@ separates those is rarely the one with the largest fixed share. So the design is
   final ranking's, the design could stop on a leader the ranking does not put first.
 - Their posterior is proportional to the likelihood of the outcome counts so far (a uniform
   prior over the hypotheses).
-- The next round plays ROUND episodes of the configuration with the largest expected
-  information about which of the LEADERS (the most probable hypotheses, renormalised) is
-  true: the mutual information between hypothesis and outcome, sum_i w_i KL(p_i || sum_j
-  w_j p_j). This is the expected log-LR gain per episode averaged over the leaders, so a
-  configuration where they all predict the same outcomes scores zero, however much it
-  separates hypotheses already ruled out.
-- An episode that ends without an env outcome (an invalid reply) is no evidence, so each
-  configuration's information is weighed by the rate at which the agent's episodes there
-  ended with one, estimated optimistically as (outcomes + 1) / (played + 1): 1 where the
-  agent has not played or every episode ended with an outcome (so a reference controller's
-  design is the unweighted one), 1/9 after 8 episodes that all ended without; a model that
-  cannot answer on one configuration is soon played elsewhere.
-- It stops when the leading mechanism (its posterior summed over its lapse variants) reaches
-  STOP_POSTERIOR after at least MIN_EPISODES and is also the final ranking's first
-  (likelihood.fit_lapse on the same counts), or when the budget is spent. The posterior is
-  over the hypotheses: it says which of them the outcomes favour, not that the agent is one of
-  them; the fit test (analysis/diagnose/fit_test.py) says that, and the output says both.
-  There is no stop for leaders that play nearly alike: a rule that stopped where no
-  configuration separates the two best by 0.001 nats per episode (at even odds) stopped
-  scan-1 on cache-7+scan-1, which 512 episodes of the fixed battery do tell apart, and lowered
-  the rate of right stops from 99.7% to 98.2% (benchmarks/diagnose.py); the budget is the
-  stop there.
+- A Rule says how the next item is chosen and when to stop. PRECISION (the default) takes the
+  LEADERS most probable *mechanisms*, each with all its lapse variants, and plays the
+  configuration with the largest mutual information between the mechanism and one episode's
+  outcome, the lapse a nuisance: sum_m w_m KL(p_m || sum_k w_k p_k), where p_m mixes m's
+  variants by their posterior. Its rounds are single (configuration, seed) items once the
+  leader holds SHRINK_AT of the posterior (rounds of FIRST_ROUNDS before: the first episodes
+  rule out most hypotheses wherever they are played, and a decision per episode there buys
+  little), and it stops at the precision target alone: the leader's posterior error
+  1 - P(leader) at most 1 - STOP_POSTERIOR (MIN_EPISODES is 0: no floor; the reliability
+  table of benchmarks/diagnose.py checks that the claimed posterior holds without one).
+  ROUNDS_OF_8 is the rule before it (rounds of 8 over the 6 most probable hypotheses, lapse
+  variants counted apart, at least 32 episodes), kept so a log it wrote replays as it was
+  played and the benchmark compares the two.
+- The lapse variants stop short of epsilon 1: there every serial mechanism plays exactly as
+  every other (each slot uniform), which is the hypothesis uniform-candidate at lapse 0; kept,
+  they split the uniform play's posterior over dozens of names and a uniform guesser's design
+  never stops.
+- A configuration's information is weighed by the rate at which the agent's episodes there
+  ended with an env outcome (an invalid reply is no evidence), estimated optimistically as
+  (outcomes + 1) / (played + 1): 1 where the agent has not played or every episode ended
+  with an outcome (so a reference controller's design is the unweighted one), 1/9 after 8
+  episodes that all ended without; a model that cannot answer on one configuration is soon
+  played elsewhere.
+- Either rule stops only when the leading mechanism (its posterior summed over its lapse
+  variants) is also the final ranking's first (likelihood.fit_lapse on the same counts), or
+  when the budget is spent. The posterior is over the hypotheses: it says which of them the
+  outcomes favour, not that the agent is one of them; the fit test
+  (analysis/diagnose/fit_test.py) says that, and the output says both. There is no stop for
+  leaders that play nearly alike: a rule that stopped where no configuration separates the
+  two best by 0.001 nats per episode (at even odds) stopped scan-1 on cache-7+scan-1, which
+  512 episodes of the fixed battery do tell apart, and lowered the rate of right stops from
+  99.7% to 98.2% (benchmarks/diagnose.py); the budget is the stop there.
 
 The rule reads only the counts, so it is deterministic: a resumed diagnosis replays the same
-rounds and finds their episodes in its log. benchmarks/diagnose.py measures it against the
-fixed battery on the 19 reference controllers.
+rounds and finds their episodes in its log, whose "design" line names the rule.
+benchmarks/diagnose.py measures both rules against the fixed battery on the 19 reference
+controllers, with the reliability of the stop posterior (claimed against observed top-1).
 """
 
 from __future__ import annotations
@@ -63,19 +74,45 @@ from analysis.diagnose.likelihood import (
 ROUND = 8
 LEADERS = 6
 STOP_POSTERIOR = 0.99
-MIN_EPISODES = 32
+MIN_EPISODES = 0
+FIRST_ROUNDS = 4
+SHRINK_AT = 0.5
+
+
+@dataclass(frozen=True)
+class Rule:
+    """How an adaptive design chooses and stops (module docstring): rounds of `round_episodes`
+    (single items once the leader holds `shrink_at`, when set), over the `leaders` most
+    probable mechanisms with their lapse variants (`by_mechanism`) or hypotheses, stopping at
+    `stop_posterior` after `min_episodes`."""
+
+    name: str
+    round_episodes: int
+    shrink_at: float | None
+    leaders: int
+    by_mechanism: bool
+    stop_posterior: float
+    min_episodes: int
+
+
+PRECISION = Rule("precision", FIRST_ROUNDS, SHRINK_AT, LEADERS, True, STOP_POSTERIOR,
+                 MIN_EPISODES)
+ROUNDS_OF_8 = Rule("rounds-of-8", ROUND, None, LEADERS, False, STOP_POSTERIOR, 32)
+RULES = {rule.name: rule for rule in (PRECISION, ROUNDS_OF_8)}
+DEFAULT_RULE = PRECISION
 
 
 @dataclass(frozen=True)
 class Step:
-    """One decision of the design: the configuration to play next (None: stop), why, and the
-    leading mechanism's posterior when it was taken."""
+    """One decision of the design: the configuration to play next (None: stop) and how many
+    episodes of it, why, and the leading mechanism's posterior when it was taken."""
 
     configuration: int | None
     reason: str
     leader: str
     leader_posterior: float
     information: float
+    episodes: int = 0
 
 
 @dataclass(frozen=True)
@@ -84,15 +121,21 @@ class Design:
 
     budget: int
     steps: tuple[Step, ...]
+    rule: Rule = DEFAULT_RULE
+
+    @property
+    def episodes(self) -> int:
+        return sum(s.episodes for s in self.steps)
 
     def to_json(self, labels: Sequence[str]) -> dict[str, Any]:
         """The design for the output contract, configurations named by `labels`."""
-        rounds = [{"configuration": labels[s.configuration], "leader": s.leader,
-                   "leader_posterior": round(s.leader_posterior, 4),
+        rounds = [{"configuration": labels[s.configuration], "episodes": s.episodes,
+                   "leader": s.leader, "leader_posterior": round(s.leader_posterior, 4),
                    "information": round(s.information, 4)}
                   for s in self.steps if s.configuration is not None]
         last = self.steps[-1]
-        return {"mode": "adaptive", "budget": self.budget, "round_episodes": ROUND,
+        return {"mode": "adaptive", "rule": self.rule.name, "budget": self.budget,
+                "round_episodes": self.rule.round_episodes,
                 "rounds": rounds, "stopped": last.reason, "leader": last.leader,
                 "leader_posterior": round(last.leader_posterior, 4),
                 "posterior_over": "the hypotheses (not that the agent is one of them)"}
@@ -118,7 +161,7 @@ def _hypothesis_tables(model: MechanismModel, counts: Sequence[np.ndarray]
     ll = list(at_zero)
     for i in lapse_candidates(model, counts):
         for epsilon in LAPSE_GRID:
-            if epsilon == 0.0:
+            if epsilon in (0.0, 1.0):  # at 1 every serial mechanism is uniform-candidate
                 continue
             table = lapse_log_p(model, i, epsilon)
             owners.append(i)
@@ -128,17 +171,24 @@ def _hypothesis_tables(model: MechanismModel, counts: Sequence[np.ndarray]
 
 
 def information(tables: Sequence[tuple[np.ndarray, ...]], weights: np.ndarray,
-                configuration: int) -> float:
+                configuration: int, groups: np.ndarray | None = None) -> float:
     """Mutual information (nats per episode) between the weighted hypotheses and one episode's
-    outcome on `configuration`."""
+    outcome on `configuration`; with `groups` (a label per hypothesis), between the label and
+    the outcome, each label's hypotheses mixed by their weights."""
     p = np.exp(np.stack([t[configuration] for t in tables]))
+    if groups is not None:
+        labels, inverse = np.unique(groups, return_inverse=True)
+        mass = np.bincount(inverse, weights=weights, minlength=len(labels))
+        mixed = np.zeros((len(labels), p.shape[1]))
+        np.add.at(mixed, inverse, weights[:, None] * p)
+        p, weights = mixed / mass[:, None], mass
     mix = weights @ p
     kl = (p * (np.log(p) - np.log(mix))).sum(axis=1)
     return float(weights @ kl)
 
 
 def next_step(model: MechanismModel, counts: Sequence[np.ndarray], played: Sequence[int],
-              budget: int) -> Step:
+              budget: int, rule: Rule = DEFAULT_RULE) -> Step:
     """What to play next, given per battery configuration the outcome counts so far and the
     episodes played (which include any that ended without an env outcome, outside the
     counts)."""
@@ -153,27 +203,57 @@ def next_step(model: MechanismModel, counts: Sequence[np.ndarray], played: Seque
     leader, share = model.mechanisms[lead].name, float(by_mechanism[lead])
     if total >= budget:
         return Step(None, "budget spent", leader, share, 0.0)
-    if total >= MIN_EPISODES and share >= STOP_POSTERIOR \
+    if total >= rule.min_episodes and share >= rule.stop_posterior \
             and fit_lapse(model, counts)[0].mechanism.name == leader:
-        return Step(None, f"posterior of {leader} reached {STOP_POSTERIOR}", leader, share, 0.0)
-    # The LEADERS most probable, and every hypothesis tied with the last of them (before any
-    # episode, all are tied, and the first round is the most informative one over all).
-    cut = np.sort(posterior)[::-1][min(LEADERS, len(posterior)) - 1]
-    leaders = np.flatnonzero(posterior >= cut * (1 - 1e-9))
+        return Step(None, f"posterior of {leader} reached {rule.stop_posterior}", leader,
+                    share, 0.0)
+    owners_array = np.asarray(owners)
+    if rule.by_mechanism:
+        # The rule.leaders most probable mechanisms (and every one tied with the last of
+        # them), each with all its hypotheses.
+        cut = np.sort(by_mechanism)[::-1][min(rule.leaders, len(by_mechanism)) - 1]
+        leading = np.flatnonzero(by_mechanism >= cut * (1 - 1e-9))
+        leaders = np.flatnonzero(np.isin(owners_array, leading))
+    else:
+        # The rule.leaders most probable hypotheses, and every one tied with the last of them
+        # (before any episode, all are tied, and the first round is the most informative one
+        # over all).
+        cut = np.sort(posterior)[::-1][min(rule.leaders, len(posterior)) - 1]
+        leaders = np.flatnonzero(posterior >= cut * (1 - 1e-9))
     weights = posterior[leaders] / posterior[leaders].sum()
     chosen = [tables[i] for i in leaders]
-    gains = [information(chosen, weights, c) * evidence[c] for c in range(len(model.battery))]
+    groups = owners_array[leaders] if rule.by_mechanism else None
+    gains = [information(chosen, weights, c, groups) * evidence[c]
+             for c in range(len(model.battery))]
     best = int(np.argmax(gains))
-    return Step(best, "most informative between the leaders", leader, share, gains[best])
+    episodes = round_size(total, budget, rule, share)
+    return Step(best, "most informative between the leaders", leader, share, gains[best],
+                episodes)
 
 
-def round_size(played: int, budget: int) -> int:
-    """Episodes of the next round: ROUND, or what is left of the budget."""
-    return max(0, min(ROUND, budget - played))
+def round_size(played: int, budget: int, rule: Rule = DEFAULT_RULE,
+               leader_posterior: float = 0.0) -> int:
+    """Episodes of the next round: the rule's round (one item once the leader holds its
+    shrink_at), or what is left of the budget."""
+    size = rule.round_episodes
+    if rule.shrink_at is not None and leader_posterior >= rule.shrink_at:
+        size = 1
+    return max(0, min(size, budget - played))
+
+
+def logged_rule(line: dict[str, Any]) -> Rule:
+    """The rule of a log's "design" line: its "rule", or ROUNDS_OF_8 for a line written before
+    rules were named (it was the only one); ValueError, one line, for a name not in RULES."""
+    name = line.get("rule", ROUNDS_OF_8.name)
+    if name not in RULES:
+        raise ValueError(f"the log's adaptive design rule {name!r} is not one of "
+                         f"{', '.join(RULES)}")
+    return RULES[name]
 
 
 def run_design(model: MechanismModel, budget: int,
-               play_round: Callable[[int, int], np.ndarray | None]) -> Design:
+               play_round: Callable[[int, int], np.ndarray | None],
+               rule: Rule = DEFAULT_RULE) -> Design:
     """Play rounds until next_step stops: play_round(c, episodes) plays that many more
     episodes of battery[c] and returns the configuration's outcome counts so far, or None
     when it cannot (a log read back that ends before the round), which stops the design."""
@@ -181,16 +261,15 @@ def run_design(model: MechanismModel, budget: int,
     played = [0] * len(model.battery)
     steps = []
     while True:
-        step = next_step(model, counts, played, budget)
+        step = next_step(model, counts, played, budget, rule)
         if step.configuration is None:
             steps.append(step)
-            return Design(budget, tuple(steps))
-        episodes = round_size(sum(played), budget)
-        found = play_round(step.configuration, episodes)
+            return Design(budget, tuple(steps), rule)
+        found = play_round(step.configuration, step.episodes)
         if found is None:
             steps.append(Step(None, "the log ends before the next round", step.leader,
                               step.leader_posterior, 0.0))
-            return Design(budget, tuple(steps))
+            return Design(budget, tuple(steps), rule)
         steps.append(step)
         counts[step.configuration] = np.asarray(found)
-        played[step.configuration] += episodes
+        played[step.configuration] += step.episodes

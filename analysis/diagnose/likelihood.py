@@ -343,8 +343,29 @@ def screen(model: MechanismModel, agent_counts: Sequence[np.ndarray],
     (columns), on SCREEN_SIMULATIONS seeds."""
     counts = _check_counts(model, agent_counts)
     simulations = min(SCREEN_SIMULATIONS, model.simulations)
-    return np.array([[_lapse_log_likelihood(model, counts, i, e, simulations) for e in grid]
-                     for i in range(len(model.mechanisms))])
+    total = np.zeros((len(model.mechanisms), len(grid)))
+    for c, n in enumerate(counts):
+        if n.any():  # a configuration not played adds 0 to every entry
+            total += _screen_stack(model, tuple(grid), simulations, c) @ n
+    return total
+
+
+# (id of the model, grid, simulations, configuration) -> (the model, its stacked screen tables)
+_SCREEN_STACKS: dict[tuple[int, tuple[float, ...], int, int],
+                     tuple[MechanismModel, np.ndarray]] = {}
+
+
+def _screen_stack(model: MechanismModel, grid: tuple[float, ...], simulations: int,
+                  c: int) -> np.ndarray:
+    """The lapse tables of every mechanism at every rate of `grid` on configuration c, as one
+    (mechanisms, rates, K) array, so the screen is one product per configuration."""
+    key = (id(model), grid, simulations, c)
+    found = _SCREEN_STACKS.get(key)
+    if found is None or found[0] is not model:
+        stack = np.stack([[lapse_log_p(model, i, e, simulations)[c] for e in grid]
+                          for i in range(len(model.mechanisms))])
+        found = _SCREEN_STACKS[key] = (model, stack)
+    return found[1]
 
 
 def lapse_candidates(model: MechanismModel, agent_counts: Sequence[np.ndarray],

@@ -47,7 +47,6 @@ from analysis.diagnose.likelihood import (
     FamilyFit,
     Fit,
     MechanismModel,
-    build_model,
     count_outcomes,
     fit_family,
     fit_lapse,
@@ -61,6 +60,7 @@ from analysis.diagnose.logs import (
     replies_executed,
     runs_by_configuration,
 )
+from analysis.diagnose.model_cache import cached_model, save_lapse_tables
 from analysis.diagnose.verdicts import verdicts
 from controllers.episodes import Episodes
 from controllers.executors import Executor
@@ -138,8 +138,9 @@ class Diagnosis:
 
 @functools.cache
 def mechanism_model(battery: tuple[WorkflowSpec, ...]) -> MechanismModel:
-    """The battery's simulated hypotheses, built once per process (about 4 s)."""
-    return build_model(battery)
+    """The battery's simulated hypotheses, once per process, from the on-disk cache when it
+    holds them (analysis/diagnose/model_cache.py)."""
+    return cached_model(battery)
 
 
 def env_kwargs(spec: WorkflowSpec) -> dict[str, Any]:
@@ -184,6 +185,7 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
                                conditional=test is not None and test.rejected)
                       for kwargs in forecasts)
     found = verdicts(ranked, family_fits, tally, chance)
+    save_lapse_tables(model)
     return Diagnosis(ENV_ID, policy, tuple(configurations), model, tuple(ranked), family_fits,
                      tally, conditional(found, test, hypothesis.name, evidence), evidence, test,
                      headline(None if evidence.nothing_to_fit else hypothesis.name, test,
@@ -295,8 +297,9 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
         else:
             if run_log is not None:
                 run_log.write({"type": DESIGN, "mode": "adaptive", "budget": adaptive_budget,
-                               "seed": seed})
-            design = adaptive.run_design(mechanism_model(battery), adaptive_budget, play_round)
+                               "seed": seed, "rule": adaptive.DEFAULT_RULE.name})
+            design = adaptive.run_design(mechanism_model(battery), adaptive_budget, play_round,
+                                         adaptive.DEFAULT_RULE)
     finally:
         if run_log is not None:
             run_log.close()
@@ -401,13 +404,17 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
     if line is None or not isinstance(line.get("budget"), int):
         return _diagnose(policy, [logged_configurations[i] for i in sorted(found)], battery,
                          forecasts)
-    design, consumed = _replay_design(battery, int(line["budget"]), logged_configurations)
+    from analysis.diagnose.adaptive import logged_rule
+
+    design, consumed = _replay_design(battery, int(line["budget"]), logged_configurations,
+                                      logged_rule(line))
     return _diagnose(policy, [consumed[i] for i in sorted(consumed)], battery, forecasts,
                      design)
 
 
 def _replay_design(battery: tuple[WorkflowSpec, ...], budget: int,
-                   logged: Mapping[int, Configuration]) -> tuple[Any, dict[int, Configuration]]:
+                   logged: Mapping[int, Configuration], rule: Any
+                   ) -> tuple[Any, dict[int, Configuration]]:
     """An adaptive design replayed on logged episodes: each round takes the configuration's
     next episodes in seed order, as the live design played them."""
     from analysis.diagnose import adaptive
@@ -423,7 +430,7 @@ def _replay_design(battery: tuple[WorkflowSpec, ...], budget: int,
                                     whole.traces[:have])
         return consumed[c].counts
 
-    return adaptive.run_design(mechanism_model(battery), budget, play_round), consumed
+    return adaptive.run_design(mechanism_model(battery), budget, play_round, rule), consumed
 
 
 def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,

@@ -64,7 +64,8 @@ def test_adaptive_names_an_opaque_controller_before_the_budget(
     design = result["design"]
     assert design["mode"] == "adaptive" and design["budget"] == 512
     assert design["stopped"] == f"posterior of {design['leader']} reached 0.99"
-    assert result["episodes"] == adaptive.ROUND * len(design["rounds"]) < 512
+    assert result["episodes"] == sum(r["episodes"] for r in design["rounds"]) < 512
+    assert {r["episodes"] for r in design["rounds"]} <= {1, adaptive.DEFAULT_RULE.round_episodes}
     assert result["episodes"] >= adaptive.MIN_EPISODES
     assert design["leader_posterior"] >= 0.99
     played = {json.dumps(c["kwargs"], sort_keys=True): c["episodes"]
@@ -110,7 +111,9 @@ def test_the_stop_rule_and_the_budget() -> None:
     model = mechanism_model(tuple(adaptive_battery()))
     counts = [np.zeros(outcome_count(s)) for s in model.battery]
     assert adaptive.next_step(model, counts, [16] + [0] * 9, 16).reason == "budget spent"
-    assert adaptive.round_size(12, 16) == 4 and adaptive.round_size(0, 16) == 8
+    rounds_of_8 = adaptive.ROUNDS_OF_8
+    assert adaptive.round_size(12, 16, rounds_of_8) == 4
+    assert adaptive.round_size(0, 16, rounds_of_8) == 8
 
 
 def test_a_resumed_adaptive_diagnosis_replays_its_rounds(
@@ -189,3 +192,33 @@ def test_an_sb3_model_is_diagnosed_on_its_shape(tmp_path: Path,
                       "--log", str(log_result))
     assert without(diagnose(capsys, "--log", str(log_result)), "provenance") == \
         without(logged, "provenance")
+
+
+def test_the_mechanism_information_is_the_hypotheses_merged() -> None:
+    """Grouped by mechanism, the information is the plain one when every group is one
+    hypothesis, and never more than it when a group holds several (the lapse a nuisance: a
+    function of the hypothesis carries no more information than the hypothesis)."""
+    rng = np.random.default_rng(3)
+    raw = rng.dirichlet(np.ones(6), size=(5, 2))
+    tables = [tuple(np.log(raw[h, c]) for c in range(2)) for h in range(5)]
+    weights = rng.dirichlet(np.ones(5))
+    for c in range(2):
+        plain = adaptive.information(tables, weights, c)
+        assert adaptive.information(tables, weights, c, np.arange(5)) == pytest.approx(plain)
+        merged = adaptive.information(tables, weights, c, np.array([0, 0, 1, 1, 2]))
+        assert 0 <= merged <= plain + 1e-12
+
+
+def test_a_design_line_names_its_rule() -> None:
+    assert adaptive.logged_rule({"type": "design", "budget": 64}) is adaptive.ROUNDS_OF_8
+    assert adaptive.logged_rule({"rule": "precision"}) is adaptive.PRECISION
+    with pytest.raises(ValueError, match="^the log's adaptive design rule 'x' is not one of "
+                                         "precision, rounds-of-8$"):
+        adaptive.logged_rule({"rule": "x"})
+
+
+def test_the_precision_rule_plays_single_items_once_a_mechanism_leads() -> None:
+    precision = adaptive.PRECISION
+    assert adaptive.round_size(0, 512, precision, 0.2) == precision.round_episodes
+    assert adaptive.round_size(40, 512, precision, precision.shrink_at) == 1
+    assert adaptive.round_size(512, 512, precision, 0.9) == 0

@@ -230,8 +230,9 @@ def test_default_battery_is_what_choose_battery_picks() -> None:
     assert chosen.weakest_pair == ("scan-5", "scan-6")
 
 
-def test_lapse_is_the_rows_last_field_in_parts_of_ten_thousand() -> None:
-    assert with_lapse(CONTROLLERS["cache-2"], 0.1) == (*CONTROLLERS["cache-2"][:K_LAPSE], 1000)
+def test_lapse_is_a_field_of_the_row_in_parts_of_ten_thousand() -> None:
+    assert with_lapse(CONTROLLERS["cache-2"], 0.1) == (*CONTROLLERS["cache-2"][:K_LAPSE], 1000,
+                                                       *CONTROLLERS["cache-2"][K_LAPSE + 1:])
     assert all(row[K_LAPSE] == 0 for row in CONTROLLERS.values())
     assert lapse_units(0.02) == 200
     with pytest.raises(ValueError, match="probability"):

@@ -15,10 +15,12 @@ after K_LAPSE, docs/CONTROLLERS.md) are families on exact, each over a few value
 probability or offset (percent for probabilities, so a parameter stays an int): perseverate-p
 (a retry repeats the failed call), schedule-lapse-rho (a not-ready operation), update-delay-q
 and update-miss-q (a public update applied one decision late, or never), offset-o (the slot of
-the code o above the right one). On exact, so each mode is the only deficit of its rows: a
-handful of rows (17) instead of a product with every retention and selection, which keeps the
-model's build and the lapse screen within a fifth of their cost without them; an agent with a
-failure mode on top of another deficit is what the fit test (and mixtures) are for.
+the code o above the right one; every offset fails every call, so the outcomes cannot tell
+the offsets apart and the model merges them into offset+1 with aliases). On exact, so each
+mode is the only deficit of its rows: 17 rows instead of a product with every retention and
+selection, which keeps the model's build and the lapse screen near their cost without them;
+an agent with a failure mode on top of another deficit is what the fit test (and the
+mixtures) are for.
 """
 
 from __future__ import annotations
@@ -50,7 +52,7 @@ FAILURE_MODES: dict[str, tuple[int, str, tuple[int, ...]]] = {
     "schedule-lapse-rho": (K_SCHEDULE_LAPSE, "rho", (5, 10, 20, 30, 50)),
     "update-delay-q": (K_UPDATE_DELAY, "q", (50, 100)),
     "update-miss-q": (K_UPDATE_MISS, "q", (25, 50, 100)),
-    "offset-o": (K_OFFSET, "o", (-1, 1, 2)),
+    "offset-o": (K_OFFSET, "o", (1, -1, 2)),
 }
 
 

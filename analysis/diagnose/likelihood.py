@@ -36,6 +36,15 @@ so a profile still rising at 0.5 is followed to its maximum. Every table is simu
 first time it is asked for and kept in the model. Intervals come from the profile likelihood
 (honesty.profile_interval), interpolated between grid points, so a coarse grid never makes a
 single-valued interval.
+
+Ranking: a failure mode (hypotheses.FAILURE_MODES: perseveration, a schedule lapse, a delayed
+or missed update, an offset) is exact with one more parameter, and most of them differ from
+exact only where exact fails (a perseverating exact shows only after a guess under hidden
+resampling), so on an exact agent they fit as well as exact up to simulation noise. They rank
+above the others only when their log-likelihood is higher by more than INTERVAL_LOG_UNITS
+(the 95% likelihood-ratio test of the extra parameter): `rank_order` subtracts that from
+theirs when ordering, and the reported log-likelihoods and log-LRs are unpenalised (a
+failure mode ranked below the best can then show a log-LR to it up to +INTERVAL_LOG_UNITS).
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ from analysis.diagnose.honesty import (  # noqa: F401
     integer_interval,
     profile_interval,
 )
-from analysis.diagnose.hypotheses import Mechanism, Row, families, hypotheses
+from analysis.diagnose.hypotheses import FAILURE_MODES, Mechanism, Row, families, hypotheses
 from controllers.workflow.batched import (
     COMPLETED,
     ERRORS_COL,
@@ -244,11 +253,19 @@ class Fit:
         return (self.mechanism.name, *self.aliases)
 
 
+def rank_order(model: MechanismModel, ll: Sequence[float]) -> list[int]:
+    """Distinct mechanisms best first by log-likelihood, a failure mode's lowered by
+    INTERVAL_LOG_UNITS (module docstring); ties: hypothesis order."""
+    penalty = [INTERVAL_LOG_UNITS if m.family in FAILURE_MODES else 0.0
+               for m in model.mechanisms]
+    return sorted(range(len(ll)), key=lambda i: (-(ll[i] - penalty[i]), i))
+
+
 def fit(model: MechanismModel, agent_counts: Sequence[np.ndarray]) -> list[Fit]:
-    """Every distinct mechanism, best first (ties broken by hypothesis order)."""
+    """Every distinct mechanism, best first (`rank_order`)."""
     ll = log_likelihoods(model, agent_counts)
-    best = float(ll.max())
-    order = sorted(range(len(ll)), key=lambda i: (-ll[i], i))
+    order = rank_order(model, ll)
+    best = float(ll[order[0]])
     return [Fit(model.mechanisms[i], model.aliases[model.mechanisms[i].name], float(ll[i]),
                 float(ll[i]) - best) for i in order]
 
@@ -377,7 +394,7 @@ def fit_lapse(model: MechanismModel, agent_counts: Sequence[np.ndarray],
         profile = lapse_profile(model, counts, i, grid)
         best = int(np.argmax(profile))
         fitted[i] = (float(profile[best]), grid[best], profile_interval(grid, profile))
-    order = sorted(fitted, key=lambda i: (-fitted[i][0], i))
+    order = rank_order(model, [fitted[i][0] for i in range(len(ll))])
     top_ll = fitted[order[0]][0]
     return [Fit(model.mechanisms[i], model.aliases[model.mechanisms[i].name], fitted[i][0],
                 fitted[i][0] - top_ll, fitted[i][1], fitted[i][2]) for i in order]

@@ -13,7 +13,10 @@ separation solve a linear program (scipy's HiGHS): maximise t subject to
 sum_c w_c KL_c(i || j) >= t for every pair, sum_c w_c = 1, w >= 0. The battery is the
 configurations with a share of at least one episode in DEFAULT_BUDGET; the true mechanisms
 are the 19 reference controllers and the cache-k and scan-s families, the alternatives every
-hypothesis that does not play identically to i on the whole pool.
+hypothesis that does not play identically to i on the whole pool, less the failure modes
+(hypotheses.FAILURE_MODES): a perseverating exact differs from exact only where exact fails,
+so as an alternative it would pull the whole budget to hidden resampling, and the failure
+modes are named by the battery chosen for the mechanisms (tests/analysis/test_failure_modes.py).
 
 The pool (`candidate_pool`) is N = 8 chains with depth, width, b, snapshot period, hidden
 resampling and error allowance varied: 192 configurations. `choose_battery()` (1024
@@ -54,7 +57,13 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
-from analysis.diagnose.hypotheses import REFERENCE, Mechanism, families, hypotheses
+from analysis.diagnose.hypotheses import (
+    FAILURE_MODES,
+    REFERENCE,
+    Mechanism,
+    families,
+    hypotheses,
+)
 from analysis.diagnose.likelihood import build_model
 from envs.workflow.params import WorkflowSpec
 
@@ -168,7 +177,7 @@ def choose_battery(pool: Sequence[WorkflowSpec] | None = None,
                    budget: int = DEFAULT_BUDGET) -> Design:
     """The maximin budget shares over `pool` (see the module docstring)."""
     pool = list(candidate_pool() if pool is None else pool)
-    model = build_model(pool, simulations, candidates)
+    model = build_model(pool, simulations, candidates, without=tuple(FAILURE_MODES))
     wanted = set(target_names() if targets is None else targets)
     true = [i for i, m in enumerate(model.mechanisms)
             if wanted & {m.name, *model.aliases[m.name]}]

@@ -7,9 +7,20 @@ Every member is a row of the one CONTROLLERS parameter space, played by the one 
 function; nothing here is a second copy of a controller.
 
 The table cannot express stale-h (RETAIN_STALE ignores its capacity field: stale-8 is the
-only stale mechanism), so it is no family here. A lapse rate is the row's last field; every
-hypothesis here has epsilon 0, and likelihood.fit_lapse mixes it into the leading ones only,
-so the model stays cheap to build.
+only stale mechanism), so it is no family here. A lapse rate is the row's K_LAPSE field; every
+hypothesis here has epsilon 0, and likelihood.fit_lapse screens it on every hypothesis.
+
+The failure modes small language models and RL agents show beyond the 19 (the row's fields
+after K_LAPSE, docs/CONTROLLERS.md) are families on exact, each over a few values of its
+probability or offset (percent for probabilities, so a parameter stays an int): perseverate-p
+(a retry repeats the failed call), schedule-lapse-rho (a not-ready operation), update-delay-q
+and update-miss-q (a public update applied one decision late, or never), offset-o (the slot of
+the code o above the right one; every offset fails every call, so the outcomes cannot tell
+the offsets apart and the model merges them into offset+1 with aliases). On exact, so each
+mode is the only deficit of its rows: 17 rows instead of a product with every retention and
+selection, which keeps the model's build and the lapse screen near their cost without them;
+an agent with a failure mode on top of another deficit is what the fit test (and the
+mixtures) are for.
 """
 
 from __future__ import annotations
@@ -18,6 +29,13 @@ from dataclasses import dataclass, field
 
 from controllers.workflow.mechanisms import (
     CONTROLLERS,
+    K_OFFSET,
+    K_PERSEVERATE,
+    K_SCHEDULE_LAPSE,
+    K_UPDATE_DELAY,
+    K_UPDATE_MISS,
+    LAPSE_SCALE,
+    NO_FAILURE_MODES,
     RETAIN_ALL,
     RETAIN_CACHE,
     RETAIN_NEXT_USE,
@@ -25,9 +43,17 @@ from controllers.workflow.mechanisms import (
     UNLIMITED,
 )
 
-Row = tuple[int, int, int, int, int, int, int]
+Row = tuple[int, ...]
 REFERENCE = "reference"
 LEVELS = tuple(range(UNLIMITED + 1))  # cache sizes and scan limits 0..8 (8: every slot)
+# Failure-mode families: (field, parameter name, values; probabilities in percent).
+FAILURE_MODES: dict[str, tuple[int, str, tuple[int, ...]]] = {
+    "perseverate-p": (K_PERSEVERATE, "p", (25, 50, 75, 100)),
+    "schedule-lapse-rho": (K_SCHEDULE_LAPSE, "rho", (5, 10, 20, 30, 50)),
+    "update-delay-q": (K_UPDATE_DELAY, "q", (50, 100)),
+    "update-miss-q": (K_UPDATE_MISS, "q", (25, 50, 100)),
+    "offset-o": (K_OFFSET, "o", (1, -1, 2)),
+}
 
 
 @dataclass(frozen=True)
@@ -37,12 +63,29 @@ class Mechanism:
     name: str
     family: str
     params: dict[str, int] = field(default_factory=dict, hash=False, compare=False)
-    row: Row = (0, 0, 0, 0, 0, 0, 0)
+    row: Row = (0, 0, 0, 0, 0, 0, 0, *NO_FAILURE_MODES)
 
 
 def _serial(retain: int, capacity: int, scan: int, eliminate: int = 0,
             random_schedule: int = 0) -> Row:
-    return (retain, capacity, scan, SELECT_SERIAL, eliminate, random_schedule, 0)
+    return (retain, capacity, scan, SELECT_SERIAL, eliminate, random_schedule, 0,
+            *NO_FAILURE_MODES)
+
+
+def with_failure_mode(row: Row, family: str, value: int) -> Row:
+    """`row` with the failure mode of FAILURE_MODES[family] at `value` (percent for a
+    probability, slots for an offset)."""
+    field_index, _, _ = FAILURE_MODES[family]
+    units = value if field_index == K_OFFSET else value * LAPSE_SCALE // 100
+    return (*row[:field_index], units, *row[field_index + 1:])
+
+
+def _failure_mode_family(family: str) -> list[Mechanism]:
+    _, key, values = FAILURE_MODES[family]
+    stem = family.rsplit("-", 1)[0]
+    return [Mechanism(f"{stem}{v:+d}" if key == "o" else f"{stem}-{v / 100:g}", family,
+                      {key: v}, with_failure_mode(CONTROLLERS["exact"], family, v))
+            for v in values]
 
 
 def families() -> dict[str, list[Mechanism]]:
@@ -66,6 +109,7 @@ def families() -> dict[str, list[Mechanism]]:
         ],
         "next-use-k": [Mechanism(f"next-use-{k}", "next-use-k", {"k": k},
                                  _serial(RETAIN_NEXT_USE, k, UNLIMITED)) for k in LEVELS],
+        **{family: _failure_mode_family(family) for family in FAILURE_MODES},
     }
 
 

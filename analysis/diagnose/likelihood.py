@@ -36,6 +36,15 @@ so a profile still rising at 0.5 is followed to its maximum. Every table is simu
 first time it is asked for and kept in the model. Intervals come from the profile likelihood
 (honesty.profile_interval), interpolated between grid points, so a coarse grid never makes a
 single-valued interval.
+
+Ranking: a failure mode (hypotheses.FAILURE_MODES: perseveration, a schedule lapse, a delayed
+or missed update, an offset) is exact with one more parameter, and most of them differ from
+exact only where exact fails (a perseverating exact shows only after a guess under hidden
+resampling), so on an exact agent they fit as well as exact up to simulation noise. They rank
+above the others only when their log-likelihood is higher by more than INTERVAL_LOG_UNITS
+(the 95% likelihood-ratio test of the extra parameter): `ranking_scores` subtracts that from
+theirs. The fits are ordered by that score and their log-LR to the best is the difference of
+scores (so it stays <= 0 and sorted); the reported log-likelihood is unpenalised.
 """
 
 from __future__ import annotations
@@ -51,7 +60,7 @@ from analysis.diagnose.honesty import (  # noqa: F401
     integer_interval,
     profile_interval,
 )
-from analysis.diagnose.hypotheses import Mechanism, Row, families, hypotheses
+from analysis.diagnose.hypotheses import FAILURE_MODES, Mechanism, Row, families, hypotheses
 from controllers.workflow.batched import (
     COMPLETED,
     ERRORS_COL,
@@ -172,11 +181,14 @@ class MechanismModel:
 
 
 def build_model(battery: Sequence[WorkflowSpec], simulations: int = SIMULATIONS,
-                candidates: Sequence[Mechanism] | None = None) -> MechanismModel:
-    """Simulate every candidate (default: `hypotheses()`, which covers every family member)
-    on every battery configuration and merge the ones that play identically. With explicit
-    candidates only their names are indexed, so fit_family needs the default."""
+                candidates: Sequence[Mechanism] | None = None,
+                without: Sequence[str] = ()) -> MechanismModel:
+    """Simulate every candidate (default: `hypotheses()`, which covers every family member,
+    less the families named in `without`) on every battery configuration and merge the ones
+    that play identically. With explicit candidates only their names are indexed, so
+    fit_family needs the default."""
     kept, row_aliases = hypotheses()
+    kept = [m for m in kept if m.family not in without]
     if candidates is not None:
         kept, row_aliases = list(candidates), {}
     seeds = simulation_seeds(simulations)
@@ -228,7 +240,8 @@ def log_likelihood(model: MechanismModel, agent_counts: Sequence[np.ndarray],
 
 @dataclass(frozen=True)
 class Fit:
-    """A mechanism's log-likelihood and its log likelihood ratio to the best (<= 0), at its
+    """A mechanism's log-likelihood and its log likelihood ratio to the best (<= 0, of the
+    ranking scores: a failure mode's lowered by INTERVAL_LOG_UNITS), at its
     lapse rate `epsilon`; `epsilon_interval` is the range of LAPSE_GRID values within
     INTERVAL_LOG_UNITS of its profile maximum, None where epsilon was not profiled (held at 0)."""
 
@@ -244,13 +257,22 @@ class Fit:
         return (self.mechanism.name, *self.aliases)
 
 
+def ranking_scores(model: MechanismModel, ll: Sequence[float]) -> np.ndarray:
+    """Log-likelihoods with a failure mode's lowered by INTERVAL_LOG_UNITS (module
+    docstring): what the fits are ranked by."""
+    penalty = np.array([INTERVAL_LOG_UNITS if m.family in FAILURE_MODES else 0.0
+                        for m in model.mechanisms])
+    return np.asarray(ll, dtype=np.float64) - penalty
+
+
 def fit(model: MechanismModel, agent_counts: Sequence[np.ndarray]) -> list[Fit]:
-    """Every distinct mechanism, best first (ties broken by hypothesis order)."""
+    """Every distinct mechanism, best first by `ranking_scores` (ties: hypothesis order)."""
     ll = log_likelihoods(model, agent_counts)
-    best = float(ll.max())
-    order = sorted(range(len(ll)), key=lambda i: (-ll[i], i))
+    score = ranking_scores(model, ll)
+    order = sorted(range(len(ll)), key=lambda i: (-score[i], i))
+    best = float(score[order[0]])
     return [Fit(model.mechanisms[i], model.aliases[model.mechanisms[i].name], float(ll[i]),
-                float(ll[i]) - best) for i in order]
+                float(score[i]) - best) for i in order]
 
 
 @dataclass(frozen=True)
@@ -398,7 +420,8 @@ def fit_lapse(model: MechanismModel, agent_counts: Sequence[np.ndarray],
         profile = lapse_profile(model, counts, i, grid)
         best = int(np.argmax(profile))
         fitted[i] = (float(profile[best]), grid[best], profile_interval(grid, profile))
-    order = sorted(fitted, key=lambda i: (-fitted[i][0], i))
-    top_ll = fitted[order[0]][0]
+    score = ranking_scores(model, [fitted[i][0] for i in range(len(ll))])
+    order = sorted(fitted, key=lambda i: (-score[i], i))
+    top = float(score[order[0]])
     return [Fit(model.mechanisms[i], model.aliases[model.mechanisms[i].name], fitted[i][0],
-                fitted[i][0] - top_ll, fitted[i][1], fitted[i][2]) for i in order]
+                float(score[i]) - top, fitted[i][1], fitted[i][2]) for i in order]

@@ -3,7 +3,9 @@ read the same facts a person reads.
 
 The JSON keys are the contract's and no more: env, policy, episodes, headline (one line:
 nothing to fit, the best mechanism and that it fits, or "outside the family"), fit (the
-absolute fit test, honesty.FitTest), evidence (episodes with and without an env outcome, the
+absolute fit test, honesty.FitTest), mixture (components and weights of a per-episode
+mixture of two mechanisms when it beats the single best by the penalised margin of
+analysis/diagnose/mixture.py, else null), evidence (episodes with and without an env outcome, the
 invalid replies by category), invalid (that tally alone), configurations (per battery
 configuration: kwargs, episodes, successes, the episodes without an env outcome, and the
 outcome counts as rows), attribution (counts), attribution_shares (the likelihood shares of
@@ -83,6 +85,7 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "episodes": diagnosis.episodes,
         "headline": diagnosis.headline,
         "fit": None if diagnosis.fit is None else diagnosis.fit.to_json(),
+        "mixture": None if diagnosis.mixture is None else diagnosis.mixture.to_json(),
         "evidence": diagnosis.evidence.to_json(),
         "invalid": dict(sorted(diagnosis.evidence.invalid.items())),
         "configurations": configurations,

@@ -61,6 +61,7 @@ from analysis.diagnose.logs import (
     runs_by_configuration,
 )
 from analysis.diagnose.model_cache import cached_model, save_lapse_tables
+from analysis.diagnose.mixture import Mixture, best_mixture, single_verdicts
 from analysis.diagnose.verdicts import verdicts
 from controllers.episodes import Episodes
 from controllers.executors import Executor
@@ -130,6 +131,7 @@ class Diagnosis:
     chance: dict[str, ChanceCount]
     forecasts: tuple[Forecast, ...] = ()
     design: Any = None  # adaptive.Design of an adaptive diagnosis; None: the fixed battery
+    mixture: Mixture | None = None  # a two-component mixture that beat the single best
 
     @property
     def episodes(self) -> int:
@@ -176,6 +178,11 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
                         int(sum(c.ended_by_env.sum() for c in configurations)), invalid,
                         tally.decisions - tally.successes)
     hypothesis = Hypothesis.of_fit(model, ranked[0])
+    mixture = None if evidence.nothing_to_fit else best_mixture(model, counts, ranked)
+    if mixture is not None and not mixture.reported:
+        mixture = None
+    if mixture is not None:
+        hypothesis = mixture.hypothesis()
     test = None if evidence.nothing_to_fit else \
         fit_test(model, counts, hypothesis, [label(s) for s in battery])
     note = "" if design is None else design.posterior_note(test)
@@ -186,11 +193,13 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
                       for kwargs in forecasts)
     found = verdicts(ranked, family_fits, tally, chance)
     save_lapse_tables(model)
+    if mixture is not None:
+        found = single_verdicts(found, mixture, ranked[0].mechanism.name)
     return Diagnosis(ENV_ID, policy, tuple(configurations), model, tuple(ranked), family_fits,
                      tally, conditional(found, test, hypothesis.name, evidence), evidence, test,
                      headline(None if evidence.nothing_to_fit else hypothesis.name, test,
                               evidence, note),
-                     hypothesis, chance, predicted, design)
+                     hypothesis, chance, predicted, design, mixture)
 
 
 def text_decoder(env: gym.Env) -> Callable[[Any], Action | None]:

@@ -44,10 +44,16 @@ from controllers.workflow.mechanisms import (
     CONTROLLERS,
     K_CAPACITY,
     K_ELIMINATE,
+    K_OFFSET,
+    K_PERSEVERATE,
     K_RANDOM_SCHEDULE,
     K_RETAIN,
     K_SCAN,
+    K_SCHEDULE_LAPSE,
     K_SELECT,
+    K_UPDATE_DELAY,
+    K_UPDATE_MISS,
+    LAPSE_SCALE,
     RETAIN_CACHE,
     RETAIN_NEXT_USE,
     RETAIN_NONE,
@@ -63,10 +69,10 @@ from controllers.workflow.mechanisms import (
 
 COMPONENTS = ("scheduling", "retention", "selection", "recovery")
 FIELDS: dict[str, tuple[int, ...]] = {
-    "scheduling": (K_RANDOM_SCHEDULE,),
-    "retention": (K_RETAIN, K_CAPACITY),
-    "selection": (K_SCAN, K_SELECT),
-    "recovery": (K_ELIMINATE,),
+    "scheduling": (K_RANDOM_SCHEDULE, K_SCHEDULE_LAPSE),
+    "retention": (K_RETAIN, K_CAPACITY, K_UPDATE_DELAY, K_UPDATE_MISS),
+    "selection": (K_SCAN, K_SELECT, K_OFFSET),
+    "recovery": (K_ELIMINATE, K_PERSEVERATE),
 }
 COMPONENT_FIELDS = tuple(f for c in COMPONENTS for f in FIELDS[c])
 EXACT = CONTROLLERS["exact"]
@@ -80,6 +86,10 @@ FAILURE_WORDS = {
 }
 
 
+def _share(units: int) -> str:
+    return f"{units / LAPSE_SCALE:.0%}"
+
+
 def _part(row: Row, component: str) -> tuple[int, ...]:
     return tuple(row[f] for f in FIELDS[component])
 
@@ -87,7 +97,8 @@ def _part(row: Row, component: str) -> tuple[int, ...]:
 def _healthy(row: Row, component: str) -> bool:
     """The component as exact has it (an unlimited scan is any scan limit of UNLIMITED)."""
     if component == "selection":
-        return row[K_SCAN] >= UNLIMITED and row[K_SELECT] == EXACT[K_SELECT]
+        return row[K_SCAN] >= UNLIMITED and row[K_SELECT] == EXACT[K_SELECT] \
+            and row[K_OFFSET] == 0
     return _part(row, component) == _part(EXACT, component)
 
 
@@ -178,6 +189,10 @@ def _scheduling(ranked: Sequence[Fit], tally: Tally | None) -> str:
         return _join(empty, counts)
     if best.mechanism.row[K_RANDOM_SCHEDULE]:
         finding = "picks operations at random among the incomplete ones, ignoring prerequisites"
+    elif best.mechanism.row[K_SCHEDULE_LAPSE]:
+        rho = _share(best.mechanism.row[K_SCHEDULE_LAPSE])
+        finding = f"runs a not-ready operation on about {rho} of its decisions (a schedule " \
+                  "lapse), otherwise a ready one"
     else:
         finding = "no deficit: runs a ready operation, prerequisites first"
     return _join(finding, counts, ratio)
@@ -207,6 +222,12 @@ def _retention(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
     family = ""
     if _healthy(row, "retention"):
         finding = "no deficit: keeps every register and applies the public updates"
+    elif row[K_UPDATE_MISS]:
+        finding = f"keeps every register but misses about {_share(row[K_UPDATE_MISS])} of the " \
+                  "public updates"
+    elif row[K_UPDATE_DELAY]:
+        finding = f"keeps every register but applies about {_share(row[K_UPDATE_DELAY])} of the " \
+                  "public updates one decision late"
     elif retain == RETAIN_CACHE:
         finding = f"a cache of {_about(capacity, best, family_fits, 'k')} registers"
         family = _family_clause(best, family_fits, "k")
@@ -262,6 +283,9 @@ def _selection(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
         if best.epsilon > 0.0:
             finding = f"{lapse}, otherwise examines every slot"
             lapse = ""
+    elif row[K_OFFSET]:
+        finding = f"takes the slot whose code is {row[K_OFFSET]:+d} from the right one (a " \
+                  "systematic encoding offset; the outcomes cannot tell which offset)"
     elif select == SELECT_PLAN:
         finding = "takes the planned slot without checking it"
     elif select in (SELECT_SHAM, SELECT_FIXED):
@@ -281,7 +305,10 @@ def _recovery(ranked: Sequence[Fit]) -> str:
     empty = _no_evidence("recovery", best, other, lr)
     if empty is not None:
         return empty
-    if best.mechanism.row[K_ELIMINATE]:
+    if best.mechanism.row[K_PERSEVERATE]:
+        finding = f"repeats the failed call on about {_share(best.mechanism.row[K_PERSEVERATE])} " \
+                  "of its retries (perseveration)"
+    elif best.mechanism.row[K_ELIMINATE]:
         finding = "eliminates the slots that failed when it retries an operation"
     else:
         finding = "no deficit: retries draw again as exact does, failed slots not excluded"

@@ -30,7 +30,9 @@ from envs.workflow.layout import (
 from envs.workflow.params import MAX_OPS, P_B, P_HIDDEN, P_N, P_WIDTH
 
 # -- controller parameters ------------------------------------------------------------------
-K_RETAIN, K_CAPACITY, K_SCAN, K_SELECT, K_ELIMINATE, K_RANDOM_SCHEDULE, K_LAPSE = range(7)
+K_RETAIN, K_CAPACITY, K_SCAN, K_SELECT, K_ELIMINATE, K_RANDOM_SCHEDULE, K_LAPSE, \
+    K_PERSEVERATE, K_SCHEDULE_LAPSE, K_UPDATE_DELAY, K_UPDATE_MISS, K_OFFSET = range(12)
+ROW_FIELDS = 12
 
 # What a controller retains between decisions.
 RETAIN_ALL, RETAIN_CACHE, RETAIN_NONE, RETAIN_STALE, RETAIN_NEXT_USE, RETAIN_RESIDUE, \
@@ -40,11 +42,18 @@ SELECT_SERIAL, SELECT_FIXED, SELECT_SHAM, SELECT_INDEXED, SELECT_PLAN, SELECT_GU
 
 UNLIMITED = 8  # scan limit >= every b
 # K_LAPSE is the lapse rate epsilon in parts of LAPSE_SCALE: an int64 row like the others, and
-# a Bernoulli draw against it is exact (uniform_below(LAPSE_SCALE) < lapse).
+# a Bernoulli draw against it is exact (uniform_below(LAPSE_SCALE) < lapse). The failure modes
+# after it are the diagnosis's too (docs/CONTROLLERS.md, "Failure modes"), 0 for every
+# reference controller: K_PERSEVERATE (probability, in parts of LAPSE_SCALE, that the call
+# after a failed one repeats it), K_SCHEDULE_LAPSE (probability that a decision runs a
+# not-ready operation when there is one), K_UPDATE_DELAY and K_UPDATE_MISS (probabilities that
+# a success's public update is applied one decision late, or never), K_OFFSET (the slot taken
+# is the one whose code is that many above the chosen slot's code, mod b).
 LAPSE_SCALE = 10_000
+NO_FAILURE_MODES = (0, 0, 0, 0, 0)
 
 # name: (retain, capacity, scan limit, select, eliminate, random schedule, lapse)
-CONTROLLERS: dict[str, tuple[int, int, int, int, int, int, int]] = {
+_MECHANISMS: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "exact": (RETAIN_ALL, 8, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
     "cache-2": (RETAIN_CACHE, 2, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
     "cache-4": (RETAIN_CACHE, 4, UNLIMITED, SELECT_SERIAL, 0, 0, 0),
@@ -65,6 +74,8 @@ CONTROLLERS: dict[str, tuple[int, int, int, int, int, int, int]] = {
     "cache-2+eliminate": (RETAIN_CACHE, 2, UNLIMITED, SELECT_SERIAL, 1, 0, 0),
     "scan-1+eliminate": (RETAIN_ALL, 8, 1, SELECT_SERIAL, 1, 0, 0),
 }
+CONTROLLERS: dict[str, tuple[int, ...]] = {
+    name: (*row, *NO_FAILURE_MODES) for name, row in _MECHANISMS.items()}
 CONTROLLER_NAMES = tuple(CONTROLLERS)
 
 
@@ -89,6 +100,8 @@ C_LOOKUPS = 9  # plan or index lookups
 C_PREP = 10  # preparation entries (plan or index tables)
 C_ENTRIES = 11  # most values retained at once
 C_OVERFLOW = 12  # 1 if an adaptive cache ever held more than its capacity
+C_PENDING_REGISTER = 13  # register of an update applied one decision late (-1: none)
+C_PENDING_DELTA = 14
 C_BELIEF = 16  # 8 values (or residues mod b), -1 unknown
 C_PREREQ = C_BELIEF + 8  # MAX_OPS prerequisite bitmasks
 C_SCHEDULE = C_PREREQ + MAX_OPS  # MAX_OPS: the smallest-label schedule (operation per position)
@@ -143,6 +156,7 @@ def controller_begin(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray
     cstate[crow, C_KEY] = rng.stream_key(task_seed, rng.CONTROLLER_STREAM)
     cstate[crow, C_LAST_OP] = -1
     cstate[crow, C_ELIM_OP] = -1
+    cstate[crow, C_PENDING_REGISTER] = -1
     for r in range(8):
         cstate[crow, C_BELIEF + r] = -1
     for v in range(n):
@@ -184,6 +198,32 @@ def controller_begin(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray
 
 
 @jit_inline
+def _chance(cstate: np.ndarray, crow: int, units: int) -> bool:
+    """A Bernoulli draw with probability units / LAPSE_SCALE: one word, none when the
+    probability is 0 or 1 (so a certain failure mode plays as a deterministic rule)."""
+    if units <= 0:
+        return False
+    if units >= LAPSE_SCALE:
+        return True
+    draw, counter = rng.uniform_below(cstate[crow, C_KEY], cstate[crow, C_COUNTER], LAPSE_SCALE)
+    cstate[crow, C_COUNTER] = counter
+    return draw < units
+
+
+@jit_inline
+def _apply_update(cparams: np.ndarray, cstate: np.ndarray, crow: int, b: int, u: int,
+                  delta: int) -> None:
+    """A public update x[u] += delta on a retained value (mod b for residues; stale: none)."""
+    retain = cparams[K_RETAIN]
+    known = cstate[crow, C_BELIEF + u]
+    if known >= 0 and retain != RETAIN_STALE:
+        if retain == RETAIN_NEXT_USE or retain == RETAIN_RESIDUE:
+            cstate[crow, C_BELIEF + u] = MOD[b, known + delta]
+        else:
+            cstate[crow, C_BELIEF + u] = (known + delta) & 7
+
+
+@jit_inline
 def _absorb_feedback(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, crow: int,
                      task: np.ndarray, trow: int, failure: int) -> None:
     """Learn from the previous call: public update, confirmed residue, eliminated slot."""
@@ -207,16 +247,18 @@ def _absorb_feedback(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray
     if params[P_HIDDEN]:
         for r in range(8):
             cstate[crow, C_BELIEF + r] = -1
+        cstate[crow, C_PENDING_REGISTER] = -1
         return
     if retain == RETAIN_NEXT_USE and cstate[crow, C_LAST_GUESS]:
         cstate[crow, C_BELIEF + task[trow, q_off + v]] = task[trow, c_off + v * b + slot]
     u = task[trow, u_off + v]
-    known = cstate[crow, C_BELIEF + u]
-    if known >= 0 and retain != RETAIN_STALE:
-        if retain == RETAIN_NEXT_USE or retain == RETAIN_RESIDUE:
-            cstate[crow, C_BELIEF + u] = MOD[b, known + task[trow, d_off + v]]
-        else:
-            cstate[crow, C_BELIEF + u] = (known + task[trow, d_off + v]) & 7
+    if _chance(cstate, crow, cparams[K_UPDATE_MISS]):
+        pass  # the update is never applied
+    elif _chance(cstate, crow, cparams[K_UPDATE_DELAY]):
+        cstate[crow, C_PENDING_REGISTER] = u
+        cstate[crow, C_PENDING_DELTA] = task[trow, d_off + v]
+    else:
+        _apply_update(cparams, cstate, crow, b, u, task[trow, d_off + v])
     if retain == RETAIN_NEXT_USE:
         _evict_to_capacity(cstate, crow, task, trow, q_off, n, cparams[K_CAPACITY], position)
 
@@ -230,6 +272,7 @@ def _absorb_snapshot(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray
     w = params[P_WIDTH]
     q_off = task_offsets(n, b)[0]
     retain = cparams[K_RETAIN]
+    cstate[crow, C_PENDING_REGISTER] = -1  # the snapshot shows the updated value
     if retain == RETAIN_ALL or retain == RETAIN_STALE:
         for r in range(w):
             cstate[crow, C_BELIEF + r] = obs[orow, OBS_REGISTERS + r]
@@ -287,6 +330,10 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
     retain = cparams[K_RETAIN]
     select = cparams[K_SELECT]
     if cstate[crow, C_LAST_OP] >= 0:
+        pending = cstate[crow, C_PENDING_REGISTER]
+        if pending >= 0:  # the update delayed at the previous decision
+            cstate[crow, C_PENDING_REGISTER] = -1
+            _apply_update(cparams, cstate, crow, b, pending, cstate[crow, C_PENDING_DELTA])
         _absorb_feedback(params, cparams, cstate, crow, task, trow, failure)
     visible = obs[orow, OBS_REGISTERS] >= 0
     if visible:
@@ -296,6 +343,10 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
         cstate[crow, C_ENTRIES] = entries
     if retain == RETAIN_NEXT_USE and entries > cparams[K_CAPACITY]:
         cstate[crow, C_OVERFLOW] = 1
+    # Perseveration: the call after a failed one repeats it (feedback is still absorbed).
+    if failure != NO_FAILURE and cstate[crow, C_LAST_OP] >= 0 \
+            and _chance(cstate, crow, cparams[K_PERSEVERATE]):
+        return cstate[crow, C_LAST_OP], cstate[crow, C_LAST_SLOT]
 
     # Schedule.
     done = np.int64(0)
@@ -318,6 +369,23 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
                 j -= 1
     else:
         op = max(smallest_ready(cstate, crow, C_PREREQ, n, done), 0)
+    if cparams[K_SCHEDULE_LAPSE] > 0:
+        # A schedule lapse: an incomplete operation whose prerequisites are not all complete,
+        # uniform in label order, when there is one.
+        blocked = 0
+        for v in range(n):
+            if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done != 0:
+                blocked += 1
+        if blocked and _chance(cstate, crow, cparams[K_SCHEDULE_LAPSE]):
+            j, counter = rng.uniform_below(cstate[crow, C_KEY], cstate[crow, C_COUNTER],
+                                           blocked)
+            cstate[crow, C_COUNTER] = counter
+            for v in range(n):
+                if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done != 0:
+                    if j == 0:
+                        op = v
+                        break
+                    j -= 1
 
     # The value of the queried register, if the controller has it.
     q = task[trow, q_off + op]
@@ -337,12 +405,7 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
     # A lapse replaces the mechanism's slot by one uniform over all b (eliminated slots
     # included; the schedule is kept, no checks or lookups are spent). At epsilon 0 nothing is
     # drawn, so every lapse-free row plays as it always has.
-    lapsed = False
-    if cparams[K_LAPSE] > 0:
-        draw, counter = rng.uniform_below(cstate[crow, C_KEY], cstate[crow, C_COUNTER],
-                                          LAPSE_SCALE)
-        cstate[crow, C_COUNTER] = counter
-        lapsed = draw < cparams[K_LAPSE]
+    lapsed = _chance(cstate, crow, cparams[K_LAPSE])
     if lapsed:
         slot = _guess(cstate, crow, b, 0, np.int64(0))
         guess = 1
@@ -375,6 +438,13 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
         if slot < 0:
             slot = _guess(cstate, crow, b, limit, excluded)
             guess = 1
+    if cparams[K_OFFSET] != 0 and not lapsed:
+        # A systematic encoding offset: the slot whose code is K_OFFSET above the chosen one's.
+        shifted = ((task[trow, c_off + op * b + slot] + cparams[K_OFFSET]) % b + b) % b
+        for a in range(b):
+            if task[trow, c_off + op * b + a] == shifted:
+                slot = a
+                break
     cstate[crow, C_LAST_OP] = op
     cstate[crow, C_LAST_SLOT] = slot
     cstate[crow, C_LAST_GUESS] = guess

@@ -92,7 +92,7 @@ def model() -> MechanismModel:
 def test_hypotheses_hold_the_references_and_each_row_once() -> None:
     kept, aliases = hypotheses()
     rows = [m.row for m in kept]
-    assert len(rows) == len(set(rows)) == 135
+    assert len(rows) == len(set(rows)) == 135 + 17  # the 17 failure-mode rows on exact
     assert [m.name for m in kept if m.family == REFERENCE] == list(CONTROLLER_NAMES)
     assert aliases["exact"] == ("scan-8",)
     assert aliases["cache-2"] == ("cache-2+scan-8",)
@@ -107,7 +107,11 @@ def test_play_aliases_are_merged_and_named(model: MechanismModel) -> None:
     assert {"scan-7", "cache-8", "indexed"} <= set(model.aliases["exact"])
     representatives = {model.index[name] for name in CONTROLLER_NAMES}
     assert len(representatives) == len(CONTROLLER_NAMES) - len(PLAYS_AS)
-    assert len(model.mechanisms) == 98
+    # 98 without the failure modes; of their 17 rows the offsets play as one and
+    # update-miss-1 (never applies an update) as stale-8
+    assert {"offset-1", "offset+2"} <= set(model.aliases["offset+1"])
+    assert "update-miss-1" in model.aliases["stale-8"]
+    assert len(model.mechanisms) == 98 + 14
 
 
 def test_outcome_codes_read_names_and_codes_alike() -> None:
@@ -230,8 +234,9 @@ def test_default_battery_is_what_choose_battery_picks() -> None:
     assert chosen.weakest_pair == ("scan-5", "scan-6")
 
 
-def test_lapse_is_the_rows_last_field_in_parts_of_ten_thousand() -> None:
-    assert with_lapse(CONTROLLERS["cache-2"], 0.1) == (*CONTROLLERS["cache-2"][:K_LAPSE], 1000)
+def test_lapse_is_a_field_of_the_row_in_parts_of_ten_thousand() -> None:
+    assert with_lapse(CONTROLLERS["cache-2"], 0.1) == (*CONTROLLERS["cache-2"][:K_LAPSE], 1000,
+                                                       *CONTROLLERS["cache-2"][K_LAPSE + 1:])
     assert all(row[K_LAPSE] == 0 for row in CONTROLLERS.values())
     assert lapse_units(0.02) == 200
     with pytest.raises(ValueError, match="probability"):

@@ -383,6 +383,12 @@ class Traits:
         (`capacity` residues chosen by next use), "residue" (all, mod b), "plan".
     selection: "scan" (serial scan, limit `scan`), "guess", "plan", "indexed", "sham"
         (checks min(4, b), uses slot 0's result), "fixed" (checks min(4, b), uses them all).
+
+    The failure modes (CONTROLLERS.md, "Failure modes (diagnosis only)"), 0 for the 19:
+    probabilities in parts of 10,000 that a call after a failed one repeats it
+    (`perseverate`), that a decision runs a not-ready operation (`schedule_lapse`), that a
+    success's update is applied one decision late (`update_delay`) or never (`update_miss`);
+    `offset`: the slot taken is the one whose code is that much above the chosen slot's.
     """
 
     retention: str
@@ -391,6 +397,11 @@ class Traits:
     scan: int = 8  # 8 >= every b: unlimited
     eliminate: bool = False
     random_schedule: bool = False
+    perseverate: int = 0
+    schedule_lapse: int = 0
+    update_delay: int = 0
+    update_miss: int = 0
+    offset: int = 0
 
 
 CONTROLLERS: dict[str, Traits] = {
@@ -416,6 +427,7 @@ CONTROLLERS: dict[str, Traits] = {
 }
 CONTROLLER_NAMES = tuple(CONTROLLERS)
 NEVER = math.inf
+SCALE = 10_000  # probabilities of the failure modes are in parts of SCALE
 
 
 class PlainController:
@@ -435,9 +447,9 @@ class PlainController:
     - cache_entries is read at each decision, after feedback and snapshot are absorbed.
     """
 
-    def __init__(self, name: str, spec: Spec) -> None:
+    def __init__(self, name: str, spec: Spec, traits: Traits | None = None) -> None:
         self.name = name
-        self.traits = CONTROLLERS[name]
+        self.traits = CONTROLLERS[name] if traits is None else traits
         self.spec = spec
 
     # -- episode start -------------------------------------------------------------------------
@@ -457,6 +469,7 @@ class PlainController:
         self.last: tuple[int, int, bool] | None = None  # (operation, slot, was a guess)
         self.position = 0  # successes so far: the position along the schedule
         self.eliminated: dict[int, set[int]] = {}
+        self.pending: tuple[int, int] | None = None  # an update delayed by one decision
         self.checks = self.lookups = self.prep = self.entries = 0
         self.table: dict[int, Any] = {}
         if traits.selection == "indexed":
@@ -481,6 +494,19 @@ class PlainController:
     def residues(self) -> bool:
         return self.traits.retention in ("next-use", "residue")
 
+    def chance(self, units: int) -> bool:
+        """True with probability units / SCALE: one word, none when it is 0 or 1."""
+        if units <= 0:
+            return False
+        if units >= SCALE:
+            return True
+        return self.stream.below(SCALE) < units
+
+    def apply_update(self, register: int, delta: int) -> None:
+        if register in self.belief and self.traits.retention != "stale":
+            modulus = self.spec.candidates if self.residues() else 8
+            self.belief[register] = (self.belief[register] + delta) % modulus
+
     def draw(self, items: list[int]) -> int:
         """Uniform choice of one item (in increasing order) from the controller stream."""
         if not items:
@@ -492,7 +518,6 @@ class PlainController:
         """What the previous call teaches: an eliminated slot, or a success's public update."""
         assert self.last is not None
         v, slot, guessed = self.last
-        b = self.spec.candidates
         if failure != 0:
             if FAILURE_NAMES[failure] == "candidate" and self.traits.eliminate:
                 self.eliminated.setdefault(v, set()).add(slot)
@@ -501,15 +526,18 @@ class PlainController:
         self.position += 1
         if self.spec.hidden_resampling:  # the feedback announces resampling: forget it all
             self.belief.clear()
+            self.pending = None
             return
         retention = self.traits.retention
         if retention == "next-use" and guessed:
             # The chosen slot's code is the queried residue: insert it before v's update.
             self.belief[self.query[v]] = self.codes[v][slot]
-        u = self.update[v]
-        if u in self.belief and retention != "stale":
-            modulus = b if self.residues() else 8
-            self.belief[u] = (self.belief[u] + self.delta[v]) % modulus
+        if self.chance(self.traits.update_miss):
+            pass  # never applied
+        elif self.chance(self.traits.update_delay):
+            self.pending = (self.update[v], self.delta[v])
+        else:
+            self.apply_update(self.update[v], self.delta[v])
         if retention == "next-use":
             while len(self.belief) > self.traits.capacity:
                 # Furthest next use after t goes first; ties: the higher register index.
@@ -520,6 +548,7 @@ class PlainController:
         """A visible observation overwrites (or refills) what the controller retains."""
         w, b = self.spec.width, self.spec.candidates
         retention = self.traits.retention
+        self.pending = None  # the snapshot shows the updated values
         if retention in ("all", "stale"):
             self.belief = {r: registers[r] for r in range(w)}
         elif retention == "residue":
@@ -540,18 +569,30 @@ class PlainController:
         done = {v for v, flag in enumerate(completed) if flag}
         n = self.spec.n_ops
         if self.traits.random_schedule:  # uniform among incomplete, ignoring prerequisites
-            return self.draw([v for v in range(n) if v not in done])
-        return min(v for v in range(n) if v not in done and self.prereq[v] <= done)
+            op = self.draw([v for v in range(n) if v not in done])
+        else:
+            op = min(v for v in range(n) if v not in done and self.prereq[v] <= done)
+        blocked = [v for v in range(n) if v not in done and not self.prereq[v] <= done]
+        if self.traits.schedule_lapse and blocked and self.chance(self.traits.schedule_lapse):
+            op = self.draw(blocked)
+        return op
 
     def act(self, observation: dict[str, Any]) -> tuple[int, int]:
         traits, b = self.traits, self.spec.candidates
+        failure = int(observation["failure"])
         if self.last is not None:
-            self.absorb_feedback(int(observation["failure"]))
+            if self.pending is not None:
+                register, delta = self.pending
+                self.pending = None
+                self.apply_update(register, delta)
+            self.absorb_feedback(failure)
         registers = list(observation["registers"])
         visible = min(registers) >= 0
         if visible:
             self.absorb_snapshot(registers)
         self.entries = max(self.entries, len(self.belief))
+        if self.last is not None and failure != 0 and self.chance(traits.perseverate):
+            return self.last[0], self.last[1]
 
         op = self.choose_operation(list(observation["completed"]))
         q = self.query[op]
@@ -572,6 +613,8 @@ class PlainController:
             self.lookups += 1
         else:
             slot, guessed = self.select_by_checks(op, value % b, excluded)
+        if traits.offset:
+            slot = self.codes[op].index((self.codes[op][slot] + traits.offset) % b)
         self.last = (op, slot, guessed)
         return op, slot
 

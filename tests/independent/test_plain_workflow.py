@@ -23,8 +23,16 @@ from hypothesis import strategies as st
 
 import envs  # noqa: F401  (registers the env ids)
 from controllers.registry import POLICY_NAMES, make_reference_policy
+from controllers.workflow.mechanisms import (
+    K_OFFSET,
+    K_PERSEVERATE,
+    K_SCHEDULE_LAPSE,
+    K_UPDATE_DELAY,
+    K_UPDATE_MISS,
+)
 from tests.independent.plain_workflow import (
     CONTROLLER_NAMES,
+    CONTROLLERS,
     FAILURE_NAMES,
     PlainController,
     PlainWorkflowEnv,
@@ -34,6 +42,10 @@ from tests.independent.plain_workflow import (
 ENV_ID = "StatefulWorkflow-v0"
 INFO_KEYS = ("failure", "success", "completed_ops", "calls", "errors", "registers_visible",
              "resampled", "action_mask", "task_seed")
+# The failure modes' Traits fields and their columns of the real parameter row.
+MODE_FIELDS = {"perseverate": K_PERSEVERATE, "schedule_lapse": K_SCHEDULE_LAPSE,
+               "update_delay": K_UPDATE_DELAY, "update_miss": K_UPDATE_MISS,
+               "offset": K_OFFSET}
 TASK_KEYS = ("query_register", "update_register", "delta", "codes", "prereq", "registers")
 
 # -- the cases ---------------------------------------------------------------------------------
@@ -173,11 +185,21 @@ def assert_same_info(real: dict[str, Any], model: dict[str, Any], where: str) ->
         assert got == model[key], f"{where}: info[{key!r}] real {got} != model {model[key]}"
 
 
-def play_both(name: str, spec: Spec, seed: int) -> dict[str, Any]:
+def play_both(name: str, spec: Spec, seed: int,
+              modes: dict[str, int] | None = None) -> dict[str, Any]:
     """One episode of controller `name` in the real env and in the model, compared on every
-    call; returns the model's final info and the trace (for coverage checks)."""
+    call; returns the model's final info and the trace (for coverage checks). `modes` adds
+    failure modes (Traits field -> value) to both: to the model's traits, and to the real
+    controller's parameter row (the same decision function, another row)."""
     env = real_env(spec)
     policy = make_reference_policy(name, env)
+    traits = None
+    if modes:
+        traits = dataclasses.replace(CONTROLLERS[name], **modes)
+        row = np.array(policy._cparams)
+        for key, value in modes.items():
+            row[MODE_FIELDS[key]] = value
+        policy._cparams = row
     policy.reset(seed=seed)
     observation, info = env.reset(seed=seed)
     model = PlainWorkflowEnv(spec)
@@ -185,7 +207,7 @@ def play_both(name: str, spec: Spec, seed: int) -> dict[str, Any]:
     where = f"{name} {spec} seed={seed}"
     assert_same_step(observation, model_observation, f"{where} at reset")
     assert_same_info(info, model_info, f"{where} at reset")
-    controller = PlainController(name, spec)
+    controller = PlainController(name, spec, traits)
     controller.begin(model_observation, model_info["task_seed"])
 
     trace: list[tuple[tuple[int, int], str | None]] = []
@@ -320,3 +342,36 @@ def specs(draw: st.DrawFn) -> Spec:
 def test_any_spec_matches_the_model(name: str, spec: Spec, seed: int) -> None:
     """Beyond the fixed cases: any controller, spec and seed hypothesis finds."""
     play_both(name, spec, seed)
+
+
+# Each failure mode alone, at a probability strictly between 0 and 1 (a draw per use) and at 1
+# (no draw), on controllers that fail often enough for a retry, a delayed update and a blocked
+# operation to occur; then all of them at once.
+MODE_CASES = [
+    ("cache-2", {"perseverate": 5000}), ("uniform-candidate", {"perseverate": 10_000}),
+    ("scan-1+eliminate", {"perseverate": 7000}),
+    ("exact", {"schedule_lapse": 2000}), ("random-schedule", {"schedule_lapse": 5000}),
+    ("exact", {"update_delay": 10_000}), ("next-use-2", {"update_delay": 5000}),
+    ("residue-8", {"update_miss": 3000}), ("cache-4", {"update_miss": 10_000}),
+    ("exact", {"offset": 1}), ("indexed", {"offset": -1}), ("cache-2+scan-4", {"offset": 2}),
+    ("cache-2+eliminate", {"perseverate": 5000, "schedule_lapse": 1000, "update_delay": 5000,
+                           "update_miss": 2000, "offset": 1}),
+]
+
+
+@pytest.mark.parametrize(("name", "modes"), MODE_CASES,
+                         ids=[f"{n}-{'+'.join(m)}" for n, m in MODE_CASES])
+def test_failure_modes_match_the_model(name: str, modes: dict[str, int]) -> None:
+    """The failure-mode fields after the lapse, played by the one decision function, equal the
+    model's independent reading of CONTROLLERS.md call by call; not vacuous: a repeated
+    failed call, a dependency failure and an offset slot occur where the mode allows."""
+    traces = [play_both(name, spec, seed, modes)["trace"] for spec, seed in CASES[::2]]
+    calls = [step for trace in traces for step in trace]
+    if "perseverate" in modes:
+        assert any(a == b and f is not None for trace in traces
+                   for (a, f), (b, _) in zip(trace, trace[1:], strict=False)), \
+            "no failed call repeated"
+    if "schedule_lapse" in modes:
+        assert any(f == "dependency" for _, f in calls), "no not-ready operation run"
+    if "offset" in modes:
+        assert any(f == "candidate" for _, f in calls), "no offset slot failed"

@@ -36,8 +36,8 @@ def test_a_scripted_run_writes_the_table(tmp_path, capsys: pytest.CaptureFixture
         flags = [f"--{role}-{what}={value}" for role in ("agent", "orchestrator", "judge")
                  for what, value in (("base-url", server.base_url), ("model", "m"))]
         code = main(["dacs-live", *flags, "--trials", "1", "--max-steers", "2",
-                     "--log", str(tmp_path / "p4.jsonl"), "--out", str(tmp_path)])
+                     "--log", str(tmp_path / "p4.jsonl"), "--out", str(tmp_path / "out")])
     assert code == 0
-    rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "phase4.csv").open())}
+    rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "out" / "phase4.csv").open())}
     assert float(rows["flat"]["kappa"]) == pytest.approx(0.5)
     assert float(rows["dacs"]["judge_accuracy"]) == pytest.approx(2 / 3)

@@ -70,3 +70,24 @@ def test_a_users_policy_orchestrates_from_the_command_line(tmp_path) -> None:
     rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "out" / "phase4.csv").open())}
     assert float(rows["dacs"]["contamination"]) == 0.0
     assert float(rows["flat"]["contamination"]) == 1.0
+
+
+def test_the_cost_limit_stops_between_calls_and_the_study_resumes(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"m": {"input": 1000.0, "output": 1000.0}}}))
+    log = tmp_path / "p4.jsonl"
+    with FakeServer(respond) as server:
+        flags = [f"--{role}-{what}={value}" for role in ("agent", "orchestrator", "judge")
+                 for what, value in (("base-url", server.base_url), ("model", "m"))]
+        argv = ["dacs-live", *flags, "--trials", "1", "--max-steers", "2", "--log", str(log),
+                "--out", str(tmp_path / "out"), "--prices", str(prices)]
+        # $1000 per 1M tokens: a trial's calls cost far more than $0.30
+        assert main([*argv, "--cost-limit", "0.3"]) == 3
+        assert "cost limit reached" in capsys.readouterr().err
+        assert not log.exists() or all(json.loads(line)["kind"] != "trial"
+                                       for line in log.read_text().splitlines())
+        assert main([*argv, "--cost-limit", "1000"]) == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(line["kind"] == "trial" for line in lines) == 2
+    assert all(line["cost_usd"] > 0 for line in lines if line["kind"] == "call")

@@ -1,5 +1,6 @@
 """`diagym dacs-live`: seed 002's phase 4, live chat-model agents steering a DACS or flat
-orchestrator, judged by a chat model beside the keyword rubric."""
+orchestrator, judged by a chat model beside the keyword rubric (`dacs-study` plays phases
+1-3; this command is phase 4)."""
 
 from __future__ import annotations
 
@@ -9,11 +10,27 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import bounded_int, fail
+from analysis.cli.common import (
+    MAX_PRICES_BYTES,
+    add_executor_flags,
+    bounded_int,
+    check_executor_flags,
+    fail,
+    input_file,
+    non_negative_float,
+    open_executor,
+    stopped_at_cost_limit,
+    writable_dir,
+    writable_file,
+)
+
+ROLES = ("agent", "orchestrator", "judge")
 
 
 def add_parser(subparsers: Any) -> None:
     from llm_policies.client.local_server import LOCAL_MODELS
+    from llm_policies.live_agents.orchestrator import HARNESSES
+    from llm_policies.live_agents.protocol import JUDGE_FORMATS
     from llm_policies.live_agents.scenarios import SCENARIOS
 
     parser = subparsers.add_parser(
@@ -21,14 +38,16 @@ def add_parser(subparsers: Any) -> None:
         help="seed 002's phase 4: live LLM agents, DACS vs flat, LLM judge and kappa",
         description=(
             "Live sub-agents (chat models) work on their own tasks, ask the orchestrator with "
-            "[[STEER: question]] and stop on [[DONE]] or --max-steps; the orchestrator "
-            "answers from a focus (dacs) or flat window; a judge model scores each answer "
-            "against its rubric, beside the keyword score, with Cohen's kappa between them. "
-            "Trials are paired (same seeds in both conditions), appended to --log and resumed "
-            "from it."))
-    parser.add_argument("--scenario", choices=tuple(SCENARIOS), default="ra1_n3",
-                        help="the scenario of agents, tasks and rubrics: ra1_n3 (N = 3) or "
-                             "ra2_n5 (N = 5) (default: %(default)s)")
+            "[[STEER: question]] and stop on [[DONE]] or --max-steps; the orchestrator (an "
+            "LLM policy, or your own policy) answers from a focus (dacs) or flat window; a "
+            "judge model scores each answer against its rubric, beside the keyword score, "
+            "with Cohen's kappa between them. Trials are paired (same seeds in both "
+            "conditions), appended to --log and resumed from it; the table, seed 002's "
+            "figure 4 (live vs synthetic at matched N) and a report page go to --out."))
+    parser.add_argument("--scenario", nargs="+", choices=tuple(SCENARIOS), default=["ra1_n3"],
+                        metavar="NAME",
+                        help="scenarios of agents, tasks and rubrics: ra1_n3 (N = 3) and/or "
+                             "ra2_n5 (N = 5) (default: ra1_n3)")
     parser.add_argument("--trials", type=bounded_int(1), default=2, metavar="K",
                         help="paired trials per condition (default: %(default)s)")
     parser.add_argument("--max-steps", type=bounded_int(1), default=6, metavar="S",
@@ -36,9 +55,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--max-steers", type=bounded_int(1), default=3, metavar="Q",
                         help="steering requests answered per agent (default: %(default)s)")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
-                        help="scenario seed of the first trial; trial i plays S + i "
-                             "(default: %(default)s)")
-    for role in ("agent", "orchestrator", "judge"):
+                        help="sampling seed of the first trial; trial i sends S + i to every "
+                             "model (default: %(default)s)")
+    for role in ROLES:
         parser.add_argument(f"--{role}-base-url", default=None, metavar="URL",
                             help=f"the {role}'s OpenAI-compatible server (default: none: "
                                  "--local serves every role)")
@@ -46,23 +65,65 @@ def add_parser(subparsers: Any) -> None:
                             help=f"the {role}'s model name on that server (default: none)")
     parser.add_argument("--local", choices=tuple(LOCAL_MODELS), default=None,
                         help="serve a bundled model for every role, one server (default: none)")
+    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+                        help="environment variable holding the API key of every server, "
+                             "never logged (default: %(default)s; unset: no key is sent)")
+    parser.add_argument("--orchestrator-policy", default=None, metavar="SPEC",
+                        help="your own orchestrator Policy as package.module:Name or "
+                             "path/to/file.py:Name, made with the scenario as its argument; "
+                             "act(observation, info) gets {window, requester, question, "
+                             "condition} and returns the answer text (default: none, the LLM "
+                             "orchestrator at --orchestrator-base-url)")
+    parser.add_argument("--orchestrator-harness", choices=HARNESSES, default="json",
+                        help="the LLM orchestrator's harness: json (a fresh prompt per "
+                             "request) or chat (one conversation per trial, earlier windows "
+                             "kept) (default: %(default)s)")
+    parser.add_argument("--judge-format", choices=JUDGE_FORMATS, default="json",
+                        help="the judge's verdict format: json (one JSON object, held to its "
+                             "schema by the server's constrained decoding) or tags "
+                             "(<verdict>...</verdict> in free text, seed 002's format) "
+                             "(default: %(default)s)")
     parser.add_argument("--max-tokens", type=bounded_int(8), default=160, metavar="T",
                         help="completion tokens per call (default: %(default)s)")
+    parser.add_argument("--prices", type=input_file(MAX_PRICES_BYTES), default=None,
+                        metavar="FILE.json",
+                        help="price table, USD per 1M tokens per model (default: the bundled "
+                             "table, which lists only the local models)")
+    parser.add_argument("--cost-limit", type=non_negative_float, default=None, metavar="USD",
+                        help="stop before the call that could take the study's cost past USD "
+                             "(calls already in --log count; exit 3) (default: none)")
+    parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
+                        help="reuse answers to identical requests from DIR and store new ones "
+                             "(default: none)")
+    parser.add_argument("--synthetic", type=input_file(1 << 24), default=None,
+                        metavar="FILE.csv",
+                        help="phase-1 rows for the figure, a dacs-study table (dacs_study.csv) "
+                             "(default: none: the programmed readers, played here)")
     parser.add_argument("--log", type=Path, required=True, metavar="FILE",
                         help="JSONL of every call and trial; an existing one is resumed "
                              "(required, no default)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
-                        help="where phase4.csv and phase4.md go (default: results)")
+                        help="where phase4.csv, phase4.md, the figure and report.html go "
+                             "(default: results)")
+    parser.add_argument("--concurrency", type=bounded_int(1), default=1, metavar="K",
+                        help="trials in flight at once, on --executor's workers (default: "
+                             "%(default)s; one local server answers one call at a time)")
+    add_executor_flags(parser)
     parser.set_defaults(func=run)
 
 
 def _endpoints(args: argparse.Namespace) -> dict[str, tuple[str, str]] | str:
     ends = {}
-    for role in ("agent", "orchestrator", "judge"):
+    for role in ROLES:
         url, model = getattr(args, f"{role}_base_url"), getattr(args, f"{role}_model")
         if args.local is not None:
             if url or model:
                 return f"--{role}-base-url/--{role}-model cannot be used with --local"
+            continue
+        if role == "orchestrator" and args.orchestrator_policy is not None:
+            if url or model:
+                return ("--orchestrator-base-url/--orchestrator-model cannot be used with "
+                        "--orchestrator-policy")
             continue
         if not url or not model:
             return f"--{role}-base-url and --{role}-model are required (or --local NAME)"
@@ -70,44 +131,92 @@ def _endpoints(args: argparse.Namespace) -> dict[str, tuple[str, str]] | str:
     return ends
 
 
-def run(args: argparse.Namespace) -> int:
-    from llm_policies.client.transport import ChatClient
-    from llm_policies.live_agents.scenarios import SCENARIOS
-    from llm_policies.live_agents.study import run_study, tables, write_tables
-    from llm_policies.live_agents.trial import FoldSystem
+def _check_policy(spec: str) -> None:
+    """A policy spec that does not load is one line naming this command's flag."""
+    from controllers.loading import PolicyLoadError, load_policy_factory
 
-    ends = _endpoints(args)
-    if isinstance(ends, str):
-        print(f"diagym dacs-live: error: {ends}")
-        return 2
-    scenario = SCENARIOS[args.scenario]
+    try:
+        load_policy_factory(spec)
+    except PolicyLoadError as error:
+        raise ValueError(str(error).replace("--policy ", "--orchestrator-policy ", 1)) from None
+
+
+def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+    from llm_policies.live_agents.roles import LiveRoles
+    from llm_policies.live_agents.scenarios import SCENARIOS
+    from llm_policies.live_agents.study import run_study, spent_in_log, tables
+
     with contextlib.ExitStack() as stack:
+        system_role = True
+        timeout = 300.0
         if args.local is not None:
             from llm_policies.client.local_server import local_model, local_server
 
             url = stack.enter_context(local_server(model=args.local))
-            name = local_model(args.local).name
-            ends = {role: (url, name) for role in ("agent", "orchestrator", "judge")}
-            fold = not local_model(args.local).system_role
-        else:
-            fold = False
-        clients: dict[tuple[str, int], Any] = {}
+            spec = local_model(args.local)
+            ends = {role: (url, spec.name) for role in ROLES}
+            system_role = spec.system_role
+        roles = LiveRoles(
+            endpoints=ends, max_tokens=args.max_tokens, timeout=timeout,
+            judge_format=args.judge_format, harness=args.orchestrator_harness,
+            system_role=system_role, api_key_env=args.api_key_env,
+            cache_dir=str(args.cache_dir) if args.cache_dir else None,
+            prices=str(args.prices) if args.prices else None, cost_limit=args.cost_limit,
+            spent_usd=spent_in_log(args.log), orchestrator_policy=args.orchestrator_policy)
+        executor = stack.enter_context(open_executor(args, args.concurrency))
+        rows = []
+        for name in args.scenario:
+            scenario = SCENARIOS[name]
+            entries = run_study(scenario, args.trials, roles.for_executor(executor), args.log,
+                                seed=args.seed, max_steps=args.max_steps,
+                                max_steers=args.max_steers, judge_format=args.judge_format,
+                                executor=executor)
+            rows += tables(scenario, entries)
+    return rows
 
-        def make_chat(role: str, seed: int) -> Any:
-            if (role, seed) not in clients:
-                url, model = ends[role]
-                chat = stack.enter_context(ChatClient(
-                    base_url=url, model=model, seed=seed, max_tokens=args.max_tokens,
-                    temperature=0.0, timeout=300.0, response_format="none"))
-                clients[(role, seed)] = FoldSystem(chat) if fold else chat
-            return clients[(role, seed)]
 
-        try:
-            entries = run_study(scenario, args.trials, make_chat, args.log, seed=args.seed,
-                                max_steps=args.max_steps, max_steers=args.max_steers)
-        except (OSError, ValueError, RuntimeError) as error:
-            return fail("dacs-live", error)
-    rows = tables(scenario, entries)
-    write_tables(rows, args.out)
+def run(args: argparse.Namespace) -> int:
+    from llm_policies.client.prices import CostLimitReached
+
+    ends = _endpoints(args)
+    if isinstance(ends, str):
+        return fail("dacs-live", ends)
+    try:
+        writable_file("--log", args.log)
+        writable_dir("--out", args.out)
+        if args.cache_dir is not None:
+            writable_dir("--cache-dir", args.cache_dir)
+        check_executor_flags(args)
+        if args.orchestrator_policy is not None:
+            _check_policy(args.orchestrator_policy)
+        rows = _play(args, ends)
+    except CostLimitReached as reached:
+        return stopped_at_cost_limit("dacs-live", reached)
+    except (OSError, ValueError, RuntimeError) as error:
+        return fail("dacs-live", error)
+    return _write(args, rows)
+
+
+def _write(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
+    from analysis.report import write_beside
+    from analysis.studies.live_agents import read_synthetic, synthetic_rows, write_outputs
+    from llm_policies.live_agents.study import write_tables
+
+    for path in write_tables(rows, args.out):
+        print(f"table: {path}")
+    if args.synthetic is not None:
+        synthetic, source = read_synthetic(args.synthetic), f"dacs-study table {args.synthetic}"
+    else:
+        synthetic = synthetic_rows(sorted({int(r["n_agents"]) for r in rows}))
+        source = "programmed readers: dacs-reader on dacs windows, flat-reader on flat"
+    run = {"scenarios": list(args.scenario), "trials": args.trials,
+           "max_steps": args.max_steps, "max_steers": args.max_steers, "seed": args.seed,
+           "judge_format": args.judge_format, "local": args.local,
+           "orchestrator_policy": args.orchestrator_policy,
+           "orchestrator_harness": args.orchestrator_harness,
+           "models": {role: getattr(args, f"{role}_model") for role in ROLES}}
+    for path in write_outputs(rows, synthetic, source, args.out, run):
+        print(f"plot: {path}")
+    write_beside(args.out, command="dacs-live")
     print(json.dumps(rows, indent=1))
     return 0

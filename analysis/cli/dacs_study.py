@@ -48,7 +48,7 @@ def add_parser(subparsers: Any) -> None:
             "(dacs-reader on dacs windows, flat-reader and flat-recency on flat windows, "
             "registry-only, uniform), or with --policy llm or your own policy on dacs and "
             "flat windows; print a table and write it (CSV, Markdown) with plots. No budget unless "
-            "--window is given."
+            "--window is given. Phase 4 (live LLM agents, an LLM judge) is diagym dacs-live."
         ),
     )
     parser.add_argument("--policy", type=_policy, default="reference", metavar="POLICY",

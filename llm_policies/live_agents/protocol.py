@@ -1,13 +1,18 @@
 """The text protocol of seed 002's phase 4 and its scoring: the agents' markers, the judge's
 prompt and verdict format, keyword scoring of a free-text answer, and Cohen's kappa.
 
-An agent asks with `[[STEER: question]]` and ends with `[[DONE]]`. The judge must answer
-`<verdict>CORRECT</verdict>` or `<verdict>INCORRECT</verdict>`; anything else is recorded as
-unparseable and left out of accuracy and kappa rather than guessed from loose words.
+An agent asks with `[[STEER: question]]` and ends with `[[DONE]]`. The judge answers in one of
+two fixed formats (JUDGE_FORMATS): "tags", `<verdict>CORRECT</verdict>` or
+`<verdict>INCORRECT</verdict>` in free text (seed 002's format), or "json", the whole reply one
+JSON object `{"verdict": "CORRECT"}` or `{"verdict": "INCORRECT"}`, which a server can enforce
+with constrained decoding (VERDICT_SCHEMA), so a small model cannot miss the format. Anything
+else is recorded as unparseable and left out of accuracy and kappa rather than guessed from
+loose words.
 """
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
 
@@ -21,6 +26,11 @@ DONE_RE = re.compile(r"\[\[\s*DONE\s*\]\]", re.IGNORECASE)
 VERDICT_RE = re.compile(r"<verdict>\s*(CORRECT|INCORRECT)\s*</verdict>", re.IGNORECASE)
 MAX_QUESTION_CHARS = 600
 MAX_JUDGED_ANSWER_CHARS = 1200
+JUDGE_FORMATS = ("json", "tags")
+VERDICTS = ("CORRECT", "INCORRECT")
+VERDICT_SCHEMA = {"type": "object", "properties": {"verdict": {"type": "string",
+                                                               "enum": list(VERDICTS)}},
+                  "required": ["verdict"], "additionalProperties": False}
 
 
 def steer_question(text: str) -> str | None:
@@ -41,18 +51,41 @@ def agent_system_prompt(spec: AgentSpec, max_steers: int) -> str:
             f"Task: {spec.task}\n"
             f"Decisions you should not make alone; ask the orchestrator about them:\n"
             f"{spec.hints}\n"
-            f"Work in short steps. To ask, write [[STEER: your question]] and stop; the "
-            f"orchestrator's answer will be your next message. Ask at most {max_steers} "
-            f"questions, one per step. When your task is finished, write [[DONE]].")
+            f"Work in short steps. To ask, write one question inside the marker and stop, "
+            f"for example, for your first decision: [[STEER: {first_decision(spec)}]]. The "
+            f"orchestrator's answer will be your next message. Ask about each decision in "
+            f"turn, at most {max_steers} questions, one per step. When your task is finished, "
+            f"write [[DONE]].")
 
 
-JUDGE_SYSTEM = (
+def first_decision(spec: AgentSpec) -> str:
+    """The agent's first hint as a question: the marker's example names a decision of the
+    agent's own (never its answer), so a model that copies the example still asks about its
+    task; a generic example is copied word for word by small models (RESULTS.md)."""
+    hint = spec.hints.splitlines()[0].lstrip("- ").strip()
+    return hint[:1].upper() + hint[1:].rstrip("?.") + "?"
+
+
+JUDGE_RULES = (
     "You judge whether an orchestrator correctly answered a specialist agent's design "
     "question. CORRECT: the answer substantively addresses the question with a technically "
     "valid recommendation consistent with the rubric. INCORRECT: it misses the question, is "
-    "vague or irrelevant, or contradicts the rubric. Reply in exactly this format:\n"
-    "<reason>one sentence</reason>\n<verdict>CORRECT</verdict>\n"
-    "or\n<reason>one sentence</reason>\n<verdict>INCORRECT</verdict>")
+    "vague or irrelevant, or contradicts the rubric. ")
+JUDGE_REPLY = {
+    "tags": ("Reply in exactly this format:\n<reason>one sentence</reason>\n"
+             "<verdict>CORRECT</verdict>\nor\n<reason>one sentence</reason>\n"
+             "<verdict>INCORRECT</verdict>"),
+    "json": ('Reply with one JSON object and nothing else: {"verdict": "CORRECT"} or '
+             '{"verdict": "INCORRECT"}'),
+}
+JUDGE_SYSTEM = JUDGE_RULES + JUDGE_REPLY["tags"]
+
+
+def judge_system(judge_format: str) -> str:
+    """The judge's instructions for a verdict format (JUDGE_FORMATS)."""
+    if judge_format not in JUDGE_FORMATS:
+        raise ValueError(f"judge_format must be one of {JUDGE_FORMATS} (got {judge_format!r})")
+    return JUDGE_RULES + JUDGE_REPLY[judge_format]
 
 
 def judge_prompt(spec: AgentSpec, question: str, answer: str, rubric: Rubric) -> str:
@@ -63,9 +96,16 @@ def judge_prompt(spec: AgentSpec, question: str, answer: str, rubric: Rubric) ->
             f"Is this answer CORRECT or INCORRECT?")
 
 
-def parse_verdict(text: str) -> bool | None:
-    """True/False for a well-formed verdict; None when the format is not followed (or both
-    verdicts are given)."""
+def parse_verdict(text: str, judge_format: str = "tags") -> bool | None:
+    """True/False for a well-formed verdict in `judge_format`; None when the format is not
+    followed (or both verdicts are given)."""
+    if judge_format == "json":
+        try:
+            reply = json.loads(text)
+        except ValueError:
+            return None
+        verdict = reply.get("verdict") if isinstance(reply, dict) else None
+        return None if verdict not in VERDICTS else verdict == "CORRECT"
     found = {m.upper() for m in VERDICT_RE.findall(text)}
     if len(found) != 1:
         return None

@@ -1,8 +1,9 @@
 """One phase-4 trial: live agents step in turn, steer the orchestrator, and are judged.
 
 Each agent is a chat conversation of its own. In a step every agent still working takes one
-turn; a turn with `[[STEER: q]]` sends q to the orchestrator, whose answer is the agent's
-next user message, and a turn with `[[DONE]]` ends the agent. The orchestrator's window is
+turn; a turn with `[[STEER: q]]` sends q to the orchestrator (a diagym Policy,
+orchestrator.py), whose answer is the agent's next user message, and a turn with `[[DONE]]`
+ends the agent. The orchestrator's window is
 built from the agents' own output: in focus mode the requester's full block (task, recent
 turns, steering history) and the other agents' registry entries (task and the start of
 their latest turn, at most the DACS registry budget); in flat mode every agent's full block.
@@ -15,18 +16,16 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from controllers.policy import EpisodeAborted, Policy
 from envs._core import tokens
 from envs.dacs.window import HISTORY_TURNS, REGISTRY_MAX_TOKENS
 from llm_policies.client.transport import ChatResult
 from llm_policies.live_agents import protocol
+from llm_policies.live_agents.orchestrator import CallLines
 from llm_policies.live_agents.scenarios import AgentSpec, LiveScenario
 
 CONDITIONS = ("dacs", "flat")
 RECENT_TURNS = 3
-ORCHESTRATOR_SYSTEM = (
-    "You are the orchestrator of several specialist agents. An agent has asked you a "
-    "question about its own task. Answer it with one concrete, technically sound "
-    "recommendation in a few sentences, for that agent only.")
 
 
 class Chat(Protocol):
@@ -81,13 +80,40 @@ def _call(chat: Chat, messages: list[dict[str, Any]], sink: CallSink, **tags: An
     return result.text if result.status == "ok" else ""
 
 
+def _answer(orchestrator: Policy, lines: CallLines | None, sink: CallSink,
+            observation: dict[str, Any], **tags: Any) -> str:
+    """The orchestrator's answer; its call line is the policy's own (an LLMPolicy writes one
+    through `lines`), else one written here, so every answer is a call line."""
+    before = lines.written if lines is not None else 0
+    if lines is not None:
+        lines.tags = {"role": "orchestrator", **tags}
+    status, error = "ok", None
+    try:
+        action = orchestrator.act(observation, {"condition": tags["condition"]})
+        answer = action if isinstance(action, str) else str(action)
+    except EpisodeAborted as aborted:
+        status, error, answer = "error", str(aborted), ""
+    if lines is None or lines.written == before:
+        sink({"kind": "call", "role": "orchestrator", **tags, "status": status, "error": error,
+              "text": answer, "prompt_tokens": None, "completion_tokens": None,
+              "cost_usd": None, "cache": None, "latency_s": None,
+              "policy": type(orchestrator).__name__})
+    return answer
+
+
 def run_trial(scenario: LiveScenario, condition: str, trial: int, *, agent: Chat,
-              orchestrator: Chat, judge: Chat, sink: CallSink, max_steps: int = 6,
-              max_steers: int = 3) -> tuple[list[protocol.Decision], dict[str, Any]]:
+              orchestrator: Policy, judge: Chat, sink: CallSink, max_steps: int = 6,
+              max_steers: int = 3,
+              judge_format: str = "tags") -> tuple[list[protocol.Decision], dict[str, Any]]:
     """Play one trial; returns its decisions and trial figures (steps, DONE and STEER
-    counts). Every call goes to `sink` as a call line."""
+    counts). Every call goes to `sink` as a call line. The orchestrator is reset with
+    seed=trial."""
     if condition not in CONDITIONS:
         raise ValueError(f"condition must be one of {CONDITIONS} (got {condition!r})")
+    orchestrator.reset(seed=trial)
+    lines = CallLines(sink) if callable(getattr(orchestrator, "attach_log", None)) else None
+    if lines is not None:
+        orchestrator.attach_log(lines)
     states = [_AgentState(spec, [
         {"role": "system", "content": protocol.agent_system_prompt(spec, max_steers)},
         {"role": "user", "content": "Begin your task."}]) for spec in scenario.agents]
@@ -112,10 +138,10 @@ def run_trial(scenario: LiveScenario, condition: str, trial: int, *, agent: Chat
                 reply = "No more questions are allowed; decide yourself and continue."
             else:
                 shown = window(states, i, condition, question)
-                answer = _call(orchestrator, [
-                    {"role": "system", "content": ORCHESTRATOR_SYSTEM},
-                    {"role": "user", "content": shown}], sink, role="orchestrator",
-                    condition=condition, trial=trial, agent=state.spec.agent_id, step=step)
+                answer = _answer(orchestrator, lines, sink, {
+                    "window": shown, "requester": state.spec.agent_id, "question": question,
+                    "condition": condition}, condition=condition, trial=trial,
+                    agent=state.spec.agent_id, step=step)
                 asked.append((i, state.steers, question, answer, tokens.count(shown)))
                 state.steers += 1
                 state.history.append((question, answer))
@@ -123,7 +149,9 @@ def run_trial(scenario: LiveScenario, condition: str, trial: int, *, agent: Chat
             state.messages.append({"role": "user", "content": reply})
         if all(s.done for s in states):
             break
-    decisions = [_judged(scenario, states, condition, trial, item, judge, sink)
+    if lines is not None:
+        orchestrator.attach_log(None)
+    decisions = [_judged(scenario, states, condition, trial, item, judge, sink, judge_format)
                  for item in asked]
     figures = {"turns": turns, "done": sum(s.done for s in states),
                "steers": len(asked), "agents": scenario.n_agents}
@@ -131,18 +159,18 @@ def run_trial(scenario: LiveScenario, condition: str, trial: int, *, agent: Chat
 
 
 def _judged(scenario: LiveScenario, states: list[_AgentState], condition: str, trial: int,
-            item: tuple[int, int, str, str, int], judge: Chat,
-            sink: CallSink) -> protocol.Decision:
+            item: tuple[int, int, str, str, int], judge: Chat, sink: CallSink,
+            judge_format: str) -> protocol.Decision:
     i, index, question, answer, context = item
     spec = states[i].spec
     rubric = spec.rubrics[index] if index < len(spec.rubrics) else None
     raw, verdict = "", None
     if rubric is not None:
-        raw = _call(judge, [{"role": "system", "content": protocol.JUDGE_SYSTEM},
+        raw = _call(judge, [{"role": "system", "content": protocol.judge_system(judge_format)},
                             {"role": "user", "content": protocol.judge_prompt(
                                 spec, question, answer, rubric)}], sink, role="judge",
                     condition=condition, trial=trial, agent=spec.agent_id, decision=index)
-        verdict = protocol.parse_verdict(raw)
+        verdict = protocol.parse_verdict(raw, judge_format)
     return protocol.Decision(
         condition=condition, trial=trial, agent_id=spec.agent_id, index=index,
         question=question, answer=answer, topic=rubric.topic if rubric else None,

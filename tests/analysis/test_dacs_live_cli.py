@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 
 import pytest
 
@@ -19,6 +20,14 @@ pytestmark = pytest.mark.timeout(120)
     ([], "--agent-base-url and --agent-model are required (or --local NAME)"),
     (["--local", "gemma", "--judge-model", "j"],
      "--judge-base-url/--judge-model cannot be used with --local"),
+    (["--judge-format", "xml"], "argument --judge-format: invalid choice: 'xml'"),
+    (["--orchestrator-harness", "tools"], "argument --orchestrator-harness: invalid choice"),
+    (["--agent-base-url", "http://127.0.0.1:9/v1", "--agent-model", "m",
+      "--judge-base-url", "http://127.0.0.1:9/v1", "--judge-model", "m",
+      "--orchestrator-policy", "no_such_module_here:Policy"],
+     "--orchestrator-policy no_such_module_here:Policy"),
+    (["--local", "gemma", "--ray-address", "auto"],
+     "--ray-address joins a Ray cluster: it needs --executor ray"),
 ])
 def test_bad_flags_are_one_line_and_exit_2(argv: list[str], message: str, tmp_path,
                                            capsys: pytest.CaptureFixture[str]) -> None:
@@ -36,8 +45,49 @@ def test_a_scripted_run_writes_the_table(tmp_path, capsys: pytest.CaptureFixture
         flags = [f"--{role}-{what}={value}" for role in ("agent", "orchestrator", "judge")
                  for what, value in (("base-url", server.base_url), ("model", "m"))]
         code = main(["dacs-live", *flags, "--trials", "1", "--max-steers", "2",
-                     "--log", str(tmp_path / "p4.jsonl"), "--out", str(tmp_path)])
+                     "--log", str(tmp_path / "p4.jsonl"), "--out", str(tmp_path / "out")])
     assert code == 0
-    rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "phase4.csv").open())}
+    rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "out" / "phase4.csv").open())}
     assert float(rows["flat"]["kappa"]) == pytest.approx(0.5)
     assert float(rows["dacs"]["judge_accuracy"]) == pytest.approx(2 / 3)
+    for name in ("phase4.md", "phase4_vs_synthetic.png", "provenance.json", "report.html"):
+        assert (tmp_path / "out" / name).stat().st_size > 0
+    lines = [json.loads(line) for line in (tmp_path / "p4.jsonl").read_text().splitlines()]
+    roles = [line["role"] for line in lines if line["kind"] == "call"]
+    # per condition: 9 agent turns, 4 answers, 4 verdicts (the hand count of test_live_agents)
+    assert (roles.count("agent"), roles.count("orchestrator"), roles.count("judge")) == (
+        18, 8, 8)
+
+
+def test_a_users_policy_orchestrates_from_the_command_line(tmp_path) -> None:
+    with FakeServer(respond) as server:
+        flags = [f"--{role}-{what}={value}" for role in ("agent", "judge")
+                 for what, value in (("base-url", server.base_url), ("model", "m"))]
+        code = main(["dacs-live", *flags, "--trials", "1", "--max-steers", "2",
+                     "--orchestrator-policy", "tests.llm_policies.test_live_agents:KeywordEcho",
+                     "--log", str(tmp_path / "p4.jsonl"), "--out", str(tmp_path / "out")])
+    assert code == 0
+    rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "out" / "phase4.csv").open())}
+    assert float(rows["dacs"]["contamination"]) == 0.0
+    assert float(rows["flat"]["contamination"]) == 1.0
+
+
+def test_the_cost_limit_stops_between_calls_and_the_study_resumes(
+        tmp_path, capsys: pytest.CaptureFixture[str]) -> None:
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"m": {"input": 1000.0, "output": 1000.0}}}))
+    log = tmp_path / "p4.jsonl"
+    with FakeServer(respond) as server:
+        flags = [f"--{role}-{what}={value}" for role in ("agent", "orchestrator", "judge")
+                 for what, value in (("base-url", server.base_url), ("model", "m"))]
+        argv = ["dacs-live", *flags, "--trials", "1", "--max-steers", "2", "--log", str(log),
+                "--out", str(tmp_path / "out"), "--prices", str(prices)]
+        # $1000 per 1M tokens: a trial's calls cost far more than $0.30
+        assert main([*argv, "--cost-limit", "0.3"]) == 3
+        assert "cost limit reached" in capsys.readouterr().err
+        assert not log.exists() or all(json.loads(line)["kind"] != "trial"
+                                       for line in log.read_text().splitlines())
+        assert main([*argv, "--cost-limit", "1000"]) == 0
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    assert sum(line["kind"] == "trial" for line in lines) == 2
+    assert all(line["cost_usd"] > 0 for line in lines if line["kind"] == "call")

@@ -425,3 +425,25 @@ def test_rl_study_trains_its_arms_as_ray_tasks(tmp_path: Path,
     assert remote == local
     assert main([*argv, "--out", str(tmp_path / "ray")]) == 0  # resumed: nothing to train
     assert json.loads(capsys.readouterr().out) == local
+
+
+def test_dacs_live_through_both_executors_gives_the_same_trials(tmp_path: Path) -> None:
+    from tests.llm_policies.test_live_agents import respond
+
+    logs = {}
+    with FakeServer(respond) as server:
+        flags = [f"--{role}-{what}={value}" for role in ("agent", "orchestrator", "judge")
+                 for what, value in (("base-url", server.base_url), ("model", "m"))]
+        for executor in ("local", "ray"):
+            logs[executor] = tmp_path / f"{executor}.jsonl"
+            assert main(["dacs-live", *flags, "--trials", "2", "--max-steers", "2",
+                         "--executor", executor, "--concurrency", "2",
+                         "--log", str(logs[executor]), "--out", str(tmp_path / executor)]) == 0
+    lines = {name: sorted((_without(json.loads(text), ("latency_s",))
+                           for text in log.read_text().splitlines()),
+                          key=lambda e: json.dumps(e, sort_keys=True))
+             for name, log in logs.items()}
+    assert lines["ray"] == lines["local"]
+    assert sum(line["kind"] == "trial" for line in lines["ray"]) == 4
+    assert (tmp_path / "ray" / "phase4.csv").read_text() == (
+        tmp_path / "local" / "phase4.csv").read_text()

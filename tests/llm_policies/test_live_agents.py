@@ -4,6 +4,7 @@ verdicts); the figures are checked against values computed by hand from the scri
 
 from __future__ import annotations
 
+import json
 import math
 import re
 from typing import Any
@@ -14,10 +15,11 @@ import pytest
 from envs._core import tokens
 from llm_policies.client.transport import ChatClient
 from llm_policies.live_agents import protocol
+from llm_policies.live_agents.orchestrator import ORCHESTRATOR_SYSTEM, llm_orchestrator
 from llm_policies.live_agents.scenarios import SCENARIOS
 from llm_policies.live_agents.study import run_study, tables
 from llm_policies.live_agents.summary import summarize
-from llm_policies.live_agents.trial import ORCHESTRATOR_SYSTEM, run_trial
+from llm_policies.live_agents.trial import run_trial
 from tests.llm_fake_server import FakeServer, Reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -56,18 +58,26 @@ def respond(request: dict[str, Any]) -> Reply:
         agent = system.split()[3].rstrip(",")
         turn = sum(m["role"] == "assistant" for m in messages)
         return Reply(content=AGENT_SCRIPT[agent][turn])
-    if system == protocol.JUDGE_SYSTEM:
+    if system.startswith(protocol.JUDGE_RULES):
         answer = re.search(r"Orchestrator's answer:\n(.*?)\n\n", messages[1]["content"]).group(1)
-        return Reply(content=VERDICTS[answer])
-    window = messages[1]["content"]
+        verdict = VERDICTS[answer]
+        tagged = protocol.VERDICT_RE.search(verdict)
+        if system == protocol.judge_system("json") and tagged:  # the same verdict as JSON
+            verdict = json.dumps({"verdict": tagged.group(1).upper()})
+        return Reply(content=verdict)
+    window = messages[-1]["content"]  # the json harness's one window, the chat harness's latest
     requester, question = re.search(r"Request from agent (a\d): (.*)\n", window).groups()
     kind = "dacs" if "(registry)" in window else "flat"
     return Reply(content=ANSWERS[(kind, requester, question)])
 
 
-def chats(server: FakeServer) -> dict[str, ChatClient]:
-    return {role: ChatClient(base_url=server.base_url, model="m", max_tokens=64, api_key="k",
-                             max_retries=0) for role in ("agent", "orchestrator", "judge")}
+def chats(server: FakeServer) -> dict[str, Any]:
+    """Agent and judge chat clients, and the orchestrator: an LLMPolicy in the json harness."""
+    made: dict[str, Any] = {role: ChatClient(base_url=server.base_url, model="m", max_tokens=64,
+                                             api_key="k", max_retries=0)
+                            for role in ("agent", "orchestrator", "judge")}
+    made["orchestrator"] = llm_orchestrator(made["orchestrator"])
+    return made
 
 
 @pytest.fixture
@@ -76,7 +86,9 @@ def server() -> Any:
         yield fake
 
 
-def test_a_scripted_trial_gives_the_hand_computed_figures(server: FakeServer) -> None:
+@pytest.mark.parametrize("judge_format", protocol.JUDGE_FORMATS)
+def test_a_scripted_trial_gives_the_hand_computed_figures(server: FakeServer,
+                                                          judge_format: str) -> None:
     scenario = SCENARIOS["ra1_n3"]
     clients = chats(server)
     calls: list[dict[str, Any]] = []
@@ -85,7 +97,8 @@ def test_a_scripted_trial_gives_the_hand_computed_figures(server: FakeServer) ->
     for condition in ("dacs", "flat"):
         made, figures[condition] = run_trial(
             scenario, condition, 0, agent=clients["agent"], orchestrator=clients["orchestrator"],
-            judge=clients["judge"], sink=calls.append, max_steps=6, max_steers=2)
+            judge=clients["judge"], sink=calls.append, max_steps=6, max_steers=2,
+            judge_format=judge_format)
         decisions += made
     assert server.errors == []
     # a1: 4 turns, a2: 2, a3: 3; a1's third STEER is over the cap and reaches no orchestrator
@@ -125,11 +138,14 @@ def test_a_scripted_trial_gives_the_hand_computed_figures(server: FakeServer) ->
 
 def test_the_study_resumes_without_repeating_a_trial(server: FakeServer, tmp_path) -> None:
     scenario = SCENARIOS["ra1_n3"]
-    clients = chats(server)
     log = tmp_path / "phase4.jsonl"
-    entries = run_study(scenario, 2, lambda role, seed: clients[role], log, max_steers=2)
+
+    def roles(role: str, seed: int, _scenario: Any) -> Any:
+        return chats(server)[role]  # a trial closes its clients when it ends
+
+    entries = run_study(scenario, 2, roles, log, max_steers=2)
     seen = len(server.requests)
-    again = run_study(scenario, 2, lambda role, seed: clients[role], log, max_steers=2)
+    again = run_study(scenario, 2, roles, log, max_steers=2)
     assert len(server.requests) == seen
     assert again == entries
     rows = {r["condition"]: r for r in tables(scenario, again)}
@@ -153,3 +169,71 @@ def test_kappa_matches_the_definition_and_is_undefined_for_one_label() -> None:
     assert protocol.cohen_kappa(a, b) == pytest.approx((po - pe) / (1 - pe))
     assert math.isnan(protocol.cohen_kappa(np.ones(3, bool), np.ones(3, bool)))
     assert protocol.cohen_kappa(a, a) == 1.0
+
+
+class KeywordEcho:
+    """A programmed orchestrator (a Policy, no model): for every agent whose full block is in
+    its window it names the first keyword of that agent's k-th rubric, k the requester's
+    answered requests so far. On a focus window only the requester's block is full, so it
+    answers right and clean; on a flat window it also names the others' keywords."""
+
+    def __init__(self, scenario: Any) -> None:
+        self.agents = {a.agent_id: a for a in scenario.agents}
+        self.seeds: list[int | None] = []
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.seeds.append(seed)
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> str:
+        window = observation["window"]
+        assert info["condition"] == observation["condition"]
+        block = window.split(f"## Agent {observation['requester']} (full context)")[1]
+        k = block.split("## Agent")[0].count("\nQ: ")
+        full = re.findall(r"## Agent (a\d) \(full context\)", window)
+        return " ".join(self.agents[a].rubrics[k].keywords[0] for a in full) + "."
+
+
+def test_a_programmed_policy_orchestrates_and_flat_windows_contaminate(
+        server: FakeServer) -> None:
+    scenario = SCENARIOS["ra1_n3"]
+    clients = chats(server)
+    calls: list[dict[str, Any]] = []
+    rows = {}
+    for condition in ("dacs", "flat"):
+        policy = KeywordEcho(scenario)
+        made, _ = run_trial(scenario, condition, 7, agent=clients["agent"], orchestrator=policy,
+                            judge=clients["judge"], sink=calls.append, max_steps=6,
+                            max_steers=2)
+        assert policy.seeds == [7]
+        rows[condition] = summarize(made, condition, 1, scenario.n_rubrics)
+        if condition == "dacs":  # a1 q1, a2 q1, a1 q2, a3 q1: each requester's own keyword
+            assert [d.answer for d in made] == ["inorder.", "vaswani.", "ignore.", "detect."]
+    # the requesters' own keyword is in every answer; flat adds the other two agents'
+    assert rows["dacs"]["keyword_accuracy"] == rows["flat"]["keyword_accuracy"] == 1.0
+    assert rows["dacs"]["contamination"] == 0.0
+    assert rows["flat"]["contamination"] == 1.0
+    lines = [c for c in calls if c["role"] == "orchestrator"]
+    assert len(lines) == 8 and {c["policy"] for c in lines} == {"KeywordEcho"}
+    assert all(c["status"] == "ok" and c["text"].endswith(".") for c in lines)
+
+
+def test_the_chat_harness_orchestrator_keeps_one_conversation_per_trial(
+        server: FakeServer) -> None:
+    scenario = SCENARIOS["ra1_n3"]
+    clients = chats(server)
+    by_harness = {}
+    for harness in ("json", "chat"):
+        clients["orchestrator"] = llm_orchestrator(
+            ChatClient(base_url=server.base_url, model="m", max_tokens=64, api_key="k",
+                       max_retries=0), harness=harness)
+        start = len(server.requests)
+        made, _ = run_trial(scenario, "dacs", 0, agent=clients["agent"],
+                            orchestrator=clients["orchestrator"], judge=clients["judge"],
+                            sink=lambda _line: None, max_steers=2)
+        by_harness[harness] = [(d.agent_id, d.answer, d.judge) for d in made]
+        sent = [len(r["messages"]) for r in server.requests[start:]
+                if not r["messages"][0]["content"].startswith(("You are agent",
+                                                               protocol.JUDGE_RULES))]
+        # json: system + the window each time; chat: the conversation grows by two a request
+        assert sent == ([2] * 4 if harness == "json" else [2, 4, 6, 8])
+    assert by_harness["json"] == by_harness["chat"]

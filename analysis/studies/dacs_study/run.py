@@ -63,7 +63,8 @@ def run_study(make_policy: Callable[[str, Any], Any],
               workers: int = 1,
               make_env: Callable[[dict[str, Any]], Any] = reference_env,
               run_name: str | None = None, retry_failed: bool = False,
-              executor: Any = None) -> list[ArmResult]:
+              executor: Any = None,
+              cells: tuple[str, ...] | None = None) -> list[ArmResult]:
     """Every phase x cell x arm on scenario seeds 0 .. episodes - 1.
 
     window None: no budget (nothing is cut). make_policy(name, env) builds the arm's policy;
@@ -71,9 +72,11 @@ def run_study(make_policy: Callable[[str, Any], Any],
     `workers` episodes of an arm are in flight at once (for policies that wait on a server).
     Each arm of each cell is its own run (prefixed by `run_name` when given); retry_failed
     plays again the episodes whose first failure is provider_error. `executor`
-    (controllers.executors) plays each arm's episodes (default: `workers` threads here)."""
+    (controllers.executors) plays each arm's episodes (default: `workers` threads here).
+    `cells`: only the cells of these names (s1 .. s8; None: every cell of the phases)."""
     RunLog.check_target(log, resume)
-    jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms]
+    jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms
+            if cells is None or cell["name"] in cells]
     bar = None
     if progress:
         from analysis.progress import progress as progress_bar

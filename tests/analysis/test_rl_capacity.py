@@ -36,6 +36,8 @@ def test_retention_that_rises_with_width_gives_rho_one_and_a_point_interval() ->
             for s in (0, 1)]
     rho = retention_rho(rows)
     assert (rho.rho, rho.low, rho.high, rho.n) == (1.0, 1.0, 1.0, 6)
+    # of the 6! pairings of the values with the widths, 2! 2! 2! give rho +1 and as many -1
+    assert rho.p_value == pytest.approx(2 * 8 / 720)
     falling = retention_rho([_row(w, s, 100, 8 - k) for w, k in
                              zip(WIDTHS, (1, 2, 4), strict=True) for s in (0, 1)])
     assert (falling.rho, falling.low, falling.high) == (-1.0, -1.0, -1.0)

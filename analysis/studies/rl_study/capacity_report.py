@@ -6,7 +6,10 @@ and does the lapse fall with training?
   scipy.stats.bootstrap resampling the training seeds within each width (a stratified
   bootstrap: every resample keeps every width, so rho is always defined in x; a resample
   whose fitted retentions are all equal shows no ordering and counts as rho 0). With one
-  seed per width there is nothing to resample and no interval.
+  seed per width there is nothing to resample and no interval. With few seeds per width
+  the resamples take few distinct values, so the interval understates the seed-to-seed
+  spread; the permutation test (every pairing of the points with the widths, exact for a
+  handful of runs) gives the p-value of no association beside it.
 - Lapse against training: Spearman's rho between steps trained and the fitted epsilon over
   every run and checkpoint, with the same bootstrap resampling the runs within each
   checkpoint; and the mean epsilon per (width, checkpoint).
@@ -35,6 +38,7 @@ class Rho:
     low: float | None
     high: float | None
     n: int
+    p_value: float | None = None  # two-sided permutation test of no association
 
 
 def _rho(x: np.ndarray, y: np.ndarray) -> float:
@@ -50,9 +54,8 @@ def grouped_rho(groups: Sequence[tuple[float, Sequence[float]]], seed: int = 0) 
     ys = np.concatenate([np.asarray(v, dtype=float) for _, v in groups])
     rho = _rho(xs, ys)
     sizes = [len(v) for _, v in groups]
-    if np.isnan(rho) or min(sizes) < 2:
+    if np.isnan(rho):
         return Rho(rho, None, None, len(ys))
-
     x_ranks = stats.rankdata(xs)
     x_centred = x_ranks - x_ranks.mean()
 
@@ -66,11 +69,19 @@ def grouped_rho(groups: Sequence[tuple[float, Sequence[float]]], seed: int = 0) 
         return np.divide(covariance, spread, out=np.zeros_like(covariance),
                          where=spread > 0)
 
+    # one sample under "pairings": its orderings against the fixed x, exact while there
+    # are at most BOOTSTRAP of them (6! = 720 for six runs), else BOOTSTRAP random ones
+    p_value = float(stats.permutation_test((ys,), statistic, permutation_type="pairings",
+                                           vectorized=True, n_resamples=BOOTSTRAP,
+                                           rng=np.random.default_rng(seed)).pvalue)
+    if min(sizes) < 2:
+        return Rho(rho, None, None, len(ys), p_value)
+
     result = stats.bootstrap(tuple(np.asarray(v, dtype=float) for _, v in groups), statistic,
                              paired=False, vectorized=True, n_resamples=BOOTSTRAP,
                              method="percentile", rng=np.random.default_rng(seed))
     interval = result.confidence_interval
-    return Rho(rho, float(interval.low), float(interval.high), len(ys))
+    return Rho(rho, float(interval.low), float(interval.high), len(ys), p_value)
 
 
 def retention_rho(rows: Sequence[CapacityRow], checkpoint: int | None = None) -> Rho:
@@ -91,9 +102,10 @@ def lapse_rho(rows: Sequence[CapacityRow]) -> Rho:
 def _interval(rho: Rho) -> str:
     if np.isnan(rho.rho):
         return "undefined (no variation)"
+    p = "" if rho.p_value is None else f", permutation p = {rho.p_value:.3f}"
     if rho.low is None:
-        return f"{rho.rho:+.2f} (no interval: one run per group)"
-    return f"{rho.rho:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]"
+        return f"{rho.rho:+.2f} (no interval: one run per group{p})"
+    return f"{rho.rho:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]{p}"
 
 
 def format_table(rows: Sequence[CapacityRow]) -> str:
@@ -108,7 +120,7 @@ def format_table(rows: Sequence[CapacityRow]) -> str:
                      f"[{100 * r.success_low:.1f}, {100 * r.success_high:.1f}] | "
                      f"{r.retention} [{r.retention_low}, {r.retention_high}] | {r.best} | "
                      f"{r.epsilon:g} [{r.epsilon_low:.2g}, {r.epsilon_high:.2g}] |")
-    lines += ["", "| checkpoint | runs | retention on width: Spearman rho [95%] | "
+    lines += ["", "| checkpoint | runs | retention on width: Spearman rho [95%], p | "
               "mean epsilon | mean success (%) |", "| --- | --- | --- | --- | --- |"]
     for checkpoint in sorted({r.checkpoint for r in rows}):
         at = [r for r in rows if r.checkpoint == checkpoint]

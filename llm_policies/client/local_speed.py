@@ -32,6 +32,13 @@ SAFETY = 2.0  # deadline = SAFETY x the predicted time of the largest call
 MIN_CALL_TIMEOUT_S = 30.0
 MIN_PROBE_TIMEOUT_S = 10.0
 PROBE_PROMPT_TOKENS = 512  # the probe's tool request with chatml-function-calling's tool list
+# A reply of fewer tokens than this does not measure generation (a model that stops at once, or
+# a warm call the server did not reuse the prompt for, was seen to read as 0.1 tokens/s on a
+# loaded machine); generation is then taken as no slower per token than GEN_SLOWDOWN_BOUND
+# times prompt evaluation (one batch-1 forward pass a token against batched ones: 2x measured
+# for the Qwen 0.5B here), which also bounds a measured figure.
+MIN_GENERATED = 8
+GEN_SLOWDOWN_BOUND = 20.0
 MEASURE_TIMEOUT_S = 600.0  # a calibration request that takes longer than this is a hang
 FILLER = ("The controller reads the queue, checks each slot, and records what it saw. ")
 
@@ -104,7 +111,10 @@ def measure(base_url: str, model: str, timeout: float = MEASURE_TIMEOUT_S,
             http.post(url, json=warm_up)
         cold_s, prompt_tokens, _ = ask(1)
         warm_s, _, generated = ask(GEN_TOKENS)
-    gen_tps = max(generated, 1) / max(warm_s, 1e-3)
-    prompt_s = max(cold_s - 1.0 / gen_tps, 1e-3)
-    return Speed(prompt_tps=prompt_tokens / prompt_s, gen_tps=gen_tps,
+    timed = generated >= MIN_GENERATED
+    measured_gen = generated / max(warm_s, 1e-3) if timed else 0.0
+    prompt_s = max(cold_s - (1.0 / measured_gen if timed else 0.0), 1e-3)
+    prompt_tps = prompt_tokens / prompt_s
+    gen_tps = measured_gen
+    return Speed(prompt_tps=prompt_tps, gen_tps=max(gen_tps, prompt_tps / GEN_SLOWDOWN_BOUND),
                  prompt_tokens=prompt_tokens, seconds=cold_s + warm_s)

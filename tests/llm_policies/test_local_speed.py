@@ -111,3 +111,18 @@ def test_preflight_lists_models_within_the_preflight_deadline(
     llm_runs.preflight(ChatSettings(base_url="http://127.0.0.1:1/v1", model="m",
                                     timeout=120.0, probe_timeout=probe_timeout))
     assert asked == [expected]
+
+
+def test_a_reply_too_short_to_time_generation_falls_back_to_the_bound(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = FakeClock()
+    monkeypatch.setattr(local_speed.time, "monotonic", clock)
+
+    def handle(request: httpx.Request) -> httpx.Response:
+        clock.now += 20.0  # every call slow, and only one token generated
+        return httpx.Response(200, json={"usage": {"prompt_tokens": 400,
+                                                   "completion_tokens": 1}})
+
+    speed = measure("http://127.0.0.1:1/v1", "m", transport=httpx.MockTransport(handle))
+    assert speed.prompt_tps == pytest.approx(400 / 20.0)
+    assert speed.gen_tps == pytest.approx(speed.prompt_tps / local_speed.GEN_SLOWDOWN_BOUND)

@@ -124,8 +124,12 @@ def test_a_bundled_model_plays_a_harness_end_to_end(servers: Servers, key: str, 
             for call in calls)
 
 
+# Not the Qwen 0.5B: its forced first call names a candidate out of range (4 or 3 of slots
+# 0..2, as in the ladder's runs), an invalid action that ends even a retry env's episode, so
+# there is no later turn to check.
 @pytest.mark.parametrize("key", [pytest.param(case.values[0], marks=case.marks)
-                                 for case in CASES if case.values[1] == "tools"])
+                                 for case in CASES if case.values[1] == "tools"
+                                 and case.values[0] not in ASSEMBLED])
 def test_a_tools_conversation_carries_on_past_its_tool_results(servers: Servers, key: str,
                                                                tmp_path: Path) -> None:
     """StatefulWorkflowRetry-v0 plays on after a failed call, so the conversation sends back

@@ -43,7 +43,9 @@ def cell(log: Path) -> dict[str, Any]:
     """One log's figures (module docstring)."""
     lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
     session = next(line for line in lines if line["type"] == "session")
-    calls = [line for line in lines if line["type"] == "call"]
+    finished = {line["episode_key"] for line in lines if line["type"] == "episode"}
+    # an interrupted log's unfinished episode is left out: its calls have no record yet
+    calls = [line for line in lines if line["type"] == "call" and line["episode_key"] in finished]
     episodes = [line["record"] for line in lines if line["type"] == "episode"]
     answered = [c for c in calls if c["status"] == "ok"]
     acted = [c for c in calls if c["action_status"] is not None

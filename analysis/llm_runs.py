@@ -23,6 +23,7 @@ from llm_policies.oracle import InProcessChat
 from llm_policies.policy import LLMPolicy, renderer_for
 from llm_policies.text_actions import TextActionWrapper
 
+PREFLIGHT_TIMEOUT_S = 10.0  # per pre-flight request unless --timeout or a measured deadline says
 CLIENT_KEYS = ("base_url", "model", "api_key_env", "timeout", "temperature", "max_tokens",
                "seed", "response_format")
 
@@ -57,6 +58,15 @@ class ChatSettings:
     cost_limit: float | None = None
     cache_dir: str | None = None
     capabilities: dict[str, Any] | None = None
+    probe_timeout: float | None = None  # per pre-flight/probe request; None: preflight_timeout
+
+    def preflight_timeout(self) -> float:
+        """Seconds for each pre-flight and probe request: `probe_timeout` when set (an explicit
+        --timeout, or a local model's measured probe deadline), else the per-call timeout
+        capped at PREFLIGHT_TIMEOUT_S, so a dead server is found out quickly."""
+        if self.probe_timeout is not None:
+            return self.probe_timeout
+        return min(self.timeout, PREFLIGHT_TIMEOUT_S)
 
     def client_kwargs(self) -> dict[str, Any]:
         """ChatClient keyword arguments (without the JSON schema, which the prompt sets)."""
@@ -184,7 +194,6 @@ def spent_in_log(log: Any) -> float:
     return totals.totals["cost_usd"] + totals.replayed_totals["cost_usd"]
 
 
-PREFLIGHT_TIMEOUT_S = 10.0  # at most this long per pre-flight request (less with --timeout)
 PROBE = [{"role": "user", "content": "Answer OK."}]
 
 
@@ -206,7 +215,7 @@ def preflight(settings: ChatSettings) -> None:
     from llm_policies.client.secrets import scrub, url_secrets
 
     kwargs = {**settings.client_kwargs(), "response_format": "none", "max_tokens": 1,
-              "timeout": min(settings.timeout, PREFLIGHT_TIMEOUT_S)}
+              "timeout": settings.preflight_timeout()}
     with ChatClient(**kwargs, max_retries=0) as client:  # validates every setting first
         key = (os.environ.get(settings.api_key_env) or "").strip()
         secrets = (key, *url_secrets(settings.base_url))
@@ -268,7 +277,7 @@ def probe_server(settings: ChatSettings, harnesses: tuple[str, ...] = ("json",),
             preflight(settings)
         found = probe(base_url=settings.base_url, model=settings.model,
                       api_key_env=settings.api_key_env,
-                      timeout=min(settings.timeout, PREFLIGHT_TIMEOUT_S)).as_dict()
+                      timeout=settings.preflight_timeout()).as_dict()
         if cache is not None:
             cache.put_meta("probe", request, found)
     if known:

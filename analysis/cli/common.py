@@ -326,6 +326,10 @@ def fail(command: str, error: BaseException | str) -> int:
 
 RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")  # transport.RESPONSE_FORMATS
 DEFAULT_TIMEOUT_S = 60.0
+# a typical StatefulWorkflow decision prompt (docs/RESULTS.md: 800-1,100 tokens) and its answer,
+# for the estimate printed before a local run
+ESTIMATE_PROMPT_TOKENS = 1000
+ESTIMATE_OUTPUT_TOKENS = 24
 LOCAL_REJECTS = "json_schema"  # llama-cpp-python's server answers OpenAI's json_schema type 500
 
 
@@ -362,9 +366,10 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
     group.add_argument("--local", nargs="?", const=DEFAULT_MODEL, choices=tuple(LOCAL_MODELS),
                        default=None, metavar="MODEL",
                        help="start a bundled model's llama.cpp server on 127.0.0.1 and use "
-                            "it: gemma (Gemma 3 270M, the default of a bare --local) or "
-                            "smollm2 (SmolLM2-135M-Instruct, ChatML, native tool calls) "
-                            "(default: off)")
+                            "it: gemma (Gemma 3 270M, the default of a bare --local), "
+                            "smollm2 (SmolLM2-135M-Instruct), qwen0.5b or qwen1.5b "
+                            "(Qwen2.5-Coder Instruct, fetched on first use); all but gemma "
+                            "ChatML with native tool calls (default: off)")
     group.add_argument("--model", metavar="NAME",
                        help="model name sent to the server (default: none; required unless "
                             "--local, which names its own model)")
@@ -500,6 +505,25 @@ def harnesses_of(args: argparse.Namespace) -> tuple[str, ...]:
     return harness if isinstance(harness, tuple) else (harness,)
 
 
+def _measured_deadlines(args: argparse.Namespace, server: Any) -> tuple[float, float]:
+    """(per-call timeout, probe deadline) for a started local server: an explicit --timeout
+    for both, else what the model's speed, measured now (llm_policies.client.local_speed),
+    predicts; the speed and what a decision costs are printed to stderr before the run, so a
+    long run's duration can be judged before it is spent."""
+    from llm_policies.client.local_speed import measure
+
+    speed = measure(server.base_url, server.model.name)
+    decision_s = speed.call_seconds(ESTIMATE_PROMPT_TOKENS, ESTIMATE_OUTPUT_TOKENS)
+    call_timeout = args.timeout or speed.call_timeout(server.n_ctx, args.max_tokens)
+    probe_timeout = args.timeout or speed.probe_timeout()
+    print(f"{server.model.title}: {speed.describe()}; a cold decision of "
+          f"{ESTIMATE_PROMPT_TOKENS:,} prompt tokens takes about {decision_s:.0f} s (later "
+          f"decisions of an episode reuse the shared prefix); per-call timeout "
+          f"{call_timeout:g} s, probe deadline {probe_timeout:g} s", file=sys.stderr,
+          flush=True)
+    return call_timeout, probe_timeout
+
+
 @contextlib.contextmanager
 def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
     """Chat settings from the flags, with the server checked before anything is played
@@ -520,12 +544,13 @@ def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
             raise ValueError(f"--response-format with --local must be one of {allowed} (the "
                              f"local llama.cpp server rejects {LOCAL_REJECTS}); got "
                              f"{response_format!r}")
-        with local_server.local_server(model=args.local) as base_url:
+        with local_server.running_server(model=args.local) as server:
             # no pre-flight: the local server is ours, keyless, and answered before this
-            settings = ChatSettings(base_url=base_url, model=args.model or local.name,
+            timeout, probe_timeout = _measured_deadlines(args, server)
+            settings = ChatSettings(base_url=server.base_url, model=args.model or local.name,
                                     response_format=response_format,
                                     system_role=local.system_role and not args.no_system_role,
-                                    timeout=args.timeout or local.timeout_s, **shared)
+                                    timeout=timeout, probe_timeout=probe_timeout, **shared)
             tools = {"tools": local.tools, "notes": {} if local.tools else {
                 "tools": f"{local.title}'s chat format ({local.chat_format}) never shows the "
                          "model its tools"}}
@@ -536,7 +561,8 @@ def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
     settings = ChatSettings(base_url=args.base_url, model=args.model,
                             response_format=args.response_format or "auto",
                             system_role=not args.no_system_role,
-                            timeout=args.timeout or DEFAULT_TIMEOUT_S, **shared)
+                            timeout=args.timeout or DEFAULT_TIMEOUT_S,
+                            probe_timeout=args.timeout, **shared)
     # a refused key or a dead server: no episode is played
     yield _preflight(lambda s: probe_server(s, harnesses_of(args), preflight=preflight),
                      settings)

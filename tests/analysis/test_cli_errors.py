@@ -107,8 +107,8 @@ CASES = [
      "argument --cost-limit: must be a finite number >= 0; got '-1' (see diagym run --help)"),
     ("run", ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--episodes", "1",
              "--local", "llama"], "--local",
-     "argument --local: invalid choice: 'llama' (choose from 'gemma', 'smollm2') (see diagym "
-     "run --help)"),
+     "argument --local: invalid choice: 'llama' (choose from 'gemma', 'smollm2', 'qwen0.5b', "
+     "'qwen1.5b') (see diagym run --help)"),
     ("run", [*RUN, "--base-url", "http://127.0.0.1:9/v1", "--timeout", "3"], "--base-url",
      "--base-url, --timeout are chat-model flags; --policy exact does not use them (only "
      "--policy llm does)"),

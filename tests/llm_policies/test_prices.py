@@ -22,6 +22,7 @@ from hypothesis import strategies as st
 
 from envs._core import tokens
 from llm_policies.client.cache import CachedChat, ResponseCache
+from llm_policies.client.local_server import LOCAL_MODELS
 from llm_policies.client.prices import (
     CostedChat,
     CostLimitReached,
@@ -120,7 +121,7 @@ def test_exact_names_beat_patterns_and_longer_patterns_beat_shorter(tmp_path: Pa
 def test_the_bundled_table_prices_the_local_models_at_zero() -> None:
     prices = PriceTable.load(None)
     zero = Price(input=0.0, cached_input=None, output=0.0)
-    for model in ("gemma-3-270m", "smollm2-135m-instruct", "/models/gemma-3-270m-Q8_0.gguf"):
+    for model in (*(m.name for m in LOCAL_MODELS.values()), "/models/gemma-3-270m-Q8_0.gguf"):
         assert prices.price(model) == zero, model
     assert prices.price("gpt-4o") is None
     raw = resources.files("llm_policies.client").joinpath("prices.json").read_bytes()

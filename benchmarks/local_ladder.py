@@ -1,0 +1,111 @@
+"""The local model ladder's speed and behaviour, read from the run logs its cells wrote.
+
+A local model's cost on a shared 2-core CPU is seconds per decision, and most of it is prompt
+evaluation; llama.cpp keeps the last call's KV state and evaluates only what follows the
+longest shared prefix, so the first decision of an episode (after another episode's or the
+probe's prompt) is the cold one and later decisions of a conversation are warm. For each log
+(one cell: a model and a harness, `diagym run --local MODEL --harness H --log FILE`), this
+prints episodes, decisions, the share of replies the server answered in the schema and the
+share the env could act on, success, mean completed operations, first failures, the median
+seconds per decision and the prompt tokens per second of first and of later decisions.
+
+    python benchmarks/local_ladder.py [LOG.jsonl ...] [--json-out FILE]
+
+Cells are named by their logs' session lines (model alias, harness); without logs, those of
+docs/results/ladder/ are read (commands in docs/RESULTS.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _output import emit  # noqa: E402
+
+from llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
+
+LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
+UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES}
+
+
+def _rate(tokens: list[int], seconds: list[float]) -> float | None:
+    return sum(tokens) / sum(seconds) if seconds and sum(seconds) > 0 else None
+
+
+def cell(log: Path) -> dict[str, Any]:
+    """One log's figures (module docstring)."""
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    session = next(line for line in lines if line["type"] == "session")
+    finished = {line["episode_key"] for line in lines if line["type"] == "episode"}
+    # an interrupted log's unfinished episode is left out: its calls have no record yet
+    calls = [line for line in lines if line["type"] == "call" and line["episode_key"] in finished]
+    episodes = [line["record"] for line in lines if line["type"] == "episode"]
+    answered = [c for c in calls if c["status"] == "ok"]
+    acted = [c for c in calls if c["action_status"] is not None
+             and c["action_status"] not in UNACTIONABLE]
+    first = [c for c in answered if c["decision"] == 0 and not c.get("invalid_retry")]
+    later = [c for c in answered if c not in first]
+    harness = calls[0]["harness"] if calls else None
+    return {
+        "log": log.name,
+        "model": session["run"]["policy"].get("llm"),
+        "harness": harness,
+        "env_kwargs": session["run"].get("env_kwargs"),
+        "episodes": len(episodes),
+        "decisions": len(calls),
+        "answered": len(answered),
+        "schema_valid": sum(int(e["counters"].get("schema_valid", 0)) for e in episodes),
+        "actionable": len(acted),
+        "successes": sum(bool(e["success"]) for e in episodes),
+        "mean_completed": (statistics.fmean(e["completed"] for e in episodes)
+                           if episodes else None),
+        "first_failures": dict(Counter(e["first_failure"] for e in episodes)),
+        "median_s_per_decision": (statistics.median(c["latency_s"] for c in answered)
+                                  if answered else None),
+        "first_decision_prompt_tps": _rate([c["provider_prompt_tokens"] or 0 for c in first],
+                                           [c["latency_s"] for c in first]),
+        "later_decision_prompt_tps": _rate([c["provider_prompt_tokens"] or 0 for c in later],
+                                           [c["latency_s"] for c in later]),
+        "median_prompt_tokens": (statistics.median(c["provider_prompt_tokens"] or 0
+                                                   for c in answered) if answered else None),
+    }
+
+
+def _fmt(value: Any, digits: int = 1) -> str:
+    if value is None:
+        return "-"
+    return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("logs", type=Path, nargs="*", metavar="LOG.jsonl")
+    parser.add_argument("--json-out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    if not args.logs:
+        args.logs = sorted(LADDER_LOGS.glob("*.jsonl"))
+    cells = [cell(log) for log in args.logs if log.stat().st_size]
+    print("| model | harness | episodes | decisions | schema-valid | actionable | success "
+          "| completed | first failures | s/decision | prompt tok/s first / later |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for c in cells:
+        failures = ", ".join(f"{k} {v}" for k, v in sorted(c["first_failures"].items()))
+        print(f"| {c['model']} | {c['harness']} | {c['episodes']} | {c['decisions']} "
+              f"| {c['schema_valid']}/{c['decisions']} | {c['actionable']}/{c['decisions']} "
+              f"| {c['successes']}/{c['episodes']} | {_fmt(c['mean_completed'], 2)} "
+              f"| {failures} | {_fmt(c['median_s_per_decision'])} "
+              f"| {_fmt(c['first_decision_prompt_tps'])} / "
+              f"{_fmt(c['later_decision_prompt_tps'])} |")
+    emit({"cells": cells}, args.json_out)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -23,7 +23,6 @@ from analysis.cli.common import (
     writable_dir,
     writable_file,
 )
-from analysis.studies.dacs_study.design import PHASES
 
 
 def _policy(text: str) -> str:
@@ -51,6 +50,8 @@ def add_parser(subparsers: Any) -> None:
             "--window is given."
         ),
     )
+    from analysis.studies.dacs_study.design import PHASES
+
     parser.add_argument("--policy", type=_policy, default="reference", metavar="POLICY",
                         help="reference (the programmed orchestrators), llm (a chat model "
                              "behind --base-url or --local) or your own policy as "

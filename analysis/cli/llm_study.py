@@ -27,7 +27,6 @@ from analysis.cli.common import (
     writable_file,
 )
 from analysis.cli.policies import TEXT_ORACLE
-from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
 
 
 def add_parser(subparsers: Any) -> None:
@@ -41,6 +40,8 @@ def add_parser(subparsers: Any) -> None:
             "contrasts with seed-cluster bootstrap intervals (Tables 9 and 8)."
         ),
     )
+    from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
+
     parser.add_argument("--design", choices=DESIGNS, required=True,
                         help="local (the 2^5 factorial) or fractional (the 2^(4-1) fraction; "
                              "required)")
@@ -82,6 +83,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     import envs  # noqa: F401  (registers the ids)
+    from analysis.studies.llm_study.design import DEFAULT_SEEDS
     from analysis.studies.llm_study.report import (
         answered_calls,
         format_summary,

@@ -22,7 +22,7 @@ from analysis.cli.common import (
     stopped_at_cost_limit,
     writable_file,
 )
-from analysis.cli.policies import policy_maker, policy_name
+from analysis.cli.policies import PolicyNames, policy_maker, policy_name
 
 
 def add_parser(subparsers: Any) -> None:
@@ -36,20 +36,18 @@ def add_parser(subparsers: Any) -> None:
             "mean completed operations, mean calls and first-failure counts."
         ),
     )
-    from controllers.registry import POLICY_NAMES
-
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     add_env_kwargs(parser)
-    parser.add_argument("--policy", required=True, type=policy_name, metavar="NAME",
-                        help="a programmed policy (" + ", ".join(POLICY_NAMES)
-                        + "), llm (a chat model behind --base-url), text-oracle (the "
-                        "harness's self-check: a programmed reader of the prompts behind the "
-                        "LLM harness, no server), sb3:DIR/model.zip (a model saved by "
-                        "diagym train) or your own policy as package.module:Name or "
-                        "path/to/file.py:Name (a class or function that makes an object with "
-                        "reset(*, seed=None) and act(observation, info); with a class "
-                        "attribute text_actions = True it plays the env behind the text-action "
-                        "wrapper, answering in JSON text like a chat model)")
+    policy = parser.add_argument(
+        "--policy", required=True, type=policy_name, metavar="NAME",
+        help="a programmed policy (%(policy_names)s), llm (a chat model behind --base-url), "
+             "text-oracle (the harness's self-check: a programmed reader of the prompts behind "
+             "the LLM harness, no server), sb3:DIR/model.zip (a model saved by diagym train) "
+             "or your own policy as package.module:Name or path/to/file.py:Name (a class or "
+             "function that makes an object with reset(*, seed=None) and act(observation, "
+             "info); with a class attribute text_actions = True it plays the env behind the "
+             "text-action wrapper, answering in JSON text like a chat model)")
+    policy.policy_names = PolicyNames()  # type: ignore[attr-defined]
     parser.add_argument("--trust-model", action="store_true",
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "

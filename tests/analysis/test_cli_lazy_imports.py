@@ -14,8 +14,9 @@ import pytest
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("numba", "gymnasium", "envs", "torch", "ray", "scipy", "controllers.registry")
 
-PROBE = """
+PROBE = f"""
 import contextlib, io, json, sys
+HEAVY = {HEAVY!r}
 from analysis.cli.main import main
 err = io.StringIO()
 with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
@@ -23,9 +24,9 @@ with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
         status = main(sys.argv[1:])
     except SystemExit as stop:
         status = stop.code
-print(json.dumps({"status": status, "stderr": err.getvalue(),
-                  "modules": sorted(m for m in sys.modules if m in %r)}))
-""" % (HEAVY,)
+print(json.dumps({{"status": status, "stderr": err.getvalue(),
+                  "modules": sorted(m for m in sys.modules if m in HEAVY)}}))
+"""
 
 
 def _probe(*argv: str) -> dict:

@@ -224,7 +224,7 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(lazy=True).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        with interruptible():
+        with interruptible(stopping=f"diagym {args.command}: stopping"):
             return func(args)
     except KeyboardInterrupt as error:
         print(f"diagym {args.command}: {resume_hint(argv, args)}", file=sys.stderr, flush=True)

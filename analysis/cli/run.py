@@ -18,6 +18,7 @@ from analysis.cli.common import (
     executor_workers,
     fail,
     for_executor,
+    json_stdout,
     open_executor,
     stopped_at_cost_limit,
     writable_file,
@@ -150,6 +151,11 @@ def _play(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    with json_stdout(args.json) as out:
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: Any) -> int:
     import gymnasium as gym
 
     from analysis.summary import format_summary, summarise
@@ -173,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
                      "task_seeds": [args.seed, args.seed + args.episodes - 1],
                      **args.described}
         print(json.dumps({**summary.to_json(), "run": described,
-                          "provenance": provenance()}, indent=2))
+                          "provenance": provenance()}, indent=2), file=out)
         return 0
     print(f"{args.policy} on {args.env} {json.dumps(args.env_kwargs)}: "
           f"{summary.episodes} episodes from seed {args.seed}")

@@ -224,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(lazy=True).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        with interruptible(stopping=f"diagym {args.command}: stopping"):
+        stopping = None if getattr(args, "signal_ends_it", False) else (
+            f"diagym {args.command}: stopping")
+        with interruptible(stopping=stopping):
             return func(args)
     except KeyboardInterrupt as error:
         print(f"diagym {args.command}: {resume_hint(argv, args)}", file=sys.stderr, flush=True)

@@ -29,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
                              "prefix, for clients that interleave conversations; costs a "
                              "state save per call (default: off; the last call's prefix is "
                              "reused anyway)")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, signal_ends_it=True)  # no "stopping" line: its normal end
 
 
 CHECK_EVERY_S = 1.0  # how often a serving server is checked to be alive

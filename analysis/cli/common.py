@@ -335,6 +335,20 @@ def json_stdout(wanted: bool) -> Iterator[Any]:
         os.close(kept)
 
 
+def with_json_stdout(command: Callable[[argparse.Namespace], int]
+                     ) -> Callable[[argparse.Namespace], int]:
+    """`command` run inside `json_stdout(args.json)`, its JSON printed to `args.stdout`."""
+    import functools
+
+    @functools.wraps(command)
+    def wrapped(args: argparse.Namespace) -> int:
+        with json_stdout(args.json) as out:
+            args.stdout = out
+            return command(args)
+
+    return wrapped
+
+
 def stopped_at_cost_limit(command: str, reached: BaseException) -> int:
     """Print the cost limit's one line (what was spent, how to continue) for `diagym
     <command>` and return COST_LIMIT_STATUS."""

@@ -23,6 +23,7 @@ from analysis.cli.common import (
     refuse_chat_flags,
     refuse_served_flags,
     stopped_at_cost_limit,
+    with_json_stdout,
     writable_dir,
     writable_file,
 )
@@ -63,7 +64,7 @@ def add_parser(subparsers: Any) -> None:
                         help="print one JSON object instead of the tables (default: off)")
     add_llm_flags(parser, harnesses=True)
     add_executor_flags(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=with_json_stdout(run))
 
 
 
@@ -135,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     summary["provenance"] = provenance()
     if args.out is not None:
         write_outputs(summary, results, args.out)
-    print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary))
+    print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary),
+          file=args.stdout)
     if args.out is not None:
         from analysis.report import write_beside
 

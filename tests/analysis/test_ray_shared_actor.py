@@ -112,9 +112,11 @@ def test_json_stdout_holds_only_the_json_on_ray(tmp_path: Path) -> None:
     """A policy that prints in its worker: Ray forwards the print to the driver's stdout,
     which --json keeps for the JSON (the print goes to stderr)."""
     policy = tmp_path / "noisy.py"
-    policy.write_text("class Noisy:\n"
+    policy.write_text("import time\n"
+                      "class Noisy:\n"
                       "    def reset(self, *, seed=None):\n"
                       "        print('hello from a worker', flush=True)\n"
+                      "        time.sleep(1.5)  # Ray forwards worker output every so often\n"
                       "    def act(self, observation, info):\n"
                       "        return (0, 0)\n")
     done = subprocess.run(

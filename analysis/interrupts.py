@@ -13,6 +13,7 @@ ignored, because raising inside a cleanup (a server's stop) is what leaves child
 from __future__ import annotations
 
 import contextlib
+import os
 import signal
 import threading
 from collections.abc import Iterator
@@ -41,9 +42,14 @@ def exit_status(error: KeyboardInterrupt) -> int:
 
 
 @contextlib.contextmanager
-def interruptible() -> Iterator[None]:
+def interruptible(stopping: str | None = None) -> Iterator[None]:
     """Within the block, SIGINT and SIGTERM raise Interrupted once; the previous handlers are
-    restored on exit. Outside the main thread signals cannot be handled, so it does nothing."""
+    restored on exit. Outside the main thread signals cannot be handled, so it does nothing.
+
+    stopping: a line written to stderr the moment the signal arrives, before the unwinding
+    (a model call in flight is abandoned, a server stopped), so the user sees at once that
+    the signal was taken. It is written with os.write: a signal handler may interrupt a
+    print to stderr (a progress line), and a second buffered write there would raise."""
     if threading.current_thread() is not threading.main_thread():
         yield
         return
@@ -54,6 +60,9 @@ def interruptible() -> Iterator[None]:
         if raised:
             return
         raised = True
+        if stopping is not None:
+            with contextlib.suppress(OSError):
+                os.write(2, f"{stopping} ({signal.Signals(signum).name})\n".encode())
         raise Interrupted(signum)
 
     previous: dict[int, Any] = {sig: signal.signal(sig, handle) for sig in SIGNALS}

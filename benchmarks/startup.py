@@ -1,10 +1,12 @@
 """Start-up of the command line and the stages of the main job (`make demo`'s study).
 
 - `diagym --help`, `diagym --version` and an argument error (`run --epsiodes 5`), each a
-  fresh `python -m analysis.cli` process (what a user waits for; median of repeats);
+  fresh `python -m analysis.cli` process (what a user waits for; median of repeats; none of
+  them imports numba, gymnasium or the controllers: tests/analysis/test_cli_lazy_imports.py);
 - `reproduce --grid all` with a warm compile cache, per stage as reproduce times them (run
   and predict, statistics and tables, plots), and the sha256 of its results.csv, which must
-  not change when the stages get faster.
+  not change when the stages get faster. The machine's load average is recorded beside the
+  figures: on a shared machine they are comparable only at a like load.
 
     python benchmarks/startup.py [--repeats 5] [--study-repeats 1] [--json-out FILE]
 """
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import os
 import statistics
 import subprocess
 import sys
@@ -74,6 +77,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'reproduce --grid all (whole)':<40} {statistics.median(walls):>8.2f}")
     print(f"results.csv sha256 {digest} ({'unchanged' if digest == RESULTS_SHA256 else 'CHANGED'})")
     emit({"repeats": args.repeats, "study_repeats": args.study_repeats,
+          "load_average_1min": os.getloadavg()[0],
           "startup_seconds": startup,
           "reproduce_stage_seconds": {k: statistics.median(v) for k, v in stages.items()},
           "reproduce_seconds": statistics.median(walls),

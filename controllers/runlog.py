@@ -42,6 +42,7 @@ from __future__ import annotations
 import datetime
 import fcntl
 import hashlib
+import io
 import json
 import logging
 import threading
@@ -49,7 +50,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from controllers.policy import EpisodeRecord
 from controllers.provenance import provenance
@@ -147,13 +148,44 @@ def differences(recorded: Any, now: Any) -> list[str]:
             for k in sorted(old.keys() | new.keys()) if old.get(k, absent) != new.get(k, absent)]
 
 
-def read_entries(data: bytes, skipped: Counter[str]) -> Iterator[dict[str, Any]]:
-    """The entries of a log's bytes in order; what is not an entry is counted in `skipped`
-    by kind (SKIP_KINDS) instead."""
-    lines = data.split(b"\n")
-    if lines[-1]:
-        skipped["torn"] += 1
-    for raw in lines[:-1]:
+MAX_LINE_BYTES = 64 * 2**20  # a line past this is no entry any writer here makes
+
+
+def _lines(source: bytes | Path | BinaryIO) -> Iterator[tuple[bytes, bool]]:
+    """(line without its newline, whether it ended in one) for each line of `source`, one
+    line in memory at a time; a line longer than MAX_LINE_BYTES comes as one b"\0" marker
+    (read through, never held)."""
+    stream: BinaryIO
+    if isinstance(source, bytes | bytearray | memoryview):
+        stream = io.BytesIO(source)
+    elif isinstance(source, Path | str):
+        with Path(source).open("rb") as opened:
+            yield from _lines(opened)
+        return
+    else:
+        stream = source
+    while True:
+        raw = stream.readline(MAX_LINE_BYTES + 1)
+        if not raw:
+            return
+        if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
+            while raw and not raw.endswith(b"\n"):
+                raw = stream.readline(MAX_LINE_BYTES)
+            yield b"\0", raw.endswith(b"\n")
+            continue
+        ended = raw.endswith(b"\n")
+        yield (raw[:-1] if ended else raw), ended
+
+
+def read_entries(source: bytes | Path | BinaryIO,
+                 skipped: Counter[str]) -> Iterator[dict[str, Any]]:
+    """The entries of a log in order, read streaming from its path or an open binary file
+    (or from bytes already read), so a log of any size is read in the memory of its longest
+    line; what is not an entry is counted in `skipped` by kind (SKIP_KINDS) instead."""
+    for raw, ended in _lines(source):
+        if not ended:
+            skipped["torn"] += 1
+            return
         if not raw.strip():
             continue
         try:
@@ -260,14 +292,25 @@ class RunLog:
 
     def _read(self) -> None:
         self._sink.seek(0)
-        data = self._sink.read()
-        cut = data.rfind(b"\n") + 1
-        if cut < len(data):  # a torn last line: cut it, so the next line starts clean
-            self._sink.truncate(cut)
-        for entry in read_entries(data, self.skipped):
+        for entry in read_entries(self._sink, self.skipped):
             self._take(entry)
+        if self.skipped["torn"]:  # a torn last line: cut it, so the next line starts clean
+            self._sink.truncate(self._torn_at())
         if self.skipped:
             LOGGER.warning("diagym: warning: %s", format_skipped(self.path, self.skipped))
+
+    def _torn_at(self) -> int:
+        """The offset just past the log's last newline, read back from the end in blocks."""
+        end = self._sink.seek(0, io.SEEK_END)
+        position = end
+        while position > 0:
+            start = max(0, position - 2**16)
+            self._sink.seek(start)
+            found = self._sink.read(position - start).rfind(b"\n")
+            if found >= 0:
+                return start + found + 1
+            position = start
+        return 0
 
     def _take(self, entry: dict[str, Any]) -> None:
         run_id, run = entry.get("run_id"), entry.get("run")
@@ -414,7 +457,7 @@ def call_totals(path: Path, run_id: str | None = None) -> CallTotals:
         key = entry.get("episode_key")
         return key.split(":", 1)[0] if isinstance(key, str) else entry.get("run_id")
 
-    for entry in read_entries(Path(path).read_bytes(), skipped):
+    for entry in read_entries(Path(path), skipped):
         if run_id is not None and run_of(entry) != run_id:
             continue
         key = entry.get("episode_key")

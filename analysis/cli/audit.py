@@ -7,7 +7,6 @@ import json
 from typing import Any
 
 from analysis.cli.common import bounded_int
-from envs.workflow.params import MAX_OPS
 
 AUDIT_KEYS = ("family", "depth", "edges", "masks", "orders", "ready_nodes")
 AUDIT_HEADERS = ("family", "depth", "edges", "masks", "orders", "ready nodes")
@@ -23,6 +22,8 @@ def add_parser(subparsers: Any) -> None:
             "--n-ops."
         ),
     )
+    from envs.workflow.params import MAX_OPS
+
     parser.add_argument("--n-ops", type=bounded_int(1, MAX_OPS), required=True, metavar="N",
                         help=f"number of operations, 1..{MAX_OPS}")
     parser.add_argument("--json", action="store_true",

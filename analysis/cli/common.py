@@ -304,6 +304,51 @@ def open_executor(args: argparse.Namespace, workers: int | None = None) -> Itera
 COST_LIMIT_STATUS = 3  # stopped at --cost-limit; the run resumes with a higher one
 
 
+@contextlib.contextmanager
+def json_stdout(wanted: bool) -> Iterator[Any]:
+    """The stream a command's --json output goes to, with stdout carrying nothing else:
+    while the command runs, file descriptor 1 points at stderr, so what a library prints
+    (Ray's notices and its workers' output, forwarded to the driver's stdout) and what a
+    child process started meanwhile writes go there; the JSON goes to the real stdout.
+    Without --json, stdout as it is."""
+    if not wanted:
+        yield sys.stdout
+        return
+    import os
+
+    try:
+        on_fd_1 = sys.stdout.fileno() == 1
+    except (AttributeError, OSError, ValueError):
+        on_fd_1 = False  # sys.stdout replaced (a caller capturing it): the JSON goes there
+    sys.stdout.flush()
+    kept = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        if not on_fd_1:
+            yield sys.stdout
+            return
+        with open(os.dup(kept), "w", encoding="utf-8") as real:
+            yield real
+    finally:
+        sys.stdout.flush()
+        os.dup2(kept, 1)
+        os.close(kept)
+
+
+def with_json_stdout(command: Callable[[argparse.Namespace], int]
+                     ) -> Callable[[argparse.Namespace], int]:
+    """`command` run inside `json_stdout(args.json)`, its JSON printed to `args.stdout`."""
+    import functools
+
+    @functools.wraps(command)
+    def wrapped(args: argparse.Namespace) -> int:
+        with json_stdout(args.json) as out:
+            args.stdout = out
+            return command(args)
+
+    return wrapped
+
+
 def stopped_at_cost_limit(command: str, reached: BaseException) -> int:
     """Print the cost limit's one line (what was spent, how to continue) for `diagym
     <command>` and return COST_LIMIT_STATUS."""

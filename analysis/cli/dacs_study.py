@@ -20,10 +20,10 @@ from analysis.cli.common import (
     open_executor,
     refuse_chat_flags,
     stopped_at_cost_limit,
+    with_json_stdout,
     writable_dir,
     writable_file,
 )
-from analysis.studies.dacs_study.design import PHASES
 
 
 def _policy(text: str) -> str:
@@ -51,6 +51,8 @@ def add_parser(subparsers: Any) -> None:
             "--window is given. Phase 4 (live LLM agents, an LLM judge) is diagym dacs-live."
         ),
     )
+    from analysis.studies.dacs_study.design import PHASES
+
     parser.add_argument("--policy", type=_policy, default="reference", metavar="POLICY",
                         help="reference (the programmed orchestrators), llm (a chat model "
                              "behind --base-url or --local) or your own policy as "
@@ -73,7 +75,7 @@ def add_parser(subparsers: Any) -> None:
                              "(default: off)")
     add_llm_flags(parser)
     add_executor_flags(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=with_json_stdout(run))
 
 
 def _play(args: argparse.Namespace) -> list[Any]:
@@ -127,7 +129,8 @@ def run(args: argparse.Namespace) -> int:
     except (ValueError, RuntimeError, OSError) as error:
         return fail("dacs-study", error)
     if args.json:
-        print(json.dumps([dataclasses.asdict(r) for r in results], indent=2))
+        print(json.dumps([dataclasses.asdict(r) for r in results], indent=2),
+              file=args.stdout)
         return 0
     print(format_table(results, args.window))
     tables = write_table(results, args.window, args.out, {

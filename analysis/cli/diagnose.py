@@ -24,6 +24,7 @@ from analysis.cli.common import (
     open_executor,
     refuse_chat_flags,
     stopped_at_cost_limit,
+    with_json_stdout,
     writable_dir,
     writable_file,
 )
@@ -92,7 +93,7 @@ def add_parser(subparsers: Any) -> None:
                           "to diagnose")
     add_llm_flags(parser, budget=False)
     add_executor_flags(parser)
-    parser.set_defaults(func=diagnose)
+    parser.set_defaults(func=with_json_stdout(diagnose))
 
 
 def forecast_kwargs(text: str) -> dict[str, Any]:
@@ -302,7 +303,8 @@ def diagnose(args: argparse.Namespace) -> int:
             write_dacs(diagnosis, args.out)
             write_beside(args.out, command="diagnose", quiet=args.json)
         if args.json:
-            print(json.dumps(dacs_to_json(diagnosis), indent=2, sort_keys=True))
+            print(json.dumps(dacs_to_json(diagnosis), indent=2, sort_keys=True),
+                  file=args.stdout)
         else:
             _print_dacs(diagnosis)
         return 0
@@ -310,7 +312,7 @@ def diagnose(args: argparse.Namespace) -> int:
         write(diagnosis, args.out)
         write_beside(args.out, args.log, command="diagnose", quiet=args.json)
     if args.json:
-        print(json.dumps(to_json(diagnosis), indent=2, sort_keys=True))
+        print(json.dumps(to_json(diagnosis), indent=2, sort_keys=True), file=args.stdout)
         return 0
     print(f"{json.dumps(diagnosis.policy, sort_keys=True)} on {diagnosis.env}: "
           f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} configurations")

@@ -23,11 +23,11 @@ from analysis.cli.common import (
     refuse_chat_flags,
     refuse_served_flags,
     stopped_at_cost_limit,
+    with_json_stdout,
     writable_dir,
     writable_file,
 )
 from analysis.cli.policies import TEXT_ORACLE
-from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
 
 
 def add_parser(subparsers: Any) -> None:
@@ -41,6 +41,8 @@ def add_parser(subparsers: Any) -> None:
             "contrasts with seed-cluster bootstrap intervals (Tables 9 and 8)."
         ),
     )
+    from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
+
     parser.add_argument("--design", choices=DESIGNS, required=True,
                         help="local (the 2^5 factorial) or fractional (the 2^(4-1) fraction; "
                              "required)")
@@ -62,7 +64,7 @@ def add_parser(subparsers: Any) -> None:
                         help="print one JSON object instead of the tables (default: off)")
     add_llm_flags(parser, harnesses=True)
     add_executor_flags(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=with_json_stdout(run))
 
 
 
@@ -82,6 +84,7 @@ def run(args: argparse.Namespace) -> int:
     import tempfile
 
     import envs  # noqa: F401  (registers the ids)
+    from analysis.studies.llm_study.design import DEFAULT_SEEDS
     from analysis.studies.llm_study.report import (
         answered_calls,
         format_summary,
@@ -133,7 +136,8 @@ def run(args: argparse.Namespace) -> int:
     summary["provenance"] = provenance()
     if args.out is not None:
         write_outputs(summary, results, args.out)
-    print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary))
+    print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary),
+          file=args.stdout)
     if args.out is not None:
         from analysis.report import write_beside
 

@@ -101,11 +101,29 @@ class OneLineParser(argparse.ArgumentParser):
                 return f"{message}; did you mean {close[0]}?"
         return message
 
+    def _extras(self, args: Any, namespace: Any) -> list[str]:
+        """What argparse leaves over, found with no value converted or checked: a flag's
+        type may import a library (the policy names), and a misspelt flag is the error to
+        report whatever the other values hold."""
+        actions = [a for a in self._actions if not isinstance(a, argparse._SubParsersAction)]
+        kept = [(action.type, action.choices) for action in actions]
+        for action in actions:
+            action.type, action.choices = None, None
+        try:
+            extras = super().parse_known_args(args, namespace)[1]
+        finally:
+            for action, (kind, choices) in zip(actions, kept, strict=True):
+                action.type, action.choices = kind, choices
+        return extras or self._unknown_flags()
+
     def parse_known_args(self, args: Any = None, namespace: Any = None) -> Any:
         """A command's parser refuses what it does not know itself, so the error names the
         command (`diagym rcwt sweep: error: unrecognized arguments: --budget 5`) rather
         than `diagym`. Only the top parser ("diagym", no space) leaves extras to its caller."""
         self._given = [str(a) for a in (sys.argv[1:] if args is None else args)]
+        unknown = self._unknown_flags() if " " in self.prog else []
+        if unknown:
+            self.error(f"unrecognized arguments: {' '.join(self._extras(args, namespace))}")
         parsed, extras = super().parse_known_args(args, namespace)
         if extras and " " in self.prog:
             self.error(f"unrecognized arguments: {' '.join(extras)}")
@@ -206,7 +224,9 @@ def main(argv: list[str] | None = None) -> int:
     args = build_parser(lazy=True).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
     try:
-        with interruptible():
+        stopping = None if getattr(args, "signal_ends_it", False) else (
+            f"diagym {args.command}: stopping")
+        with interruptible(stopping=stopping):
             return func(args)
     except KeyboardInterrupt as error:
         print(f"diagym {args.command}: {resume_hint(argv, args)}", file=sys.stderr, flush=True)

@@ -21,6 +21,17 @@ from analysis.cli.common import llm_endpoint, refuse_chat_flags, refuse_served_f
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
 
 
+class PolicyNames:
+    """The programmed policies' names, joined only when a help page is formatted (as the
+    `%(policy_names)s` of a flag's help): building a command's parser to report an argument
+    error need not import every controller."""
+
+    def __str__(self) -> str:
+        from controllers.registry import POLICY_NAMES
+
+        return ", ".join(POLICY_NAMES)
+
+
 def policy_name(text: str) -> str:
     """argparse type for --policy: a programmed policy, llm, text-oracle, sb3:PATH or an
     import spec (loaded later, so an import error is one line from the command). A value

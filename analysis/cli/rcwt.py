@@ -21,8 +21,6 @@ from analysis.cli.common import (
     refuse_chat_flags,
     writable_dir,
 )
-from analysis.studies.rcwt.design import ENV_ID, Q_GRID, WORKFLOW_ID
-from llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS
 
 LOG_NAME = "calls.jsonl"
 
@@ -49,6 +47,9 @@ def add_parser(subparsers: Any) -> None:
             "the five curve families and theta = W (1 - p0) to a sweep CSV."
         ),
     )
+    from analysis.studies.rcwt.design import ENV_ID, Q_GRID, WORKFLOW_ID
+    from llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS
+
     commands = parser.add_subparsers(dest="rcwt_command", required=True, metavar="COMMAND")
 
     sweep = commands.add_parser(
@@ -123,6 +124,7 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     """The sweep's call records (old and new), with a progress bar on stderr."""
     from analysis.progress import progress
     from analysis.studies.rcwt import run
+    from analysis.studies.rcwt.design import ENV_ID, WORKFLOW_ID
 
     q = [value / 100.0 for value in args.q]
     if args.env == WORKFLOW_ID and args.policy != "llm":

@@ -13,7 +13,6 @@ from analysis.cli.common import (
     open_executor,
     writable_dir,
 )
-from analysis.studies.reproduce.design import GRID_CHOICES
 
 
 def add_parser(subparsers: Any) -> None:
@@ -26,6 +25,8 @@ def add_parser(subparsers: Any) -> None:
             "paper's Tables 1, 3-6 and C.1-C.7) and PNG profile plots."
         ),
     )
+    from analysis.studies.reproduce.design import GRID_CHOICES
+
     parser.add_argument("--grid", choices=GRID_CHOICES, default="all",
                         help="which grid to run (default: all)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",

@@ -14,6 +14,7 @@ from analysis.cli.common import (
     check_executor_flags,
     fail,
     open_executor,
+    with_json_stdout,
     writable_dir,
 )
 
@@ -89,7 +90,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print JSON rows instead of the table (default: off)")
     add_executor_flags(parser)
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=with_json_stdout(run))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -121,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
 
     write_beside(args.out, command="rl-study", quiet=args.json)
     if args.json:
-        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2))
+        print(json.dumps([dataclasses.asdict(r) for r in rows], indent=2), file=args.stdout)
     else:
         print(format_rows(rows))
         print(f"table: {table}\nplot: {plot}")

@@ -18,11 +18,12 @@ from analysis.cli.common import (
     executor_workers,
     fail,
     for_executor,
+    json_stdout,
     open_executor,
     stopped_at_cost_limit,
     writable_file,
 )
-from analysis.cli.policies import policy_maker, policy_name
+from analysis.cli.policies import PolicyNames, policy_maker, policy_name
 
 
 def add_parser(subparsers: Any) -> None:
@@ -36,20 +37,18 @@ def add_parser(subparsers: Any) -> None:
             "mean completed operations, mean calls and first-failure counts."
         ),
     )
-    from controllers.registry import POLICY_NAMES
-
     parser.add_argument("--env", required=True, metavar="ID", help="a registered env id")
     add_env_kwargs(parser)
-    parser.add_argument("--policy", required=True, type=policy_name, metavar="NAME",
-                        help="a programmed policy (" + ", ".join(POLICY_NAMES)
-                        + "), llm (a chat model behind --base-url), text-oracle (the "
-                        "harness's self-check: a programmed reader of the prompts behind the "
-                        "LLM harness, no server), sb3:DIR/model.zip (a model saved by "
-                        "diagym train) or your own policy as package.module:Name or "
-                        "path/to/file.py:Name (a class or function that makes an object with "
-                        "reset(*, seed=None) and act(observation, info); with a class "
-                        "attribute text_actions = True it plays the env behind the text-action "
-                        "wrapper, answering in JSON text like a chat model)")
+    policy = parser.add_argument(
+        "--policy", required=True, type=policy_name, metavar="NAME",
+        help="a programmed policy (%(policy_names)s), llm (a chat model behind --base-url), "
+             "text-oracle (the harness's self-check: a programmed reader of the prompts behind "
+             "the LLM harness, no server), sb3:DIR/model.zip (a model saved by diagym train) "
+             "or your own policy as package.module:Name or path/to/file.py:Name (a class or "
+             "function that makes an object with reset(*, seed=None) and act(observation, "
+             "info); with a class attribute text_actions = True it plays the env behind the "
+             "text-action wrapper, answering in JSON text like a chat model)")
+    policy.policy_names = PolicyNames()  # type: ignore[attr-defined]
     parser.add_argument("--trust-model", action="store_true",
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "
@@ -152,6 +151,11 @@ def _play(args: argparse.Namespace) -> Any:
 
 
 def run(args: argparse.Namespace) -> int:
+    with json_stdout(args.json) as out:
+        return _run(args, out)
+
+
+def _run(args: argparse.Namespace, out: Any) -> int:
     import gymnasium as gym
 
     from analysis.summary import format_summary, summarise
@@ -175,7 +179,7 @@ def run(args: argparse.Namespace) -> int:
                      "task_seeds": [args.seed, args.seed + args.episodes - 1],
                      **args.described}
         print(json.dumps({**summary.to_json(), "run": described,
-                          "provenance": provenance()}, indent=2))
+                          "provenance": provenance()}, indent=2), file=out)
         return 0
     print(f"{args.policy} on {args.env} {json.dumps(args.env_kwargs)}: "
           f"{summary.episodes} episodes from seed {args.seed}")

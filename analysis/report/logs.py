@@ -104,14 +104,13 @@ def read_run_log(path: Path) -> RunLogFile:
     """The runs of the log at `path` in the order they first appear; ValueError (one line)
     for a file that holds no log entry."""
     path = Path(path)
-    data = path.read_bytes()
     skipped: Counter[str] = Counter()
     sessions: dict[str, list[dict[str, Any]]] = {}
     names: dict[str, str] = {}
     results: dict[str, list[dict[str, Any]]] = {}
     seen_results: set[tuple[str, str]] = set()
     entries = 0
-    for entry in read_entries(data, skipped):
+    for entry in read_entries(path, skipped):
         entries += 1
         run_id = entry.get("run_id")
         if entry["type"] == "session" and isinstance(run_id, str):

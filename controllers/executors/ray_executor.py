@@ -33,7 +33,7 @@ from typing import Any, TypeVar
 
 import ray
 import ray.cloudpickle
-from ray.exceptions import RayError, RayTaskError, TaskCancelledError
+from ray.exceptions import RayActorError, RayError, RayTaskError, TaskCancelledError
 
 from controllers.executors.local import check_workers
 
@@ -285,6 +285,12 @@ class _Host:
         return getattr(self.obj, name)
 
 
+class SharedLost(RuntimeError):
+    """The actor hosting a shared object (the run's one rate limit, its one cost meter) died.
+    A new copy would start from nothing (spent cost forgotten, so the cost limit would no
+    longer hold), so the run stops with one line; what it logged stays and resumes."""
+
+
 class Hosted:
     """A proxy to an object hosted in an actor: its methods and attributes, over Ray.
     Picklable (the actor handle travels), so every worker's client holds the same one."""
@@ -305,10 +311,13 @@ class Hosted:
             return method
         return self._get(self._host.read.remote(name))
 
-    @staticmethod
-    def _get(ref: Any) -> Any:
+    def _get(self, ref: Any) -> Any:
         try:
             value = ray.get(ref)
+        except RayActorError:
+            raise SharedLost(f"the Ray actor holding the run's shared {self._kind.__name__} "
+                             "(one for every worker) died, so the run stops; what it logged "
+                             "is kept: continue with --resume") from None
         except RayError as error:
             raise _cause(error) from None
         if isinstance(value, _Failure):

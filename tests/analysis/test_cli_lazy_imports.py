@@ -1,0 +1,65 @@
+"""An argument error and `diagym --help` answer without importing the libraries a command
+runs on (numba, gymnasium, the controllers), so they take a fraction of a second; the
+seconds themselves are measured in benchmarks/startup.py, not here."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HEAVY = ("numba", "gymnasium", "envs", "torch", "ray", "scipy", "controllers.registry")
+
+PROBE = f"""
+import contextlib, io, json, sys
+HEAVY = {HEAVY!r}
+from analysis.cli.main import main
+err = io.StringIO()
+with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+    try:
+        status = main(sys.argv[1:])
+    except SystemExit as stop:
+        status = stop.code
+print(json.dumps({{"status": status, "stderr": err.getvalue(),
+                  "modules": sorted(m for m in sys.modules if m in HEAVY)}}))
+"""
+
+
+def _probe(*argv: str) -> dict:
+    done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True,
+                          text=True, timeout=120, check=True)
+    return json.loads(done.stdout)
+
+
+@pytest.mark.parametrize("argv", [
+    ("--help",),
+    ("run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--epsiodes", "5"),
+    ("train", "--env", "StatefulWorkflow-v0", "--step", "10"),
+])
+def test_help_and_a_misspelt_flag_import_no_library(argv: tuple[str, ...]) -> None:
+    seen = _probe(*argv)
+    assert seen["status"] in (0, 2)
+    assert seen["modules"] == []
+
+
+def test_misspelt_flag_is_reported_before_values_are_converted() -> None:
+    """`--policy cache2` is wrong too, but the unknown flag is named first, with its closest
+    spelling, and the policy names were never loaded to check the other value."""
+    seen = _probe("run", "--env", "StatefulWorkflow-v0", "--policy", "cache2", "--epsiodes", "5")
+    assert seen["status"] == 2
+    assert seen["stderr"] == ("diagym run: error: unrecognized arguments: --epsiodes (did you "
+                              "mean --episodes?) (see diagym run --help)\n")
+    assert seen["modules"] == []
+
+
+def test_run_help_still_lists_the_programmed_policies() -> None:
+    from controllers.registry import POLICY_NAMES
+
+    shown = subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--help"], cwd=ROOT,
+                           capture_output=True, text=True, timeout=120, check=True).stdout
+    flat = " ".join(shown.split()).replace("- ", "-")
+    assert all(name in flat for name in POLICY_NAMES)

@@ -39,7 +39,7 @@ def read_log(path: Path) -> dict[str, LoggedRun]:
     """Run id -> its LoggedRun, from the log's lines (read without the lock)."""
     runs: dict[str, LoggedRun] = {}
     skipped: Counter[str] = Counter()
-    for entry in read_entries(Path(path).read_bytes(), skipped):
+    for entry in read_entries(Path(path), skipped):
         run_id, run = entry.get("run_id"), entry.get("run")
         if isinstance(run_id, str) and isinstance(run, dict) and run_id not in runs:
             runs[run_id] = LoggedRun(run_id, run, {}, {}, {})
@@ -69,7 +69,7 @@ def design_line(path: Path) -> dict[str, Any] | None:
     """The last "design" line of a log (an adaptive diagnosis writes one per session: its
     budget and first task seed), None when there is none."""
     found = None
-    for entry in read_entries(Path(path).read_bytes(), Counter()):
+    for entry in read_entries(Path(path), Counter()):
         if entry["type"] == DESIGN:
             found = entry
     return found

@@ -60,8 +60,8 @@ from analysis.diagnose.logs import (
     replies_executed,
     runs_by_configuration,
 )
-from analysis.diagnose.model_cache import cached_model, save_lapse_tables
 from analysis.diagnose.mixture import Mixture, best_mixture, single_verdicts
+from analysis.diagnose.model_cache import cached_model, save_lapse_tables
 from analysis.diagnose.verdicts import verdicts
 from controllers.episodes import Episodes
 from controllers.executors import Executor

@@ -33,6 +33,7 @@ observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the 
 from __future__ import annotations
 
 import argparse
+import json
 import sys
 import time
 from pathlib import Path
@@ -263,18 +264,21 @@ def held_out_fit_tests(seeds: tuple[int, ...]) -> dict:
     from tests.analysis.heldout_agents import HELD_OUT
 
     rows = []
-    for agent, (cls, truth, inside) in HELD_OUT.items():
+    for agent, (cls, truth, where) in HELD_OUT.items():
         for seed in seeds:
             diagnosis = diagnose_policy(lambda env, cls=cls: cls(env), seed=seed)
             top = diagnosis.ranked[0]
-            rows.append({"agent": agent, "truth": truth, "inside": inside, "seed": seed,
+            mixture = diagnosis.mixture
+            rows.append({"agent": agent, "truth": truth, "where": where, "seed": seed,
                          "top": f"{top.mechanism.name}@{top.epsilon:g}",
+                         "mixture": None if mixture is None else list(mixture.names),
                          "p_value": round(diagnosis.fit.p_value, 4),
                          "rejected": diagnosis.fit.rejected,
                          "verdict": diagnosis.fit.verdict})
     summary = {}
-    for inside, key in ((False, "outside"), (True, "inside_with_lapse")):
-        picked = [r for r in rows if r["inside"] == inside]
+    for where, key in (("outside", "outside"), ("lapse", "inside_with_lapse"),
+                       ("failure mode", "inside_by_a_failure_mode")):
+        picked = [r for r in rows if r["where"] == where]
         hits = sum(r["rejected"] for r in picked)
         summary[key] = {"runs": len(picked), "rejected": hits,
                         "rate": round(hits / len(picked), 4),
@@ -365,8 +369,23 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true",
                         help="a few minutes: 4 repeats, 2 for the fit tests and forecasts, "
                              "held-out agents on one seed (default: the full run)")
+    parser.add_argument("--held-out-only", action="store_true",
+                        help="only the held-out agents' table, on task seeds 0 and 1000 "
+                             "(default: every row)")
     parser.add_argument("--json-out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
+    if args.held_out_only:
+        found = held_out_fit_tests((0, 1000))
+        print(f"{'agent':<26} {'where':<13} {'seed':>5} {'top':<26} {'mixture':<30} "
+              f"{'fit p':>6}  verdict")
+        for r in found["rows"]:
+            mixture = " + ".join(r["mixture"]) if r["mixture"] else "-"
+            print(f"{r['agent']:<26} {r['where']:<13} {r['seed']:>5} {r['top']:<26} "
+                  f"{mixture:<30} {r['p_value']:>6.4f}  {r['verdict']}")
+        print(json.dumps(found))
+        if args.json_out:
+            args.json_out.write_text(json.dumps(found, indent=2) + "\n")
+        return
     repeats = 4 if args.quick else args.repeats
     test_repeats = 2 if args.quick else max(1, args.repeats // 4)
     held_out_seeds = (0,) if args.quick else (0, 1000, 2000)

@@ -216,16 +216,48 @@ class RecencyCache:
         return np.array([op, int(self.rng.integers(b))])
 
 
-# name -> (class, what it is, inside the reference family with a lapse)
-HELD_OUT: dict[str, tuple[type, str, bool]] = {
-    "exact lapsing 0.2": (ExactLapsing20, "exact@0.2", True),
-    "exact lapsing 0.3": (ExactLapsing30, "exact@0.3", True),
-    "cache-2 lapsing 0.2": (Cache2Lapsing20, "cache-2@0.2", True),
-    "mixture exact / cache-1": (Mixture, "exact or cache-1 per episode", False),
-    "offset +1": (Offset, "exact reading code + 1", False),
-    "perseverating": (Perseverating, "exact repeating a failed call", False),
-    "delayed update": (DelayedUpdate, "updates applied one decision late", False),
-    "partial schedule 0.2": (PartialSchedule, "a not-ready operation on 20% of decisions",
-                             False),
-    "recency cache 2": (RecencyCache, "the 2 registers touched last", False),
+class WidthBound(_Wrapped):
+    """exact where the width is at most 4; a uniform slot on every decision where it is wider
+    (a competence that depends on the configuration, which no single row has)."""
+
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        op, slot = (int(x) for x in self.inner.act(observation, info))
+        _, b = _sizes(observation)
+        if b > 4:
+            slot = int(self.rng.integers(b))
+        return np.array([op, slot])
+
+
+class Fatigued(_Wrapped):
+    """exact whose slot is uniform with a probability that grows by 0.1 with every decision of
+    the episode (a lapse that is not constant)."""
+
+    def reset(self, *, seed: int | None = None) -> None:
+        super().reset(seed=seed)
+        self.decisions = 0
+
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        op, slot = (int(x) for x in self.inner.act(observation, info))
+        if self.rng.random() < min(1.0, 0.1 * self.decisions):
+            slot = int(self.rng.integers(_sizes(observation)[1]))
+        self.decisions += 1
+        return np.array([op, slot])
+
+
+LAPSE, FAILURE_MODE, OUTSIDE_FAMILY = "lapse", "failure mode", "outside"
+
+# name -> (class, what it is, where it lies: LAPSE (inside, "name@epsilon"), FAILURE_MODE
+# (inside by a failure-mode family or a mixture: the family's name prefix), OUTSIDE_FAMILY)
+HELD_OUT: dict[str, tuple[type, str, str]] = {
+    "exact lapsing 0.2": (ExactLapsing20, "exact@0.2", LAPSE),
+    "exact lapsing 0.3": (ExactLapsing30, "exact@0.3", LAPSE),
+    "cache-2 lapsing 0.2": (Cache2Lapsing20, "cache-2@0.2", LAPSE),
+    "mixture exact / cache-1": (Mixture, "mixture", FAILURE_MODE),
+    "offset +1": (Offset, "offset", FAILURE_MODE),
+    "perseverating": (Perseverating, "perseverate", FAILURE_MODE),
+    "delayed update": (DelayedUpdate, "update-delay", FAILURE_MODE),
+    "partial schedule 0.2": (PartialSchedule, "schedule-lapse", FAILURE_MODE),
+    "recency cache 2": (RecencyCache, "the 2 registers touched last", OUTSIDE_FAMILY),
+    "width-bound": (WidthBound, "exact at width 4, guessing at 8", OUTSIDE_FAMILY),
+    "fatigued": (Fatigued, "a lapse of 0.1 per decision", OUTSIDE_FAMILY),
 }

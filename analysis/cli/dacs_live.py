@@ -25,13 +25,15 @@ from analysis.cli.common import (
 )
 
 ROLES = ("agent", "orchestrator", "judge")
+# The choices of llm_policies.live_agents (orchestrator.HARNESSES, protocol.JUDGE_FORMATS,
+# scenarios.SCENARIOS), named here so that `--help` imports no env: a test keeps them equal.
+HARNESSES = ("json", "chat")
+JUDGE_FORMATS = ("json", "tags")
+SCENARIO_NAMES = ("ra1_n3", "ra2_n5")
 
 
 def add_parser(subparsers: Any) -> None:
     from llm_policies.client.local_server import LOCAL_MODELS
-    from llm_policies.live_agents.orchestrator import HARNESSES
-    from llm_policies.live_agents.protocol import JUDGE_FORMATS
-    from llm_policies.live_agents.scenarios import SCENARIOS
 
     parser = subparsers.add_parser(
         "dacs-live",
@@ -44,7 +46,7 @@ def add_parser(subparsers: Any) -> None:
             "with Cohen's kappa between them. Trials are paired (same seeds in both "
             "conditions), appended to --log and resumed from it; the table, seed 002's "
             "figure 4 (live vs synthetic at matched N) and a report page go to --out."))
-    parser.add_argument("--scenario", nargs="+", choices=tuple(SCENARIOS), default=["ra1_n3"],
+    parser.add_argument("--scenario", nargs="+", choices=SCENARIO_NAMES, default=["ra1_n3"],
                         metavar="NAME",
                         help="scenarios of agents, tasks and rubrics: ra1_n3 (N = 3) and/or "
                              "ra2_n5 (N = 5) (default: ra1_n3)")

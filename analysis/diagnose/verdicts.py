@@ -117,7 +117,12 @@ def _ratio(best: Fit, other: Fit | None) -> tuple[float, str]:
     """(log-LR of the best over `other`, the clause saying so)."""
     if other is None:
         return 0.0, ""
-    lr = -other.log_lr_to_best + 0.0  # no "-0.0" for a tie
+    # the data's own log-LR, not the ranking's: a failure mode's ranking score carries a
+    # parsimony penalty, which is no evidence against it
+    lr = best.log_likelihood - other.log_likelihood + 0.0  # no "-0.0" for a tie
+    if lr < 0.0:  # a failure mode ahead by less than its parsimony penalty
+        return lr, f"{other.mechanism.name} fits better by log-LR {-lr:.1f}, less than its " \
+                   f"extra parameter needs ({INTERVAL_LOG_UNITS:.2f}), weak evidence"
     weak = ", weak evidence" if lr < INTERVAL_LOG_UNITS else ""
     return lr, f"{best.mechanism.name} beats {other.mechanism.name} by log-LR {lr:.1f}{weak}"
 
@@ -173,7 +178,7 @@ def _no_evidence(component: str, best: Fit, other: Fit | None, lr: float) -> str
     if other is None:
         return f"no evidence: no fitted alternative differs from {best.mechanism.name} in " \
                f"{component}"
-    if lr <= 0.0:
+    if abs(lr) <= 1e-9:
         return f"no evidence: {best.mechanism.name} and {other.mechanism.name} fit equally " \
                f"(log-LR {lr + 0.0:.1f})"
     return None

@@ -63,3 +63,14 @@ def test_run_help_still_lists_the_programmed_policies() -> None:
                            capture_output=True, text=True, timeout=120, check=True).stdout
     flat = " ".join(shown.split()).replace("- ", "-")
     assert all(name in flat for name in POLICY_NAMES)
+
+
+def test_dacs_live_choices_are_the_libraries() -> None:
+    from analysis.cli import dacs_live
+    from llm_policies.live_agents.orchestrator import HARNESSES
+    from llm_policies.live_agents.protocol import JUDGE_FORMATS
+    from llm_policies.live_agents.scenarios import SCENARIOS
+
+    assert dacs_live.HARNESSES == HARNESSES
+    assert dacs_live.JUDGE_FORMATS == JUDGE_FORMATS
+    assert dacs_live.SCENARIO_NAMES == tuple(SCENARIOS)

@@ -343,10 +343,32 @@ def with_json_stdout(command: Callable[[argparse.Namespace], int]
     @functools.wraps(command)
     def wrapped(args: argparse.Namespace) -> int:
         with json_stdout(args.json) as out:
-            args.stdout = out
+            args.stdout = JsonStream(out)
             return command(args)
 
     return wrapped
+
+
+def _stderr_stream() -> JsonStream:
+    return JsonStream(sys.stderr)
+
+
+class JsonStream:
+    """The --json stream on `args`, which factories built from `args` carry to Ray's workers:
+    an open file cannot be pickled, so a copy unpickled elsewhere writes to that process's
+    stderr (a worker prints no JSON)."""
+
+    def __init__(self, stream: Any) -> None:
+        self._stream = stream
+
+    def write(self, text: str) -> int:
+        return self._stream.write(text)
+
+    def flush(self) -> None:
+        self._stream.flush()
+
+    def __reduce__(self) -> tuple[Any, tuple[()]]:
+        return _stderr_stream, ()
 
 
 def stopped_at_cost_limit(command: str, reached: BaseException) -> int:

@@ -50,7 +50,8 @@ from pathlib import Path
 from typing import Any
 
 from envs._core import tokens
-from llm_policies.client.transport import ChatResult, _number
+from llm_policies.client.config import finite_number
+from llm_policies.client.results import ChatResult
 from llm_policies.client.wrapping import ChatWrapper, Messages, Tools
 
 PER_TOKENS = 1_000_000  # prices are USD per this many tokens
@@ -188,7 +189,7 @@ def _price(name: str, model: str, entry: Any) -> Price:
         elif key not in entry:
             raise ValueError(f"{where}.{key} is missing (USD per 1M tokens)")
         else:
-            values[key] = _number(f"{where}.{key}", value, low=0, strict=False)
+            values[key] = finite_number(f"{where}.{key}", value, low=0, strict=False)
     return Price(**values)  # type: ignore[arg-type]
 
 
@@ -230,8 +231,8 @@ class CostMeter:
 
     def __init__(self, limit_usd: float | None, spent_usd: float = 0.0) -> None:
         self.limit_usd = (None if limit_usd is None
-                          else _number("cost_limit", limit_usd, low=0, strict=False))
-        self._spent = _number("spent_usd", spent_usd, low=0, strict=False)
+                          else finite_number("cost_limit", limit_usd, low=0, strict=False))
+        self._spent = finite_number("spent_usd", spent_usd, low=0, strict=False)
         self._reserved = 0.0
         self._stopped = False
         self._lock = threading.Lock()
@@ -244,7 +245,7 @@ class CostMeter:
     def reserve(self, estimate_usd: float) -> object:
         """A reservation of `estimate_usd` to settle after the call; raises CostLimitReached
         when the call could pass the limit."""
-        estimate = _number("estimate_usd", estimate_usd, low=0, strict=False)
+        estimate = finite_number("estimate_usd", estimate_usd, low=0, strict=False)
         with self._lock:
             if self.limit_usd is not None:
                 committed = self._spent + self._reserved
@@ -258,7 +259,7 @@ class CostMeter:
         """Replace the reservation by what the call cost (None, unknown: 0)."""
         if not isinstance(reservation, _Reservation):
             raise TypeError("reservation must come from this meter's reserve()")
-        actual = 0.0 if actual_usd is None else _number("actual_usd", actual_usd, low=0,
+        actual = 0.0 if actual_usd is None else finite_number("actual_usd", actual_usd, low=0,
                                                         strict=False)
         with self._lock:
             if not reservation.open:

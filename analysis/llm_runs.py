@@ -17,6 +17,7 @@ from typing import Any
 
 import gymnasium as gym
 
+from llm_policies.client.config import client_default
 from llm_policies.client.transport import ChatClient
 from llm_policies.families import text_family
 from llm_policies.oracle import InProcessChat
@@ -39,16 +40,18 @@ class ChatSettings:
     cache_dir how its calls are paid for and reused (llm_policies.client.prices, .cache);
     concurrency bounds the calls in flight, shared by every worker and lowered on HTTP 429
     (llm_policies.client.limits). capabilities: what the server's probe found
-    (llm_policies.client.probe), recorded in each session line of the run log."""
+    (llm_policies.client.probe), recorded in each session line of the run log. The client's
+    fields and their defaults are llm_policies.client.config's ClientConfig (documented
+    there, each once)."""
 
     base_url: str
     model: str
-    api_key_env: str = "OPENAI_API_KEY"
-    timeout: float = 60.0
-    temperature: float = 0.0
-    max_tokens: int = 64
-    seed: int | None = None
-    response_format: str = "auto"
+    api_key_env: str = client_default("api_key_env")
+    timeout: float = client_default("timeout")
+    temperature: float = client_default("temperature")
+    max_tokens: int = client_default("max_tokens")
+    seed: int | None = client_default("seed")
+    response_format: str = client_default("response_format")
     system_role: bool = True
     budget: int | None = None
     harness: str = "json"

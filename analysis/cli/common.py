@@ -19,6 +19,8 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from llm_policies.client.config import RESPONSE_FORMATS, client_default
+
 if TYPE_CHECKING:
     from analysis.llm_runs import ChatSettings
 
@@ -391,8 +393,7 @@ def fail(command: str, error: BaseException | str) -> int:
     return 2
 
 
-RESPONSE_FORMATS = ("auto", "json_schema", "json_object", "none")  # transport.RESPONSE_FORMATS
-DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_TIMEOUT_S = client_default("timeout")
 # a typical StatefulWorkflow decision prompt (docs/RESULTS.md: 800-1,100 tokens) and its answer,
 # for the estimate printed before a local run
 ESTIMATE_PROMPT_TOKENS = 1000
@@ -440,7 +441,7 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
     group.add_argument("--model", metavar="NAME",
                        help="model name sent to the server (default: none; required unless "
                             "--local, which names its own model)")
-    group.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+    group.add_argument("--api-key-env", default=client_default("api_key_env"), metavar="NAME",
                        help="environment variable holding the API key, never logged "
                             "(default: %(default)s; unset: no key is sent)")
     group.add_argument("--concurrency", type=bounded_int(1), default=1, metavar="K",
@@ -449,9 +450,11 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
         group.add_argument("--budget", type=bounded_int(1, MAX_WINDOW_TOKENS), metavar="W",
                            help="assemble every prompt to exactly W cl100k_base tokens (RCWT; "
                                 "default: none, prompts as rendered)")
-    group.add_argument("--max-tokens", type=bounded_int(1), default=64, metavar="T",
+    group.add_argument("--max-tokens", type=bounded_int(1), default=client_default("max_tokens"),
+                       metavar="T",
                        help="most tokens the model may answer per call (default: %(default)s)")
-    group.add_argument("--temperature", type=non_negative_float, default=0.0, metavar="X",
+    group.add_argument("--temperature", type=non_negative_float,
+                       default=client_default("temperature"), metavar="X",
                        help="sampling temperature, >= 0 (default: %(default)s, greedy)")
     group.add_argument("--llm-seed", type=bounded_int(0), metavar="S",
                        help="sampling seed sent to the server (default: none, not sent)")

@@ -20,8 +20,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-import httpx
-
 from llm_policies.client.secrets import redact_url
 
 MODES = ("json_schema", "json_object", "none")
@@ -52,6 +50,8 @@ def integer_at_least(name: str, value: Any, *, low: int) -> int:
 
 def split_base_url(base_url: Any) -> tuple[str, tuple[str, str] | None]:
     """The URL to show and request (no userinfo, no trailing "/") and its credentials."""
+    import httpx  # here, so the CLI reads the defaults above without loading httpx
+
     example = "like http://127.0.0.1:8080/v1"
     if not isinstance(base_url, str):
         raise ValueError(f"base_url must be a string, {example}")

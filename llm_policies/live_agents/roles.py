@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from llm_policies.client.cache import CachedChat, ResponseCache
+from llm_policies.client.config import client_default
 from llm_policies.client.prices import CostedChat, CostMeter, PriceTable
 from llm_policies.client.transport import ChatClient
 from llm_policies.live_agents.orchestrator import llm_orchestrator
@@ -42,7 +43,7 @@ class LiveRoles:
     judge_format: str = "json"
     harness: str = "json"
     system_role: bool = True
-    api_key_env: str = "OPENAI_API_KEY"
+    api_key_env: str = client_default("api_key_env")
     cache_dir: str | None = None
     prices: str | None = None
     cost_limit: float | None = None
@@ -79,7 +80,7 @@ class LiveRoles:
         constrained = role == "judge" and self.judge_format == "json"
         client: Any = ChatClient(
             base_url=url, model=model, seed=seed, max_tokens=self.max_tokens,
-            temperature=0.0, timeout=self.timeout, api_key_env=self.api_key_env,
+            timeout=self.timeout, api_key_env=self.api_key_env,
             response_format="json_object" if constrained else "none",
             json_schema=VERDICT_SCHEMA if constrained else None)
         client = CostedChat(client, self.price_table, self.meter)

@@ -52,6 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
+from controllers.callline import normalised
 from controllers.policy import EpisodeRecord
 from controllers.provenance import provenance
 
@@ -458,6 +459,7 @@ def call_totals(path: Path, run_id: str | None = None) -> CallTotals:
         return key.split(":", 1)[0] if isinstance(key, str) else entry.get("run_id")
 
     for entry in read_entries(Path(path), skipped):
+        entry = normalised(entry)  # an old RCWT line's latency_s was its unit's wall time
         if run_id is not None and run_of(entry) != run_id:
             continue
         key = entry.get("episode_key")

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any, Protocol
 
+from controllers.callline import CallLine
 from controllers.policy import EpisodeAborted
 from controllers.runlog import RunLog
 from envs._core import tokens
@@ -237,37 +238,33 @@ class LLMPolicy:
         counters["cache_hits"] += result.cache == "hit"
         if self._log is None:
             return
-        self._log.write({
-            "type": "call",
-            "episode_key": self._log.key(self._seed) if self._seed is not None else None,
-            "decision": decision,
-            "prompt": window.messages,
-            "response": result.text,
-            "status": result.status,
-            "error": result.error,
-            "http_status": result.http_status,
-            "action_status": judged.status if judged is not None else None,
-            "provider_prompt_tokens": result.prompt_tokens,
-            "provider_completion_tokens": result.completion_tokens,
-            "cl100k_prompt_tokens": window.text_tokens,
-            "cl100k_completion_tokens": response_tokens,
-            "latency_s": result.latency_s,
-            "retries": result.retries,
-            "response_format": result.response_format,
-            "decoding": decoding(result.response_format),
-            "harness": self.harness.name,
-            "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}
-                           for call in result.tool_calls],
-            "served_model": result.served_model,
-            "cached_prompt_tokens": result.cached_prompt_tokens,
-            "provider_cost_usd": result.provider_cost_usd,
-            "cost_usd": result.cost_usd,
-            "cache": result.cache,
-            "finish_reason": result.finish_reason,
-            "reasoning": result.reasoning,
-            "dropped_exchanges": window.dropped,
-            "invalid_retry": retry,
-        })
+        model_call = CallLine(
+            status=result.status, error=result.error, http_status=result.http_status,
+            response=result.text, provider_prompt_tokens=result.prompt_tokens,
+            provider_completion_tokens=result.completion_tokens, latency_s=result.latency_s,
+            retries=result.retries, response_format=result.response_format,
+            context={
+                "episode_key": self._log.key(self._seed) if self._seed is not None else None,
+                "decision": decision,
+                "prompt": window.messages,
+                "action_status": judged.status if judged is not None else None,
+                "cl100k_prompt_tokens": window.text_tokens,
+                "cl100k_completion_tokens": response_tokens,
+                "decoding": decoding(result.response_format),
+                "harness": self.harness.name,
+                "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}
+                               for call in result.tool_calls],
+                "served_model": result.served_model,
+                "cached_prompt_tokens": result.cached_prompt_tokens,
+                "provider_cost_usd": result.provider_cost_usd,
+                "cost_usd": result.cost_usd,
+                "cache": result.cache,
+                "finish_reason": result.finish_reason,
+                "reasoning": result.reasoning,
+                "dropped_exchanges": window.dropped,
+                "invalid_retry": retry,
+            })
+        self._log.write(model_call.entry())
 
     def episode_counters(self) -> dict[str, float]:
         return dict(self._counters)

@@ -1,6 +1,7 @@
-"""A run log as a diagnosis reads it, for either env family: the runs, per task seed the
-episode that stands, its trace line's actions and the model's call lines, and the runs matched
-to battery configurations with the one-line refusals both families share.
+"""A run log as a diagnosis reads it, for either env family: the runs (controllers/logreader.py
+`read_log`, the one reader: per task seed the episode that stands, its trace line's actions
+and the model's call lines), and the runs matched to battery configurations with the one-line
+refusals both families share.
 
 The reader keeps a trace line's actions as logged (lists of ints): StatefulWorkflow's are
 (op, slot) pairs, DACSSteering's one-element [option] lists, and each family turns them into
@@ -11,58 +12,16 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from controllers.policy import EpisodeRecord
+from controllers.logreader import LoggedRun, read_log
 from controllers.runlog import read_entries
-from controllers.tracing import TRACE
+
+__all__ = ["DESIGN", "LoggedRun", "design_line", "read_log", "replies_executed",
+           "runs_by_configuration"]
 
 DESIGN = "design"
-
-
-@dataclass
-class LoggedRun:
-    """One run of a log: its description and, per task seed, the episode line that stands
-    (a "replay" line voids an episode's earlier lines), its trace line's actions and its
-    call lines."""
-
-    run_id: str
-    run: dict[str, Any]
-    episodes: dict[int, EpisodeRecord]
-    actions: dict[int, list[Any]]
-    calls: dict[int, list[dict[str, Any]]]
-
-
-def read_log(path: Path) -> dict[str, LoggedRun]:
-    """Run id -> its LoggedRun, from the log's lines (read without the lock)."""
-    runs: dict[str, LoggedRun] = {}
-    skipped: Counter[str] = Counter()
-    for entry in read_entries(Path(path), skipped):
-        run_id, run = entry.get("run_id"), entry.get("run")
-        if isinstance(run_id, str) and isinstance(run, dict) and run_id not in runs:
-            runs[run_id] = LoggedRun(run_id, run, {}, {}, {})
-        key = entry.get("episode_key")
-        if not isinstance(key, str) or ":" not in key or key.split(":", 1)[0] not in runs:
-            continue
-        try:
-            seed = int(key.rsplit(":", 1)[1])
-        except ValueError:
-            continue
-        logged = runs[key.split(":", 1)[0]]
-        kind = entry["type"]
-        if kind == "replay":
-            logged.episodes.pop(seed, None)
-            logged.actions.pop(seed, None)
-            logged.calls.pop(seed, None)
-        elif kind == "episode" and isinstance(entry.get("record"), dict):
-            logged.episodes[seed] = EpisodeRecord(**entry["record"])
-        elif kind == TRACE and isinstance(entry.get("actions"), list):
-            logged.actions[seed] = entry["actions"]
-        elif kind == "call":
-            logged.calls.setdefault(seed, []).append(entry)
-    return runs
 
 
 def design_line(path: Path) -> dict[str, Any] | None:

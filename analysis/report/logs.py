@@ -1,10 +1,9 @@
 """A run log read once into its runs: each run's description, sessions, standing episodes,
 traces and model calls, and the one episode summary of each.
 
-The episodes, trace actions and calls that stand per task seed (a "replay" line voids an
-episode's earlier lines) are analysis/diagnose/logs.py `read_log`'s; this module adds the
-session lines (the provenance of the code that played each part of a run) and the run's name,
-and orders the episodes.
+What stands in the log (per task seed the episode, trace actions and calls; each run's
+sessions, name and result units) is controllers/logreader.py `read_log`'s, the one reader;
+this module orders the episodes and summarises them.
 """
 
 from __future__ import annotations
@@ -15,8 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.diagnose.logs import LoggedRun, read_log
 from analysis.summary import Summary, format_summary, summarise
+from controllers.logreader import LoggedRun, read_log
 from controllers.policy import EpisodeRecord
 from controllers.runlog import format_skipped, read_entries
 
@@ -101,41 +100,27 @@ class RunLogFile:
 
 
 def read_run_log(path: Path) -> RunLogFile:
-    """The runs of the log at `path` in the order they first appear; ValueError (one line)
-    for a file that holds no log entry."""
+    """The runs of the log at `path` in the order they first appear (controllers/logreader.py
+    `read_log`, one pass); ValueError (one line) for a file that holds no log entry."""
     path = Path(path)
     skipped: Counter[str] = Counter()
-    sessions: dict[str, list[dict[str, Any]]] = {}
-    names: dict[str, str] = {}
-    results: dict[str, list[dict[str, Any]]] = {}
-    seen_results: set[tuple[str, str]] = set()
-    entries = 0
-    for entry in read_entries(path, skipped):
-        entries += 1
-        run_id = entry.get("run_id")
-        if entry["type"] == "session" and isinstance(run_id, str):
-            sessions.setdefault(run_id, []).append(entry)
-        if isinstance(run_id, str) and isinstance(entry.get("run_name"), str):
-            names.setdefault(run_id, entry["run_name"])
-        if (entry["type"] == "call" and "key" in entry and isinstance(run_id, str)
-                and (run_id, str(entry["key"])) not in seen_results):
-            seen_results.add((run_id, str(entry["key"])))  # a repeated key counts once
-            results.setdefault(run_id, []).append(entry)
-    if not entries:
-        raise ValueError(f"{path}: not a run log (no JSONL line with a \"type\")")
     try:
-        logged = read_log(path)
+        logged = read_log(path, skipped)
     except TypeError as error:
         raise ValueError(f"{path}: an episode line does not hold an episode record ({error})"
                          ) from None
+    if not logged and not _holds_an_entry(path):
+        raise ValueError(f"{path}: not a run log (no JSONL line with a \"type\")")
     runs = []
     for run_id, run in logged.items():
         ordered = sorted(run.episodes.items(), key=lambda item: item[1].episode)
         records = [record for _, record in ordered]
         runs.append(LogRun(
-            run_id=run_id, run=run.run, name=names.get(run_id),
-            sessions=sessions.get(run_id, []), logged=run,
+            run_id=run_id, run=run.run, name=run.name, sessions=run.sessions, logged=run,
             seeds=[seed for seed, _ in ordered], records=records,
-            summary=summarise(records) if records else None,
-            result_calls=results.get(run_id, [])))
+            summary=summarise(records) if records else None, result_calls=run.results))
     return RunLogFile(path, runs, dict(skipped))
+
+
+def _holds_an_entry(path: Path) -> bool:
+    return next(read_entries(path, Counter()), None) is not None

@@ -26,6 +26,7 @@ from analysis.studies.llm_study.design import FACTORS, Cell
 from analysis.studies.llm_study.run import BASELINE, CellRun
 from analysis.summary import summarise as summarise_episodes
 from controllers.episodes import Episodes
+from controllers.logreader import answered_calls as answered_calls  # the study's name for it
 
 # What a harness's well-formed reply is called: a JSON action, or one valid tool call.
 VALID_REPLY_LABELS = {"json": "schema-valid", "chat": "schema-valid", "tools": "tool-call-valid"}
@@ -59,24 +60,6 @@ def contrasts(results: list[tuple[Cell, Episodes]], resamples: int = 2000
             "n_per_level": int(high.sum()) * n_seeds,
         })
     return out
-
-
-def answered_calls(log: Path) -> list[dict[str, Any]]:
-    """The answered call lines of the episodes finished in `log`, one per decision (the
-    last line of a decision that was played again after a resume)."""
-    episodes: dict[str, int] = {}
-    calls: dict[tuple[str, int], dict[str, Any]] = {}
-    for line in Path(log).read_text().splitlines():
-        try:
-            entry = json.loads(line)
-        except json.JSONDecodeError:
-            continue  # a torn last line
-        if entry.get("type") == "episode":
-            episodes[entry["episode_key"]] = int(entry["record"]["counters"].get("decisions", 0))
-        elif entry.get("type") == "call" and entry.get("status") == "ok":
-            calls[(entry["episode_key"], int(entry["decision"]))] = entry
-    return [call for (key, decision), call in calls.items()
-            if decision < episodes.get(key, 0)]
 
 
 def harness_of(call: dict[str, Any]) -> str:

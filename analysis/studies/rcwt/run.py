@@ -37,6 +37,7 @@ from analysis.studies.rcwt.design import (
     coordination_text,
     normalise_q,
 )
+from controllers.callline import ELAPSED, MODEL_FIELDS, CallLine
 from controllers.dacs.readers import evidence, parse_window
 from controllers.runlog import RunLog
 from envs._core import rng
@@ -148,7 +149,7 @@ class LLMAnswer:
             "response": result.text, "status": result.status, "error": result.error,
             "http_status": result.http_status, "provider_prompt_tokens": result.prompt_tokens,
             "provider_completion_tokens": result.completion_tokens,
-            "provider_latency_s": result.latency_s, "retries": result.retries,
+            "latency_s": result.latency_s, "retries": result.retries,
             "response_format": result.response_format,
         }
         if result.status != "ok":
@@ -266,7 +267,7 @@ def _call(policy: Any, trial: Trial, prompt: Assembly, model: str) -> dict[str, 
         reset(seed=trial.seed)
     started = time.perf_counter()
     answer = policy(prompt)
-    latency = time.perf_counter() - started
+    elapsed = time.perf_counter() - started
     extra = dict(getattr(policy, "last_call", None) or {})
     if answer is not None and (isinstance(answer, bool) or not isinstance(answer, int | np.integer)
                                or not 0 <= int(answer) < len(trial.options)):
@@ -275,16 +276,17 @@ def _call(policy: Any, trial: Trial, prompt: Assembly, model: str) -> dict[str, 
         extra["category"] = "invalid_action"
     answer = None if answer is None else int(answer)
     category = extra.pop("category", "ok" if answer is not None else "no_answer")
-    return {
-        "type": "call", "key": call_key(q, order, trial.seed), "model": model,
+    model_call = {name: extra.pop(name) for name in MODEL_FIELDS if name in extra}
+    return CallLine(**{"status": None, **model_call}, context={
+        "key": call_key(q, order, trial.seed), "model": model,
         "q": q, "order": order, "seed": trial.seed, "W": prompt.W, "u": prompt.u, "c": prompt.c,
         "r": prompt.r, "p": prompt.p, "tokens": prompt.tokens, "c_target": prompt.c_target,
         "r_target": prompt.r_target, "dropped": list(prompt.dropped), "layout": prompt.layout,
         "score": int(answer is not None and answer == trial.correct),
         "answer": answer, "correct": trial.correct, "category": category,
         "requester": trial.requester, "asked": trial.key,
-        "evidence_prefix": evidence_is_prefix(trial, prompt), "latency_s": latency, **extra,
-    }
+        "evidence_prefix": evidence_is_prefix(trial, prompt), ELAPSED: elapsed, **extra,
+    }).entry()
 
 
 def evidence_is_prefix(trial: Trial, prompt: Assembly) -> bool:
@@ -361,18 +363,20 @@ def run_workflow_sweep(
                     first = renderer.render(env.reset(seed=seed)[0]).assembly
                     started = time.perf_counter()
                     record = rollout(env, LLMPolicy(client, renderer), 1, seed=seed)[0]
-                    entry = {
-                        "type": "call", "key": key,
-                        "model": model_name, "q": qv, "order": order, "seed": seed,
-                        "W": window, "u": first.u, "c": first.c, "r": first.r, "p": first.p,
-                        "tokens": first.tokens, "score": int(record.success),
-                        "completed": record.completed,
-                        "category": record.first_failure or "ok",
-                        "decisions": record.counters.get("decisions", 0),
-                        "provider_prompt_tokens": record.counters.get(
-                            "provider_prompt_tokens", 0),
-                        "latency_s": time.perf_counter() - started,
-                    }
+                    counters = record.counters
+                    entry = CallLine(
+                        status="error" if record.first_failure == PROVIDER_ERROR else "ok",
+                        provider_prompt_tokens=counters.get("provider_prompt_tokens", 0),
+                        latency_s=counters.get("latency_s", 0.0),
+                        retries=int(counters.get("retries", 0)),
+                        context={
+                            "key": key, "model": model_name, "q": qv, "order": order,
+                            "seed": seed, "W": window, "u": first.u, "c": first.c,
+                            "r": first.r, "p": first.p, "tokens": first.tokens,
+                            "score": int(record.success), "completed": record.completed,
+                            "category": record.first_failure or "ok",
+                            "decisions": counters.get("decisions", 0),
+                            ELAPSED: time.perf_counter() - started}).entry()
                     entry = run_log.write_result(entry)
                     if on_call is not None:
                         on_call(entry)

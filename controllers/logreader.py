@@ -1,0 +1,111 @@
+"""The one reader of a finished (or running) run log, for every command that reads one: the
+report and summarize, diagnose, llm-study's call figures, the attribution bench.
+
+Why one: what stands in a log is a rule (a "replay" line voids an episode's earlier lines; a
+result unit repeated under its key counts once; old call lines read in today's meaning,
+controllers/callline.py), and a consumer reading the lines its own way would count a voided
+call or an old latency as if it stood. Writing, locking and resuming are controllers/runlog.py
+`RunLog`'s; this module reads without the lock, streaming (`read_entries`), in one pass.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from controllers.callline import CALL, normalised
+from controllers.policy import EpisodeRecord
+from controllers.runlog import read_entries
+from controllers.tracing import TRACE
+
+
+@dataclass
+class LoggedRun:
+    """One run of a log: its description and, per task seed, the episode line that stands,
+    its trace line's actions and its call lines; then the run's session lines (the
+    provenance of each open), its name when it was given one, and its result units' call
+    lines (an RCWT sweep's), each key once."""
+
+    run_id: str
+    run: dict[str, Any]
+    episodes: dict[int, EpisodeRecord]
+    actions: dict[int, list[Any]]
+    calls: dict[int, list[dict[str, Any]]]
+    sessions: list[dict[str, Any]] = field(default_factory=list)
+    name: str | None = None
+    results: list[dict[str, Any]] = field(default_factory=list)
+
+
+def _seed_of(key: Any, runs: dict[str, LoggedRun]) -> tuple[LoggedRun, int] | None:
+    if not isinstance(key, str) or ":" not in key or key.split(":", 1)[0] not in runs:
+        return None
+    try:
+        return runs[key.split(":", 1)[0]], int(key.rsplit(":", 1)[1])
+    except ValueError:
+        return None
+
+
+def read_log(path: Path, skipped: Counter[str] | None = None) -> dict[str, LoggedRun]:
+    """Run id -> its LoggedRun, in the order the runs first appear, from one streaming pass
+    over the log's lines (read without the lock); what is not an entry is counted in
+    `skipped` (controllers/runlog.py SKIP_KINDS). A run's lines follow its description (its
+    first line carries it). TypeError for an episode line whose record is not an
+    EpisodeRecord."""
+    runs: dict[str, LoggedRun] = {}
+    seen_results: set[tuple[str, str]] = set()
+    for entry in read_entries(Path(path), skipped if skipped is not None else Counter()):
+        entry = normalised(entry)
+        run_id, run = entry.get("run_id"), entry.get("run")
+        if isinstance(run_id, str) and isinstance(run, dict) and run_id not in runs:
+            runs[run_id] = LoggedRun(run_id, run, {}, {}, {})
+        if isinstance(run_id, str) and run_id in runs:
+            _take_run_line(entry, runs[run_id], seen_results)
+        found = _seed_of(entry.get("episode_key"), runs)
+        if found is None:
+            continue
+        logged, seed = found
+        kind = entry["type"]
+        if kind == "replay":
+            logged.episodes.pop(seed, None)
+            logged.actions.pop(seed, None)
+            logged.calls.pop(seed, None)
+        elif kind == "episode" and isinstance(entry.get("record"), dict):
+            logged.episodes[seed] = EpisodeRecord(**entry["record"])
+        elif kind == TRACE and isinstance(entry.get("actions"), list):
+            logged.actions[seed] = entry["actions"]
+        elif kind == CALL:
+            logged.calls.setdefault(seed, []).append(entry)
+    return runs
+
+
+def _take_run_line(entry: dict[str, Any], logged: LoggedRun,
+                   seen: set[tuple[str, str]]) -> None:
+    """A line naming its run: a session line, the run's name, or a result unit's call."""
+    if entry["type"] == "session":
+        logged.sessions.append(entry)
+    if logged.name is None and isinstance(entry.get("run_name"), str):
+        logged.name = entry["run_name"]
+    unit = (logged.run_id, str(entry.get("key")))
+    if entry["type"] == CALL and "key" in entry and unit not in seen:
+        seen.add(unit)  # a repeated key counts once
+        logged.results.append(entry)
+
+
+def answered_calls(path: Path) -> list[dict[str, Any]]:
+    """The answered call lines of the episodes that stand in the log at `path`, one per
+    decision (the last line of a decision, should an old log hold it twice), in log order:
+    the lines a study's per-decision figures (latency, tokens, cost) are taken over."""
+    out = []
+    for logged in read_log(path).values():
+        for seed, record in logged.episodes.items():
+            decisions = int(record.counters.get("decisions", 0))
+            last: dict[int, dict[str, Any]] = {}
+            for call in logged.calls.get(seed, []):
+                decision = call.get("decision")
+                if call.get("status") == "ok" and isinstance(decision, int) \
+                        and decision < decisions:
+                    last[decision] = call
+            out.extend(last[d] for d in sorted(last))
+    return out

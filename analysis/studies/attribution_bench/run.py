@@ -18,10 +18,10 @@ import gymnasium as gym
 
 from analysis.diagnose.attribution import ENV_ID, Trace
 from analysis.diagnose.faults import FaultInjector, Label, label_of
-from analysis.diagnose.logs import read_log
 from analysis.diagnose.run import env_kwargs, label, logged_traces, text_decoder
 from analysis.llm_runs import make_text_env
 from analysis.studies.attribution_bench.design import Design
+from controllers.logreader import read_log
 from controllers.policy import EpisodeRecord
 from controllers.rollout import rollout_parallel
 from controllers.runlog import RunLog

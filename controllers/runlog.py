@@ -34,7 +34,8 @@ before a resume plays it again it appends a "replay" line for its key, which voi
 earlier line of that episode (its calls, and under retry_failed its episode line). Rewriting
 the log to drop them would risk a finished run's lines to a crash mid-rewrite; the void calls
 also stay readable as what was sent and paid for. `call_totals` is the one sum over call
-lines, counting each decision once and the void ones apart.
+lines, counting each decision once and the void ones apart. Reading a finished log for a
+report or a study is controllers/logreader.py's.
 """
 
 from __future__ import annotations
@@ -231,7 +232,8 @@ class RunLog:
 
     Every line is one JSON object with a "type": "episode" lines (`episode_key` and the
     EpisodeRecord) are written when an episode ends; policies may add their own lines (an LLM
-    policy writes one "call" line per model call); a sweep whose unit is not an episode
+    policy writes one "call" line per model call, a controllers/callline.py CallLine); a
+    sweep whose unit is not an episode
     writes one keyed result line per unit (`write_result`); "replay" lines void an
     interrupted episode's earlier lines (module docstring).
 

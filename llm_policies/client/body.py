@@ -10,12 +10,11 @@ from __future__ import annotations
 
 import re
 import zlib
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from typing import Any, Literal
 
 import httpx
-
-from llm_policies.client.results import ToolCall
 
 MAX_ERROR_BODY_BYTES = 65_536
 MAX_JSON_DEPTH = 64
@@ -23,18 +22,6 @@ MAX_JSON_DEPTH = 64
 # A string token with an optional closing quote and possessive repeats: an unterminated string
 # runs to the end instead of being retried from every later quote, so the scan stays linear.
 _JSON_TOKENS = re.compile(r'"(?:[^"\\]++|\\.)*+"?|[\[\]{}]', re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Answer:
-    """What a well-formed 2xx reply says besides its text (the ChatResult fields it fills)."""
-
-    tool_calls: tuple[ToolCall, ...] = ()
-    served_model: str | None = None
-    cached_prompt_tokens: int | None = None
-    provider_cost_usd: float | None = None
-    reasoning: str | None = None
-    finish_reason: str | None = None
 
 
 @dataclass(frozen=True)
@@ -50,7 +37,10 @@ class Outcome:
     completion_tokens: int | None = None
     retry_after: float | None = None
     truncated: bool = False
-    answer: Answer = Answer()
+    # What a well-formed 2xx reply says besides its text: the ChatResult fields it fills
+    # (tool_calls, served_model, cached_prompt_tokens, provider_cost_usd, reasoning,
+    # finish_reason), by name.
+    answer: Mapping[str, Any] = field(default_factory=dict)
 
 
 class Stop(Exception):

@@ -14,12 +14,12 @@ import os
 import random
 import time
 from collections.abc import Generator, Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
-from llm_policies.client.body import Answer, Outcome
+from llm_policies.client.body import Outcome
 from llm_policies.client.config import MODES, ClientConfig, split_base_url
 from llm_policies.client.replies import ReplyRules
 from llm_policies.client.results import TOOLS_MODE, ChatResult, Limiter
@@ -276,7 +276,6 @@ class ChatCore(ReplyRules):
             response_format=mode,
             truncated=outcome.truncated,
             error_kind=None if ok else (outcome.kind or "request"),
-            **({f.name: getattr(outcome.answer, f.name)
-                for f in fields(Answer)} if ok else {}),
+            **(dict(outcome.answer) if ok else {}),
         )
 

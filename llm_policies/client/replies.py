@@ -22,7 +22,6 @@ import httpx
 from llm_policies.client.body import (
     MAX_ERROR_BODY_BYTES,
     MAX_JSON_DEPTH,
-    Answer,
     BodyReader,
     Outcome,
     json_depth_exceeds,
@@ -198,7 +197,7 @@ class ReplyRules:
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
         reasoning = next((r for r in (message.get("reasoning_content"), message.get("reasoning"))
                           if isinstance(r, str) and r), None)
-        answer = Answer(
+        answer = dict(
             tool_calls=calls,
             served_model=self._field(data.get("model")),
             cached_prompt_tokens=_cached_tokens(usage),

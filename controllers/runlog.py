@@ -296,7 +296,7 @@ class RunLog:
     def _read(self) -> None:
         self._sink.seek(0)
         for entry in read_entries(self._sink, self.skipped):
-            self._take(entry)
+            self._take(normalised(entry))  # a resumed unit's old line, in today's meaning
         if self.skipped["torn"]:  # a torn last line: cut it, so the next line starts clean
             self._sink.truncate(self._torn_at())
         if self.skipped:

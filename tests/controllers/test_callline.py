@@ -89,3 +89,12 @@ def test_the_sum_and_the_reader_count_an_old_log_in_todays_meaning(tmp_path: Pat
     assert [r["latency_s"] for r in run.results] == [0.75, 0.25]
     assert [r[ELAPSED] for r in run.results] == [2.5, 4.0]
     assert len(run.sessions) == 1 and run.name is None
+
+
+def test_a_resume_finds_an_old_logs_units_in_todays_meaning(tmp_path: Path) -> None:
+    path = tmp_path / "old.jsonl"
+    _old_log(path)
+    with RunLog(path, {"rcwt": "x", "window": 8}, resume=True) as log:
+        assert sorted(log.results) == ["0.5:first:3", "0.5:first:4"]
+        assert log.results["0.5:first:3"]["latency_s"] == 0.75
+        assert log.results["0.5:first:3"][ELAPSED] == 2.5

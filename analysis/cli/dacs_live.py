@@ -23,6 +23,7 @@ from analysis.cli.common import (
     writable_dir,
     writable_file,
 )
+from llm_policies.client.config import client_default
 
 ROLES = ("agent", "orchestrator", "judge")
 # The choices of llm_policies.live_agents (orchestrator.HARNESSES, protocol.JUDGE_FORMATS,
@@ -67,7 +68,7 @@ def add_parser(subparsers: Any) -> None:
                             help=f"the {role}'s model name on that server (default: none)")
     parser.add_argument("--local", choices=tuple(LOCAL_MODELS), default=None,
                         help="serve a bundled model for every role, one server (default: none)")
-    parser.add_argument("--api-key-env", default="OPENAI_API_KEY", metavar="NAME",
+    parser.add_argument("--api-key-env", default=client_default("api_key_env"), metavar="NAME",
                         help="environment variable holding the API key of every server, "
                              "never logged (default: %(default)s; unset: no key is sent)")
     parser.add_argument("--orchestrator-policy", default=None, metavar="SPEC",
@@ -150,7 +151,6 @@ def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[di
 
     with contextlib.ExitStack() as stack:
         system_role = True
-        timeout = 300.0
         if args.local is not None:
             from llm_policies.client.local_server import local_model, local_server
 
@@ -159,7 +159,7 @@ def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[di
             ends = {role: (url, spec.name) for role in ROLES}
             system_role = spec.system_role
         roles = LiveRoles(
-            endpoints=ends, max_tokens=args.max_tokens, timeout=timeout,
+            endpoints=ends, max_tokens=args.max_tokens,
             judge_format=args.judge_format, harness=args.orchestrator_harness,
             system_role=system_role, api_key_env=args.api_key_env,
             cache_dir=str(args.cache_dir) if args.cache_dir else None,

@@ -50,6 +50,15 @@ def g_squared(counts: np.ndarray, log_p: np.ndarray) -> np.ndarray:
     return 2.0 * terms.sum(axis=-1)
 
 
+def replicate_counts(codes: np.ndarray, k: int) -> np.ndarray:
+    """Per replicate (row of `codes`, replicates x episodes or answers, each a code below k)
+    the count of each code (replicates x k): the table a replicate is scored with."""
+    codes = np.asarray(codes, dtype=np.int64)
+    replicates = codes.shape[0]
+    flat = (np.arange(replicates)[:, None] * k + codes).ravel()
+    return np.bincount(flat, minlength=replicates * k).reshape(replicates, k)
+
+
 def bootstrap_p_value(observed: float, replicates: np.ndarray) -> float:
     """(1 + #replicates at least as extreme) / (1 + #replicates): never 0, so a p-value from R
     replicates is no smaller than 1 / (R + 1)."""

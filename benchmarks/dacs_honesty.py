@@ -10,7 +10,8 @@ fitting dacs-reader gets, and its windows replayed and parsed as the agent's are
 the whole fit test of REPLICATES replicates redrawn on the agent's own windows
 (analysis/diagnose/dacs_fit.py; docs/DEPARTURES.md says why the test redraws).
 
-    python benchmarks/dacs_honesty.py [--seeds 10] [--table-seeds 0 1000] [--json-out FILE]
+    python benchmarks/dacs_honesty.py [--seeds 10] [--table-seeds 0 1000] [--agents NAME ...]
+                                      [--json-out FILE]
     python benchmarks/dacs_honesty.py --replicate-cost [--json-out FILE]
 """
 
@@ -68,6 +69,9 @@ def main() -> None:
                         help="battery seeds of the per-agent table (default 0 1000)")
     parser.add_argument("--json-out", type=Path, default=None,
                         help="also write the JSON there (default: print only)")
+    parser.add_argument("--agents", nargs="*", default=None,
+                        help="only these agents (held-out names, or 'reader NAME'; "
+                             "default: every one)")
     parser.add_argument("--replicate-cost", action="store_true",
                         help="time one fresh-seed replicate against the own-window fit test "
                              "(default: the rejection tables)")
@@ -79,29 +83,36 @@ def main() -> None:
     print("| agent | truth | seed | top | fit p | verdict |")
     print("| --- | --- | ---: | --- | ---: | --- |")
     table = []
+    chosen = None if args.agents is None else set(args.agents)
     for name, (make, truth, _) in HELD_OUT.items():
+        if chosen is not None and name not in chosen:
+            continue
         for seed in args.table_seeds:
             result = dacs.diagnosis(dacs.play_battery(make(), seed=seed))
             fit = result["fit"]
             table.append({"agent": name, "truth": truth, "seed": seed,
                           "top": result["hypothesis"]["name"], "p_value": fit["p_value"],
-                          "verdict": fit["verdict"]})
+                          "verdict": fit["verdict"], "mixture": result["mixture"]})
             print(f"| {name} | {truth} | {seed} | {result['hypothesis']['name']} | "
                   f"{fit['p_value']:.2g} | {fit['verdict']} |", flush=True)
     agents = {**{f"reader {r}": (lambda r=r: dacs_controller(r), True)
                  for r in dacs.READERS if r != "flat-reader"},
               **{name: (make, inside) for name, (make, _, inside) in HELD_OUT.items()}}
-    print(f"\n| agent | inside | rejected of {args.seeds} | smallest p |")
-    print("| --- | --- | ---: | ---: |")
+    print(f"\n| agent | inside | rejected of {args.seeds} | smallest p | mixture reported |")
+    print("| --- | --- | ---: | ---: | ---: |")
     rates = []
     for name, (make, inside) in agents.items():
-        ps = [dacs.diagnosis(dacs.play_battery(make(), seed=SEED_STEP * s))["fit"]["p_value"]
-              for s in range(args.seeds)]
+        if chosen is not None and name not in chosen:
+            continue
+        found = [dacs.diagnosis(dacs.play_battery(make(), seed=SEED_STEP * s))
+                 for s in range(args.seeds)]
+        ps = [r["fit"]["p_value"] for r in found]
+        mixtures = sum(r["mixture"] is not None for r in found)
         rejected = sum(p < FIT_ALPHA for p in ps)
         rates.append({"agent": name, "inside": inside, "rejected": rejected,
-                      "runs": args.seeds, "smallest_p": min(ps)})
-        print(f"| {name} | {'yes' if inside else 'no'} | {rejected} | {min(ps):.2g} |",
-              flush=True)
+                      "runs": args.seeds, "smallest_p": min(ps), "mixtures": mixtures})
+        print(f"| {name} | {'yes' if inside else 'no'} | {rejected} | {min(ps):.2g} | "
+              f"{mixtures} |", flush=True)
     emit({"table": table, "rejection": rates,
           "seconds": round(time.perf_counter() - started, 1)}, args.json_out)
 

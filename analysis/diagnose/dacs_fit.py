@@ -65,7 +65,7 @@ from analysis.diagnose.dacs_replay import (
     lures,
     right_value,
 )
-from analysis.diagnose.dacs_verdicts import Copying
+from analysis.diagnose.dacs_verdicts import LAPSE_STEP, Copying
 from analysis.diagnose.fit_test import FIT_SEED, REPLICATES
 from analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
@@ -79,7 +79,7 @@ from envs.dacs.scenario import ATTRIBUTE_OF
 
 READERS = tuple(DACS_CONTROLLERS)
 UNIFORM = "uniform"
-EPSILON_GRID = np.round(np.linspace(0.0, 1.0, 101), 2)
+EPSILON_GRID = np.round(np.linspace(0.0, 1.0, round(1 / LAPSE_STEP) + 1), 2)
 ANSWER_CATEGORIES = ("right", "copy of the top lure", "copy of another lure", "other wrong")
 
 

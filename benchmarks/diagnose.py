@@ -28,7 +28,7 @@ forecast error on configurations outside the battery (mean |predicted - observed
 observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the interval).
 
     python benchmarks/diagnose.py [--repeats 40] [--quick] [--fixed-only] [--honesty-only]
-                                  [--json-out FILE]
+                                  [--forecast-only] [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -380,8 +380,20 @@ def main() -> None:
     parser.add_argument("--honesty-only", action="store_true",
                         help="only the lapse recovery (--repeats runs) and the fit test on "
                              "the 19 controllers (--repeats / 4 runs) (default: every row)")
+    parser.add_argument("--forecast-only", action="store_true",
+                        help="only the forecast error on the held-out configurations "
+                             "(--repeats / 4 runs per agent) (default: every row)")
     parser.add_argument("--json-out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
+    if args.forecast_only:
+        found = forecast_error(cached_model(DEFAULT_BATTERY), max(1, args.repeats // 4))
+        print(f"forecasts on {found['configurations']} held-out configurations "
+              f"({found['forecasts']}): mean |predicted - observed| "
+              f"{found['mean_abs_error']:.4f} (max {found['max_abs_error']:.4f}), observed "
+              f"inside the interval {found['inside_interval']:.3f}")
+        emit({"forecast_only": True, "repeats": args.repeats, "forecast": found},
+             args.json_out)
+        return
     if args.honesty_only:
         model = cached_model(DEFAULT_BATTERY)
         lapse = lapse_recovery(model, args.repeats)

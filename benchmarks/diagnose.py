@@ -27,7 +27,8 @@ tests/analysis/heldout_agents.py (played through the env by diagnose_policy), an
 forecast error on configurations outside the battery (mean |predicted - observed| success,
 observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the interval).
 
-    python benchmarks/diagnose.py [--repeats 40] [--quick] [--json-out FILE]
+    python benchmarks/diagnose.py [--repeats 40] [--quick] [--only fixed|honesty|forecast]
+                                  [--json-out FILE]
 """
 
 from __future__ import annotations
@@ -372,8 +373,35 @@ def main() -> None:
     parser.add_argument("--held-out-only", action="store_true",
                         help="only the held-out agents' table, on task seeds 0 and 1000 "
                              "(default: every row)")
+    parser.add_argument("--only", choices=("fixed", "honesty", "forecast"), default=None,
+                        help="only some rows: fixed (top-1 by budget, the misses at the "
+                             "default budget, the weakest pairs, the family recovery), honesty "
+                             "(the lapse recovery, --repeats runs, and the fit test on the 19 "
+                             "controllers, --repeats / 4), forecast (the forecast error, "
+                             "--repeats / 4 runs per agent) (default: every row)")
     parser.add_argument("--json-out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
+    if args.only == "forecast":
+        found = forecast_error(cached_model(DEFAULT_BATTERY), max(1, args.repeats // 4))
+        print(f"forecasts on {found['configurations']} held-out configurations "
+              f"({found['forecasts']}): mean |predicted - observed| "
+              f"{found['mean_abs_error']:.4f} (max {found['max_abs_error']:.4f}), observed "
+              f"inside the interval {found['inside_interval']:.3f}")
+        emit({"only": "forecast", "repeats": args.repeats, "forecast": found},
+             args.json_out)
+        return
+    if args.only == "honesty":
+        model = cached_model(DEFAULT_BATTERY)
+        lapse = lapse_recovery(model, args.repeats)
+        for r in lapse:
+            print(f"  {r['agent']:<12} {r['top_right']:.3f} {r['interval_holds']:.3f} "
+                  f"{r['both']:.3f}", flush=True)
+        controllers = controller_fit_tests(model, max(1, args.repeats // 4))
+        print(f"fit test on the 19 controllers: {controllers['rejected']} of "
+              f"{controllers['runs']} rejected at p < {REJECT_BELOW}")
+        emit({"only": "honesty", "repeats": args.repeats, "lapse_recovery": lapse,
+              "fit_test_controllers": controllers}, args.json_out)
+        return
     if args.held_out_only:
         found = held_out_fit_tests((0, 1000))
         print(f"{'agent':<26} {'where':<13} {'seed':>5} {'top':<26} {'mixture':<30} "
@@ -413,6 +441,24 @@ def main() -> None:
         rows.append({"budget": budget, "worst": worst, "worst_rate": rates[worst],
                      "overall_rate": round(float(np.mean(list(rates.values()))), 4)})
     needed = next((r["budget"] for r in rows if r["worst_rate"] >= TARGET), None)
+    if args.only == "fixed":
+        print(f"{'budget':>7} {'fixed':>6} {'worst':>6}  worst controller")
+        for r in rows:
+            print(f"{r['budget']:>7} {r['overall_rate']:>6.3f} {r['worst_rate']:>6.3f}  "
+                  f"{r['worst']}")
+        print(f"needed for {TARGET:.0%} top-1 of every controller: fixed {needed} episodes")
+        print(f"misses at the default budget: {confusion or 'none'}")
+        emit({"battery": [spec.as_dict() for spec in DEFAULT_BATTERY], "only": "fixed",
+              "repeats": repeats, "rows": rows, "needed": needed,
+              "misses_at_default_budget": confusion, "weakest_pairs": weakest_pairs(model),
+              "recovery_at_default_budget": recovery(model, repeats),
+              "model": {"distinct_mechanisms": len(model.mechanisms),
+                        "hypothesis_names": len(model.index), "simulated_episodes": simulated,
+                        "load_or_build_seconds": round(build_seconds, 2)},
+              "seconds_per_agent_fit": round(fit_seconds / (len(BUDGETS) * repeats
+                                                            * len(CONTROLLER_NAMES)), 5)},
+             args.json_out)
+        return
 
     adaptive = {name: adaptive_rows(model, rule, repeats) for name, rule in RULES.items()}
 

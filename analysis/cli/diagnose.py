@@ -262,30 +262,40 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _print_dacs(result: dict[str, Any]) -> None:
-    """The DACS summary: the run, the best reader fit and the runner-up, the attribution, the
-    verdicts."""
-    print(f"{json.dumps(result['policy'], sort_keys=True)} on {result['env']}: "
-          f"{result['episodes']} episodes, {result['decisions']} answers over "
-          f"{len(result['configurations'])} configurations")
-    print(result["headline"])
+    """The DACS summary (report.summary_lines): the run, the headline, the best reader fit
+    and the runner-up, the attribution, the verdicts."""
+    from analysis.diagnose.report import summary_lines
+
+    details = []
     if result["mechanisms"]:
         best, *rest = result["mechanisms"]
         low, high = best["params"]["epsilon_interval"]
         runner_up = (f"; next {rest[0]['name']} at log-LR {rest[0]['log_lr_to_best']:.1f}"
                      if rest else "")
-        print(f"best reader: {best['name']}"
-              + (f" (plays as {', '.join(best['aliases'])})" if best["aliases"] else "")
-              + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]" + runner_up)
-    print("answers: " + ", ".join(f"{key} {count}"
-                                  for key, count in result["attribution"].items()))
-    for text in result["verdicts"].values():
-        print(text)
+        details.append(f"best reader: {best['name']}"
+                       + (f" (plays as {', '.join(best['aliases'])})" if best["aliases"]
+                          else "")
+                       + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]"
+                       + runner_up)
+    details.append("answers: " + ", ".join(f"{key} {count}"
+                                           for key, count in result["attribution"].items()))
+    counted = (f"{result['episodes']} episodes, {result['decisions']} answers over "
+               f"{len(result['configurations'])} configurations")
+    for line in summary_lines(result["policy"], result["env"], counted, result["headline"],
+                              details, result["verdicts"]):
+        print(line)
 
 
 def diagnose(args: argparse.Namespace) -> int:
     import gymnasium as gym
 
-    from analysis.diagnose.report import dacs_to_json, to_json, write, write_dacs
+    from analysis.diagnose.report import (
+        dacs_to_json,
+        summary_lines,
+        to_json,
+        write,
+        write_dacs,
+    )
     from analysis.report import write_beside
     from llm_policies.client.prices import CostLimitReached
 
@@ -314,17 +324,18 @@ def diagnose(args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps(to_json(diagnosis), indent=2, sort_keys=True), file=args.stdout)
         return 0
-    print(f"{json.dumps(diagnosis.policy, sort_keys=True)} on {diagnosis.env}: "
-          f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} configurations")
-    print(diagnosis.headline)
+    details = []
     if not diagnosis.evidence.nothing_to_fit and len(diagnosis.ranked) > 1:
         runner_up = diagnosis.ranked[1]
         best = diagnosis.ranked[0]
-        print(f"ranked: {best.mechanism.name}"
-              + (f" (plays as {', '.join(best.aliases)})" if best.aliases else "")
-              + f"; next {runner_up.mechanism.name} at log-LR {runner_up.log_lr_to_best:.1f}")
-    for text in diagnosis.verdicts.values():
-        print(text)
+        details.append(f"ranked: {best.mechanism.name}"
+                       + (f" (plays as {', '.join(best.aliases)})" if best.aliases else "")
+                       + f"; next {runner_up.mechanism.name} at log-LR "
+                         f"{runner_up.log_lr_to_best:.1f}")
+    counted = f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} configurations"
+    for line in summary_lines(diagnosis.policy, diagnosis.env, counted, diagnosis.headline,
+                              details, diagnosis.verdicts):
+        print(line)
     for predicted in diagnosis.forecasts:
         low, high = predicted.interval
         print(f"forecast {json.dumps(predicted.kwargs, sort_keys=True)}: success "

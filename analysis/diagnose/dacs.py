@@ -12,7 +12,11 @@ copy rate and the fit test (analysis/diagnose/dacs_fit.py), and the words
 `diagnosis` returns, beside the attribution and the reader fits: `headline` (one line:
 nothing to fit, the best hypothesis and that it fits, or "outside the family", from
 honesty.headline), `fit` (the absolute fit test of the best (reader, copy rate, lapse),
-honesty.FitTest's JSON), `hypothesis` (that reader, rate and lapse), `evidence` (episodes,
+honesty.FitTest's JSON), `hypothesis` (that reader, rate and lapse, or the reported
+mixture's components), `mixture` (components and weights of a per-episode mixture of two
+readers when it beats the single best by the workflow's penalised margin,
+analysis/diagnose/dacs_mixture.py, else null; the inferred verdicts are then worded "if it
+were one mechanism", mixture.single_verdicts), `evidence` (episodes,
 the ones with an env outcome: at least one answer the env scored, the invalid replies by
 category, the wrong answers), `invalid` (that tally alone) and `attribution_vs_chance` (per
 cause: observed, expected_if_guessing, share; honesty.ChanceCount). The verdicts that infer a
@@ -43,6 +47,7 @@ from analysis.diagnose.dacs_fit import (
     fit_test,
     lapse_log_likelihood,
 )
+from analysis.diagnose.dacs_mixture import as_hypothesis, best_mixture
 from analysis.diagnose.dacs_replay import (
     AMBIGUOUS,
     CONTAMINATION,
@@ -88,6 +93,7 @@ from analysis.diagnose.honesty import (
     conditional,
     headline,
 )
+from analysis.diagnose.mixture import single_verdicts
 from controllers.dacs.readers import evidence
 
 __all__ = [
@@ -184,14 +190,21 @@ def diagnosis(traces: Sequence[DacsTrace]) -> dict[str, Any]:
     if not decisions:
         withheld = conditional({c: f"{c}: -" for c in COMPONENTS}, None, "", found)
         return {**common, "headline": headline(None, None, found), "fit": None,
-                "hypothesis": None, "mechanisms": [], "verdicts": withheld}
+                "hypothesis": None, "mixture": None, "mechanisms": [], "verdicts": withheld}
     fits = fit_readers(decisions)
     words = evidence_for(per_configuration, fits, result, chance)
-    best = DacsHypothesis(fits[0].name, words.copying.rate, words.copying.epsilon)
+    single = DacsHypothesis(fits[0].name, words.copying.rate, words.copying.epsilon)
+    mixture = best_mixture(decisions, fits, single, answered)
+    reported = mixture if mixture is not None and mixture.reported else None
+    best = single if reported is None else as_hypothesis(reported, fits)
     test = fit_test(per_configuration, best)
     worded = verdicts(words)
-    claimed = conditional({c: worded[c] for c in INFERRED}, test, best.name, found)
+    inferred = {c: worded[c] for c in INFERRED}
+    if reported is not None:
+        inferred = single_verdicts(inferred, reported, single.name)
+    claimed = conditional(inferred, test, best.name, found)
     return {**common, "headline": headline(best.name, test, found),
             "fit": None if test is None else test.to_json(), "hypothesis": best.to_json(),
+            "mixture": None if reported is None else reported.to_json(),
             "mechanisms": [f.as_dict() for f in fits],
             "verdicts": {c: claimed.get(c, worded[c]) for c in worded}}

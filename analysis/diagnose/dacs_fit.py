@@ -54,7 +54,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
 import numpy as np
 
@@ -65,20 +65,21 @@ from analysis.diagnose.dacs_replay import (
     lures,
     right_value,
 )
-from analysis.diagnose.dacs_verdicts import Copying
+from analysis.diagnose.dacs_verdicts import LAPSE_STEP, Copying
 from analysis.diagnose.fit_test import FIT_SEED, REPLICATES
 from analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
     FitTest,
     g_squared,
     profile_interval,
+    replicate_counts,
 )
 from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
 from envs.dacs.scenario import ATTRIBUTE_OF
 
 READERS = tuple(DACS_CONTROLLERS)
 UNIFORM = "uniform"
-EPSILON_GRID = np.round(np.linspace(0.0, 1.0, 101), 2)
+EPSILON_GRID = np.round(np.linspace(0.0, 1.0, round(1 / LAPSE_STEP) + 1), 2)
 ANSWER_CATEGORIES = ("right", "copy of the top lure", "copy of another lure", "other wrong")
 
 
@@ -105,14 +106,20 @@ def _chosen(decisions: Sequence[DacsDecision]) -> np.ndarray:
     return np.array([d.action for d in decisions], dtype=np.int64)
 
 
-def _n_options(decisions: Sequence[DacsDecision]) -> np.ndarray:
+def option_counts(decisions: Sequence[DacsDecision]) -> np.ndarray:
     return np.array([len(d.options) for d in decisions], dtype=np.float64)
+
+
+def episode_ids(decisions: Sequence[DacsDecision]) -> np.ndarray:
+    """Each decision's episode, numbered 0.. in order (an episode's answers start at index
+    0)."""
+    return np.cumsum([d.index == 0 for d in decisions]) - 1
 
 
 def _valid(decisions: Sequence[DacsDecision]) -> np.ndarray:
     """Which option columns exist per decision (decisions x options)."""
     width = _width(decisions)
-    return np.arange(width)[None, :] < _n_options(decisions)[:, None]
+    return np.arange(width)[None, :] < option_counts(decisions)[:, None]
 
 
 def choice_probabilities(decisions: Sequence[DacsDecision], name: str) -> np.ndarray:
@@ -167,7 +174,7 @@ def fit_readers(decisions: Sequence[DacsDecision], readers: Sequence[str] = READ
     docstring)."""
     if not decisions:
         raise ValueError("fit_readers needs at least one decision")
-    n_options = _n_options(decisions)
+    n_options = option_counts(decisions)
     groups: list[tuple[str, list[str], np.ndarray]] = []
     for name in readers:
         p = choice_probabilities(decisions, name)
@@ -214,7 +221,7 @@ def fit_copying(decisions: Sequence[DacsDecision], name: str,
     profile's likelihood-ratio interval, its log-LR over none the profile's maximum over its
     value at rate 0 (the reader fit itself), and its epsilon the lapse at the joint maximum
     (`epsilon`, the reader fit's, where no window showed a lure)."""
-    n_options = _n_options(decisions)
+    n_options = option_counts(decisions)
     lapse = (1.0 - EPSILON_GRID[:, None]) * choice_probabilities(decisions, name)[None, :] \
         + EPSILON_GRID[:, None] / n_options[None, :]
     table = lure_matrix(decisions)
@@ -254,7 +261,7 @@ class DacsHypothesis:
     def option_probabilities(self, decisions: Sequence[DacsDecision]) -> np.ndarray:
         """P(option) per decision and option under the hypothesis (module docstring)."""
         valid = _valid(decisions)
-        n = _n_options(decisions)[:, None]
+        n = option_counts(decisions)[:, None]
         lapse = (1.0 - self.epsilon) * reader_distribution(decisions, self.reader) \
             + np.where(valid, self.epsilon / n, 0.0)
         table = lure_matrix(decisions)
@@ -262,9 +269,32 @@ class DacsHypothesis:
         copy = np.where(count > 0, table / np.maximum(count, 1), 0.0)
         return np.where(count > 0, self.rate * copy + (1.0 - self.rate) * lapse, lapse)
 
+    def parts(self) -> tuple[tuple[float, DacsHypothesis], ...]:
+        """The (weight, component) pairs the fit test plays: this hypothesis alone (a
+        mixture, analysis/diagnose/dacs_mixture.py, has two)."""
+        return ((1.0, self),)
+
     def to_json(self) -> dict[str, Any]:
         return {"name": self.name, "reader": self.reader, "copy_rate": self.rate,
                 "epsilon": self.epsilon}
+
+
+class Playable(Protocol):
+    """What the fit test replicates: a name and its (weight, DacsHypothesis) components."""
+
+    @property
+    def name(self) -> str: ...
+
+    def parts(self) -> tuple[tuple[float, DacsHypothesis], ...]: ...
+
+
+def chosen_log_likelihood(decisions: Sequence[DacsDecision],
+                          hypothesis: DacsHypothesis) -> float:
+    """The log-likelihood of the answers given under `hypothesis`."""
+    p = hypothesis.option_probabilities(decisions)[np.arange(len(decisions)),
+                                                   _chosen(decisions)]
+    with np.errstate(divide="ignore"):
+        return float(np.log(p).sum())
 
 
 def answer_categories(decisions: Sequence[DacsDecision]) -> np.ndarray:
@@ -285,46 +315,50 @@ def answer_categories(decisions: Sequence[DacsDecision]) -> np.ndarray:
 
 
 def fit_test(per_configuration: Sequence[tuple[Mapping[str, Any], Sequence[DacsDecision]]],
-             hypothesis: DacsHypothesis, replicates: int = REPLICATES) -> FitTest | None:
-    """The parametric-bootstrap fit test of `hypothesis` (module docstring); None without any
-    answer."""
+             hypothesis: Playable, replicates: int = REPLICATES) -> FitTest | None:
+    """The parametric-bootstrap fit test of `hypothesis` (module docstring): a mixture's
+    replicate draws each episode's component by weight; None without any answer."""
     parts = [(kwargs, list(group)) for kwargs, group in per_configuration if group]
     if not parts:
         return None
     rng = np.random.default_rng(FIT_SEED)
+    weights = np.array([w for w, _ in hypothesis.parts()], dtype=np.float64)
     observed = np.zeros(len(parts))
     replicated = np.zeros((replicates, len(parts)))
     for c, (_, decisions) in enumerate(parts):
-        p = hypothesis.option_probabilities(decisions)
+        p = np.stack([h.option_probabilities(decisions) for _, h in hypothesis.parts()])
         categories = answer_categories(decisions)
         chosen = categories[np.arange(len(decisions)), _chosen(decisions)]
-        episode = np.cumsum([d.index == 0 for d in decisions])
+        episode = episode_ids(decisions)
         for e in np.unique(episode):
             rows = np.flatnonzero(episode == e)
-            statistic, drawn = _episode_g_squared(p[rows], categories[rows], chosen[rows],
-                                                  replicates, rng)
+            statistic, drawn = _episode_g_squared(p[:, rows], weights, categories[rows],
+                                                  chosen[rows], replicates, rng)
             observed[c] += statistic
             replicated[:, c] += drawn
     return FitTest.of_replicates(hypothesis.name, observed, replicated,
                                  [configuration_label(kwargs) for kwargs, _ in parts])
 
 
-def _episode_g_squared(p: np.ndarray, categories: np.ndarray, chosen: np.ndarray,
-                       replicates: int, rng: np.random.Generator) -> tuple[float, np.ndarray]:
+def _episode_g_squared(p: np.ndarray, weights: np.ndarray, categories: np.ndarray,
+                       chosen: np.ndarray, replicates: int, rng: np.random.Generator
+                       ) -> tuple[float, np.ndarray]:
     """The G-squared of one episode's category counts against the hypothesis's expected
-    counts, and that of each replicate's answers drawn from the hypothesis."""
+    counts (its components' option probabilities `p`, components x answers x options, mixed
+    by `weights`), and that of each replicate's answers drawn from the hypothesis (one
+    component per replicate episode)."""
     k = len(ANSWER_CATEGORIES)
-    per_category = np.stack([np.where(categories == j, p, 0.0).sum(axis=1) for j in range(k)],
-                            axis=1)
+    per_category = np.stack([np.where(categories[None] == j, p, 0.0).sum(axis=2)
+                             for j in range(k)], axis=2)  # components x answers x k
+    expected = np.tensordot(weights / weights.sum(), per_category.sum(axis=1), axes=1)
     with np.errstate(divide="ignore"):
-        log_p = np.log(per_category.sum(axis=0) / len(chosen))
+        log_p = np.log(expected / len(chosen))
     observed = float(g_squared(np.bincount(chosen, minlength=k), log_p))
-    cumulative = np.cumsum(per_category, axis=1)
-    cumulative /= cumulative[:, -1:]
-    last = k - 1 - np.argmax(per_category[:, ::-1] > 0, axis=1)  # rounding lands below
+    cumulative = np.cumsum(per_category, axis=2)
+    cumulative /= cumulative[:, :, -1:]
+    last = k - 1 - np.argmax(per_category[:, :, ::-1] > 0, axis=2)  # rounding lands below
+    pick = (np.zeros(replicates, dtype=np.int64) if len(weights) == 1 else
+            rng.choice(len(weights), size=replicates, p=weights / weights.sum()))
     draws = rng.random((replicates, len(chosen)))
-    drawn = np.minimum((draws[:, :, None] >= cumulative[None, :, :]).sum(axis=2),
-                       last[None, :])
-    flat = (np.arange(replicates)[:, None] * k + drawn).ravel()
-    counts = np.bincount(flat, minlength=replicates * k).reshape(replicates, k)
-    return observed, g_squared(counts, log_p)
+    drawn = np.minimum((draws[:, :, None] >= cumulative[pick]).sum(axis=2), last[pick])
+    return observed, g_squared(replicate_counts(drawn, k), log_p)

@@ -35,7 +35,12 @@ from dataclasses import dataclass, field
 from statistics import median_low
 from typing import Any
 
-from analysis.diagnose.honesty import INTERVAL_LOG_UNITS, ChanceCount
+from analysis.diagnose.honesty import (
+    INTERVAL_LOG_UNITS,
+    ChanceCount,
+    beats_words,
+    lapse_words,
+)
 
 COMPONENTS = ("ranking", "reading", "scoping", "visibility", "selection")
 FACTS, REGISTRY, NOTHING = "facts", "registry", "nothing"
@@ -55,6 +60,9 @@ SCOPING: dict[str, str | None] = {"dacs-reader": REQUESTER, "flat-reader": REQUE
                                   "flat-recency": NEAREST, "registry-only": REQUESTER,
                                   "first-agent": TOP, "own-fact": OWN, "uniform": None}
 TRAITS = {"reading": READING, "scoping": SCOPING}
+# The first step of the reader fits' lapse grid (dacs_fit.EPSILON_GRID): a lapse interval
+# ending below it says "no lapse".
+LAPSE_STEP = 0.01
 READING_WORDS = {
     FACTS: "answers from the agents' full-context facts (and a cascade request's recorded "
            "decision)",
@@ -156,8 +164,7 @@ def _ratio(best: Mapping[str, Any], other: Mapping[str, Any] | None) -> str:
                 f"({INTERVAL_LOG_UNITS:g}), so guessing is not rejected")
     if lr == 0.0:
         return f"{best['name']} and {other['name']} fit equally (log-LR 0.0)"
-    weak = ", weak evidence" if lr < INTERVAL_LOG_UNITS else ""
-    return f"{best['name']} beats {other['name']} by log-LR {lr:.1f}{weak}"
+    return beats_words(best["name"], other["name"], lr)
 
 
 def _join(finding: str, *evidence: str) -> str:
@@ -295,12 +302,8 @@ def _selection(evidence: Evidence) -> str:
     if "uniform" in _names(best):
         return _join("no evidence: a uniform guess has no rule to lapse from", fit_no_reason)
     low, high = best["params"]["epsilon_interval"]
-    epsilon = best["epsilon"]
-    if epsilon == 0.0:
-        found = "no lapse" if high == 0.0 else "no lapse found"
-        return _join(f"{found} (epsilon 0, interval {low:g}..{high:g})", fit_no_reason)
-    return _join(f"lapses to a uniform option on about {epsilon:.0%} of answers (epsilon "
-                 f"{epsilon:g}, interval {low:g}..{high:g})", fit_no_reason)
+    return _join(lapse_words(best["epsilon"], (low, high), LAPSE_STEP, "option", "answers",
+                             "g"), fit_no_reason)
 
 
 def verdicts(evidence: Evidence) -> dict[str, str]:

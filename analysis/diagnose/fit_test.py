@@ -28,7 +28,12 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.honesty import INTERVAL_LOG_UNITS, FitTest, g_squared
+from analysis.diagnose.honesty import (
+    INTERVAL_LOG_UNITS,
+    FitTest,
+    g_squared,
+    replicate_counts,
+)
 from analysis.diagnose.likelihood import (
     Fit,
     MechanismModel,
@@ -109,10 +114,7 @@ def fit_test(model: MechanismModel, agent_counts: Sequence[np.ndarray], hypothes
         observed[c] = float(g_squared(n, log_p[c]))
         seeds = FIT_SEED + c * SEED_STRIDE + np.arange(episodes * replicates, dtype=np.int64)
         codes = _play_codes(model, hypothesis, spec, seeds, rng).reshape(replicates, episodes)
-        k = outcome_count(spec)
-        flat = (np.arange(replicates)[:, None] * k + codes).ravel()
-        rep_counts = np.bincount(flat, minlength=replicates * k).reshape(replicates, k)
-        replicated[:, c] = g_squared(rep_counts, log_p[c])
+        replicated[:, c] = g_squared(replicate_counts(codes, outcome_count(spec)), log_p[c])
     played = [c for c in range(len(counts)) if counts[c].sum()]
     return FitTest.of_replicates(hypothesis.name, observed[played], replicated[:, played],
                                  [labels[c] for c in played])

@@ -50,6 +50,15 @@ def g_squared(counts: np.ndarray, log_p: np.ndarray) -> np.ndarray:
     return 2.0 * terms.sum(axis=-1)
 
 
+def replicate_counts(codes: np.ndarray, k: int) -> np.ndarray:
+    """Per replicate (row of `codes`, replicates x episodes or answers, each a code below k)
+    the count of each code (replicates x k): the table a replicate is scored with."""
+    codes = np.asarray(codes, dtype=np.int64)
+    replicates = codes.shape[0]
+    flat = (np.arange(replicates)[:, None] * k + codes).ravel()
+    return np.bincount(flat, minlength=replicates * k).reshape(replicates, k)
+
+
 def bootstrap_p_value(observed: float, replicates: np.ndarray) -> float:
     """(1 + #replicates at least as extreme) / (1 + #replicates): never 0, so a p-value from R
     replicates is no smaller than 1 / (R + 1)."""
@@ -218,6 +227,27 @@ def profile_interval(grid: Sequence[float], profile: Sequence[float],
     while high < len(fine) - 1 and inside[high + 1]:
         high += 1
     return float(fine[low]), float(fine[high])
+
+
+def beats_words(best: str, other: str, log_lr: float) -> str:
+    """'cache-3 beats cache-2 by log-LR 12.4', marked weak below INTERVAL_LOG_UNITS (inside
+    the 95% interval of a one-parameter choice): the verdicts' clause in both families."""
+    weak = ", weak evidence" if log_lr < INTERVAL_LOG_UNITS else ""
+    return f"{best} beats {other} by log-LR {log_lr:.1f}{weak}"
+
+
+def lapse_words(epsilon: float, interval: tuple[float, float], grid_step: float,
+                choice: str, unit: str, number: str = ".2g") -> str:
+    """The lapse clause of both families' selection verdict: 'no lapse' when the interval
+    ends below the lapse grid's first step, 'no lapse found' when it reaches past it, else
+    'lapses to a uniform <choice> on about N% of <unit> (epsilon e, interval a..b)', the
+    interval's ends formatted with `number`."""
+    low, high = interval
+    if epsilon == 0.0:
+        found = "no lapse" if high < grid_step else "no lapse found"
+        return f"{found} (epsilon 0, interval {low:{number}}..{high:{number}})"
+    return (f"lapses to a uniform {choice} on about {epsilon:.0%} of {unit} (epsilon "
+            f"{epsilon:g}, interval {low:{number}}..{high:{number}})")
 
 
 def integer_interval(values: Sequence[int], profile: Sequence[float],

@@ -22,6 +22,10 @@ its weight and the choice of the second component, and the second component is p
 n the episodes with an env outcome: the BIC penalty (k / 2) log n with k = 2 extra
 parameters, plus the log of the number of pairs searched (the cost of taking the best of
 them, a Bonferroni bound on the search). Otherwise the single best stands.
+
+The search (`best_pair`) and the margin are the rule of both env families: DACSSteering
+(analysis/diagnose/dacs_mixture.py) weighs pairs of its readers with it, a cell per episode
+(the episode's likelihood under each reader) where the workflow has a cell per outcome.
 """
 
 from __future__ import annotations
@@ -83,6 +87,62 @@ def _label(model: MechanismModel, index: int, epsilon: float) -> str:
     return f"{name}@{epsilon:g}" if epsilon else name
 
 
+def best_pair(log_p: np.ndarray, n: np.ndarray, groups: Sequence[int] | None = None
+              ) -> tuple[float, int, int, float]:
+    """The best two-component mixture of the candidates' rows of `log_p` (candidates x
+    cells, each cell's log probability under each candidate; a cell is an outcome counted
+    n[cell] times, or an episode counted once): (its log-likelihood, a, b, the weight of a)
+    over every pair a < b and every weight of WEIGHTS, skipping pairs in the same `groups`
+    entry. The rule of both env families (module docstring); a cell's probabilities are
+    scaled by their largest before mixing, so an episode's small likelihood does not
+    underflow."""
+    log_p = np.asarray(log_p, dtype=np.float64)
+    n = np.asarray(n, dtype=np.float64)
+    with np.errstate(invalid="ignore"):
+        shift = np.max(log_p, axis=0)
+    shift = np.where(np.isfinite(shift), shift, 0.0)
+    p = np.exp(log_p - shift[None, :])
+    base = float(shift @ n)
+    w = WEIGHTS[:, None, None]
+    best = (-math.inf, 0, 0, 0.0)
+    for a in range(len(p) - 1):
+        mixed = w * p[a][None, None, :] + (1 - w) * p[None, a + 1:, :]
+        with np.errstate(divide="ignore"):
+            ll = np.log(mixed) @ n + base  # (weights, later candidates)
+        if groups is not None:
+            ll[:, np.asarray(groups[a + 1:]) == groups[a]] = -math.inf
+        at = np.unravel_index(int(np.argmax(ll)), ll.shape)
+        if ll[at] > best[0]:
+            best = (float(ll[at]), a, a + 1 + int(at[1]), float(WEIGHTS[at[0]]))
+    return best
+
+
+def pairs_searched(groups: Sequence[int]) -> int:
+    """How many pairs best_pair weighs: those of candidates in different groups."""
+    sizes = np.bincount(np.asarray(groups, dtype=np.int64))
+    total = len(groups)
+    return int((total * total - int((sizes * sizes).sum())) // 2)
+
+
+def mixture_of(candidates: Sequence[tuple[int, float]], names: Sequence[str],
+               log_p: np.ndarray, n: np.ndarray, single_log_likelihood: float,
+               episodes: int, groups: Sequence[int] | None = None) -> Mixture | None:
+    """The best mixture of `candidates` ((index, epsilon) each, named `names`), the heavier
+    component first, with the margin of its search over the pairs weighed (best_pair); None
+    with fewer than two candidates or no pair to weigh."""
+    groups = list(range(len(candidates))) if groups is None else list(groups)
+    pairs = pairs_searched(groups)
+    if len(candidates) < 2 or pairs == 0:
+        return None
+    ll, a, b, weight = best_pair(log_p, n, groups)
+    (ia, ea), (ib, eb) = candidates[a], candidates[b]
+    first, second = Component(ia, ea, weight), Component(ib, eb, round(1 - weight, 2))
+    pair = (names[a], names[b])
+    if second.weight > first.weight:
+        first, second, pair = second, first, pair[::-1]
+    return Mixture((first, second), pair, ll, single_log_likelihood, margin(episodes, pairs))
+
+
 def best_mixture(model: MechanismModel, agent_counts: Sequence[np.ndarray],
                  ranked: Sequence[Fit]) -> Mixture | None:
     """The best two-component mixture over the candidates (module docstring), None without
@@ -92,29 +152,12 @@ def best_mixture(model: MechanismModel, agent_counts: Sequence[np.ndarray],
     if episodes == 0 or not ranked:
         return None
     candidates = [(i, 0.0) for i in range(len(model.mechanisms))]
-    if len(candidates) < 2:
-        return None
     cells = [np.flatnonzero(c) for c in counts]
     n = np.concatenate([c[k] for c, k in zip(counts, cells, strict=True)])
-    p = np.stack([np.exp(np.concatenate([lp[k] for lp, k in zip(
-        lapse_log_p(model, i, e), cells, strict=True)])) for i, e in candidates])
-    w = WEIGHTS[:, None, None]
-    best = (-math.inf, 0, 0, 0.0)
-    for a in range(len(candidates) - 1):
-        mixed = w * p[a][None, None, :] + (1 - w) * p[None, a + 1:, :]
-        ll = np.log(mixed) @ n  # (weights, later candidates)
-        at = np.unravel_index(int(np.argmax(ll)), ll.shape)
-        if ll[at] > best[0]:
-            best = (float(ll[at]), a, a + 1 + int(at[1]), float(WEIGHTS[at[0]]))
-    ll, a, b, weight = best
-    pairs = len(candidates) * (len(candidates) - 1) // 2
-    (ia, ea), (ib, eb) = candidates[a], candidates[b]
-    first, second = (Component(ia, ea, weight), Component(ib, eb, round(1 - weight, 2)))
-    names = (_label(model, ia, ea), _label(model, ib, eb))
-    if second.weight > first.weight:
-        first, second, names = second, first, names[::-1]
-    return Mixture((first, second), names, ll, ranked[0].log_likelihood,
-                   margin(episodes, pairs))
+    log_p = np.stack([np.concatenate([lp[k] for lp, k in zip(
+        lapse_log_p(model, i, e), cells, strict=True)]) for i, e in candidates])
+    return mixture_of(candidates, [_label(model, i, e) for i, e in candidates], log_p, n,
+                      ranked[0].log_likelihood, episodes)
 
 
 def single_verdicts(found: dict[str, str], mixture: Mixture, single: str) -> dict[str, str]:

@@ -18,8 +18,10 @@ mechanism's band, the mechanism does not explain it.
 
 A DACS diagnosis (analysis/diagnose/dacs.py `diagnosis`, a dict already in the DACS contract)
 gains provenance only; its Markdown beside it holds the headline, the fit test and the
-invalid tally (`fit_lines`, the workflow report's own), the verdicts, the reader fits and the
-attribution beside what guessing gives, and there is no PNG (the reader fits are exact
+invalid tally, the mixture, the verdicts and the attribution beside what guessing gives, each
+written by the lines the workflow report writes them with (`head_lines`, `fit_lines`,
+`mixture_lines`, `verdict_lines`, `attribution_lines`; the terminal summary of both is
+`summary_lines`), and the reader fits; there is no PNG (the reader fits are exact
 likelihoods, with no predicted bands to draw).
 """
 
@@ -118,6 +120,50 @@ def fit_lines(test: FitTest | None, invalid: Mapping[str, int],
     return lines
 
 
+def head_lines(policy: Any, env: str, headline: str, counted: str) -> list[str]:
+    """The title, the headline and what was counted, in either family's Markdown."""
+    return [f"# Diagnosis of {json.dumps(policy, sort_keys=True)} on {env}", "",
+            f"**{headline}**", "", counted, ""]
+
+
+def mixture_lines(mixture: Mapping[str, Any] | None) -> list[str]:
+    """The reported per-episode mixture (mixture.Mixture's JSON), in either family's
+    Markdown: its components and weights, and its gain over the single best against the
+    margin it cleared."""
+    if mixture is None:
+        return []
+    parts = " and ".join(f"{name} ({weight:.0%})" for name, weight in
+                         zip(mixture["components"], mixture["weights"], strict=True))
+    return ["## Mixture", "", f"A per-episode mixture of {parts} beats the single best by "
+            f"log-LR {mixture['gain_over_single']:.1f} (the margin "
+            f"{mixture['margin']:.1f}: log episodes + log pairs weighed).", ""]
+
+
+def verdict_lines(verdicts: Mapping[str, str]) -> list[str]:
+    return ["## Verdicts", "", *(f"- {text}" for text in verdicts.values())]
+
+
+def attribution_lines(title: str, unit: str,
+                      rows: Sequence[tuple[str, int, float | None, float | None]]) -> list[str]:
+    """The attribution table of either family: per category its count, what a uniform
+    guesser would show on the same decisions and the likelihood share (None: not weighed)."""
+    lines = ["", f"## {title}", "",
+             f"| category | {unit} | a uniform guesser would show | likelihood share |",
+             "|---|---:|---:|---:|"]
+    for key, count, chance, share in rows:
+        lines.append(f"| {key} | {count} | " + ("-" if chance is None else f"{chance:.1f}")
+                     + " | " + ("-" if share is None else f"{share:.1f}") + " |")
+    return lines
+
+
+def summary_lines(policy: Any, env: str, counted: str, headline: str,
+                  details: Sequence[str], verdicts: Mapping[str, str]) -> list[str]:
+    """The terminal summary of either family: the run, the headline, the family's details
+    (the best fit against the runner-up, ...), and the verdicts."""
+    return [f"{json.dumps(policy, sort_keys=True)} on {env}: {counted}", headline, *details,
+            *verdicts.values()]
+
+
 def predicted_success(diagnosis: Diagnosis, fitted: Fit) -> list[float]:
     """The mechanism's simulated success probability on each played configuration."""
     model = diagnosis.model
@@ -134,28 +180,22 @@ def predicted_success(diagnosis: Diagnosis, fitted: Fit) -> list[float]:
 
 def to_markdown(diagnosis: Diagnosis) -> str:
     """The ranked mechanisms, the attribution counts and the verdicts."""
-    lines = [f"# Diagnosis of {json.dumps(diagnosis.policy, sort_keys=True)} on {diagnosis.env}",
-             "", f"**{diagnosis.headline}**", "",
-             f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} battery "
-             "configurations.", ""]
+    lines = head_lines(diagnosis.policy, diagnosis.env, diagnosis.headline,
+                       f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} "
+                       "battery configurations.")
     lines += fit_lines(diagnosis.fit, diagnosis.evidence.invalid)
-    lines += ["## Verdicts", ""]
-    lines += [f"- {text}" for text in diagnosis.verdicts.values()]
+    lines += mixture_lines(None if diagnosis.mixture is None else diagnosis.mixture.to_json())
+    lines += verdict_lines(diagnosis.verdicts)
     lines += ["", "## Mechanisms, best first", "",
               "| rank | mechanism | plays as | epsilon | log-likelihood | log-LR to best |",
               "|---:|---|---|---:|---:|---:|"]
     for rank, f in enumerate(diagnosis.ranked[:TOP], start=1):
         lines.append(f"| {rank} | {f.mechanism.name} | {', '.join(f.aliases) or '-'} | "
                      f"{f.epsilon:.3f} | {f.log_likelihood:.1f} | {f.log_lr_to_best:.1f} |")
-    lines += ["", "## Attribution of the failed calls", "",
-              "| category | calls | a uniform guesser would show | likelihood share |",
-              "|---|---:|---:|---:|"]
-    for key in COUNT_KEYS:
-        chance = diagnosis.chance.get(key)
-        lines.append(f"| {key} | {diagnosis.tally.counts[key]} | "
-                     + ("-" if chance is None else f"{chance.expected_if_guessing:.1f}")
-                     + " | " + ("-" if key not in diagnosis.tally.weighted
-                                else f"{diagnosis.tally.weighted[key]:.1f}") + " |")
+    lines += attribution_lines("Attribution of the failed calls", "calls", [
+        (key, diagnosis.tally.counts[key],
+         None if key not in diagnosis.chance else diagnosis.chance[key].expected_if_guessing,
+         diagnosis.tally.weighted.get(key)) for key in COUNT_KEYS])
     if diagnosis.forecasts:
         lines += ["", "## Forecasts", "", "| configuration | success | interval |",
                   "|---|---:|---|"]
@@ -222,14 +262,13 @@ def dacs_to_json(result: dict[str, Any]) -> dict[str, Any]:
 def dacs_markdown(result: dict[str, Any]) -> str:
     """The verdicts, the ranked reader fits, the attribution of the answers and the
     configurations."""
-    lines = [f"# Diagnosis of {json.dumps(result['policy'], sort_keys=True)} on {result['env']}",
-             "", f"**{result['headline']}**", "",
-             f"{result['episodes']} episodes, {result['decisions']} answers, over "
-             f"{len(result['configurations'])} battery configurations.", ""]
+    lines = head_lines(result["policy"], result["env"], result["headline"],
+                       f"{result['episodes']} episodes, {result['decisions']} answers, over "
+                       f"{len(result['configurations'])} battery configurations.")
     lines += fit_lines(None if result["fit"] is None else FitTest.from_json(result["fit"]),
                        result["invalid"], "redrawn on the agent's windows")
-    lines += ["## Verdicts", ""]
-    lines += [f"- {text}" for text in result["verdicts"].values()]
+    lines += mixture_lines(result.get("mixture"))
+    lines += verdict_lines(result["verdicts"])
     lines += ["", "## Readers, best first", "",
              "| rank | reader | plays as | epsilon | interval | log-likelihood | "
              "log-LR to best |", "|---:|---|---|---:|---|---:|---:|"]
@@ -238,15 +277,11 @@ def dacs_markdown(result: dict[str, Any]) -> str:
         lines.append(f"| {rank} | {m['name']} | {', '.join(m['aliases']) or '-'} | "
                      f"{m['epsilon']:.2f} | [{low:.2f}, {high:.2f}] | "
                      f"{m['log_likelihood']:.1f} | {m['log_lr_to_best']:.1f} |")
-    lines += ["", "## Attribution of the answers", "",
-              "| category | answers | a uniform guesser would show | likelihood share |",
-              "|---|---:|---:|---:|"]
-    for key, count in result["attribution"].items():
-        share = result["attribution_weights"].get(key)
-        chance = result["attribution_vs_chance"].get(key)
-        lines.append(f"| {key} | {count} | "
-                     + ("-" if chance is None else f"{chance['expected_if_guessing']:.1f}")
-                     + f" | {'-' if share is None else f'{share:.1f}'} |")
+    chance = result["attribution_vs_chance"]
+    lines += attribution_lines("Attribution of the answers", "answers", [
+        (key, count, chance[key]["expected_if_guessing"] if key in chance else None,
+         result["attribution_weights"].get(key))
+        for key, count in result["attribution"].items()])
     lines += ["", f"The env calls {result['env_contaminated']} answers contaminated (another "
               "agent holds the value).", "", "## Configurations", ""]
     lines += [f"- {json.dumps(kwargs, sort_keys=True)}" for kwargs in result["configurations"]]

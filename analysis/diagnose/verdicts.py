@@ -37,7 +37,7 @@ from analysis.diagnose.attribution import (
     WRONG_REGISTER,
     Tally,
 )
-from analysis.diagnose.honesty import ChanceCount
+from analysis.diagnose.honesty import ChanceCount, beats_words, lapse_words
 from analysis.diagnose.hypotheses import Row, families
 from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, LAPSE_GRID, FamilyFit, Fit
 from controllers.workflow.mechanisms import (
@@ -123,8 +123,7 @@ def _ratio(best: Fit, other: Fit | None) -> tuple[float, str]:
     if lr < 0.0:  # a failure mode ahead by less than its parsimony penalty
         return lr, f"{other.mechanism.name} fits better by log-LR {-lr:.1f}, less than its " \
                    f"extra parameter needs ({INTERVAL_LOG_UNITS:.2f}), weak evidence"
-    weak = ", weak evidence" if lr < INTERVAL_LOG_UNITS else ""
-    return lr, f"{best.mechanism.name} beats {other.mechanism.name} by log-LR {lr:.1f}{weak}"
+    return lr, beats_words(best.mechanism.name, other.mechanism.name, lr)
 
 
 def _family_clause(best: Fit, family_fits: Mapping[str, FamilyFit], key: str) -> str:
@@ -257,12 +256,8 @@ def _retention(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
 def _lapse_clause(best: Fit) -> str:
     if best.epsilon_interval is None:
         return ""
-    low, high = best.epsilon_interval
-    if best.epsilon == 0.0:
-        found = "no lapse" if high < LAPSE_GRID[1] else "no lapse found"
-        return f"{found} (epsilon 0, interval {low:.2g}..{high:.2g})"
-    return f"lapses to a uniform slot on about {best.epsilon:.0%} of decisions " \
-           f"(epsilon {best.epsilon:g}, interval {low:.2g}..{high:.2g})"
+    return lapse_words(best.epsilon, best.epsilon_interval, LAPSE_GRID[1], "slot",
+                       "decisions")
 
 
 def _selection(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],

@@ -1,9 +1,10 @@
 """Held-out DACSSteering agents for the honest diagnosis: written here, never tuned against,
 each with the truth it plays. Outside the hypotheses (the readers of controllers/dacs/readers.py
-with a copy rate and a lapse): deterministic copiers (always the topmost, or always the nearest,
-lure), a per-episode mixture of two readers, and a position bias the readers do not hold (the
-bottom-most block's value). Inside: the two new readers played themselves, readers with a lapse
-of 0.2-0.3, and the reader copying at a rate.
+with a copy rate and a lapse, or a per-episode mixture of two readers): deterministic copiers
+(always the topmost, or always the nearest, lure) and a position bias the readers do not hold
+(the bottom-most block's value). Inside: the two new readers played themselves, readers with a
+lapse of 0.2-0.3, the reader copying at a rate, and a per-episode mixture of two readers
+(analysis/diagnose/dacs_mixture.py; outside before the mixtures were hypotheses).
 
 `HELD_OUT` maps a name to (make the agent, its truth, whether it is inside the family).
 """
@@ -79,7 +80,8 @@ HELD_OUT: dict[str, tuple[Callable[[], Any], str, bool]] = {
     "first-lure copier": (Contaminating, "always the topmost lure", False),
     "nearest-lure copier": (NearestLure, "always the nearest lure", False),
     "mixture dacs-reader / flat-recency": (
-        lambda: EpisodeMixture("dacs-reader", "flat-recency"), "per episode, 0.5 each", False),
+        lambda: EpisodeMixture("dacs-reader", "flat-recency"),
+        "mixture of dacs-reader and flat-recency per episode, 0.5 each", True),
     "last-agent position bias": (LastAgent, "the bottom-most block's value", False),
     "first-agent": (lambda: dacs_controller("first-agent"), "first-agent", True),
     "own-fact": (lambda: dacs_controller("own-fact"), "own-fact", True),

@@ -12,8 +12,11 @@ from typing import Any
 import pytest
 
 from analysis.diagnose import dacs
+from analysis.diagnose.dacs_mixture import MIXTURE_EPSILONS, best_mixture
 from analysis.diagnose.dacs_verdicts import COMPONENTS
 from analysis.diagnose.honesty import FIT_ALPHA, MIN_OUTCOMES
+from analysis.diagnose.mixture import margin, pairs_searched
+from analysis.diagnose.report import dacs_markdown, mixture_lines
 from controllers.dacs.readers import dacs_controller
 from tests.analysis.dacs_agents import HELD_OUT
 from tests.analysis.test_dacs_verdicts import CopyingReader
@@ -31,7 +34,9 @@ def diagnosed(agent: str, seed: int = 0) -> dict[str, Any]:
 def test_held_out_agents_are_fitted_or_rejected(agent: str) -> None:
     """Outside the family: the fit rejects, the headline says so and every inferred verdict
     reads "if it were". Inside: the fit holds and names the truth's reader; a lapse or copy
-    rate falls inside its profile-likelihood interval, which spans more than one value."""
+    rate falls inside its profile-likelihood interval, which spans more than one value; a
+    per-episode mixture of two readers is named with its weights, and no other inside agent
+    gains a mixture."""
     _, truth, inside = HELD_OUT[agent]
     result = diagnosed(agent)
     fit, hypothesis = result["fit"], result["hypothesis"]
@@ -49,6 +54,14 @@ def test_held_out_agents_are_fitted_or_rejected(agent: str) -> None:
     assert fit["verdict"] == "fits", fit
     assert result["headline"] == (f"best mechanism: {hypothesis['name']}, which fits the "
                                   f"outcomes (fit p = {fit['p_value']:.2g})")
+    if truth.startswith("mixture of "):
+        # each episode drawn 0.5 / 0.5 by the agent's own stream: 32 episodes, sd 0.09
+        mixture = result["mixture"]
+        assert sorted(mixture["components"]) == ["dacs-reader", "flat-recency"], mixture
+        assert all(abs(w - 0.5) <= 0.15 for w in mixture["weights"]), mixture
+        assert [c["name"] for c in hypothesis["components"]] == mixture["components"]
+        return
+    assert result["mixture"] is None, result["mixture"]
     reader = truth.split("@")[0].split("+")[0]
     assert hypothesis["reader"] == reader
     best = result["mechanisms"][0]
@@ -139,3 +152,47 @@ def test_a_guessers_contamination_is_no_excess_over_chance_and_a_copiers_is() ->
     assert (f"against guessing, contamination: {excess['observed'] / wrong:.0%} against "
             f"{excess['expected_if_guessing'] / wrong:.0%} by chance") in \
         copier["verdicts"]["scoping"]
+
+
+@functools.cache
+def reader_traces(reader: str) -> tuple[dacs.DacsTrace, ...]:
+    return tuple(dacs.play_battery(dacs_controller(reader)))
+
+
+@pytest.mark.parametrize("share", [0.5, 0.25])
+def test_a_per_episode_mixture_of_two_readers_comes_back_with_its_weights(share: float) -> None:
+    """dacs-reader on the first `share` of each configuration's scenario seeds, flat-recency
+    on the rest (the weights are known exactly): the mixture beats the single best by more
+    than the workflow's margin, log(episodes) + log(pairs weighed), names the two readers
+    with weights within 0.1 of the truth, and, unlike the single best, fits."""
+    cut = round(share * dacs.DEFAULT_EPISODES)
+    traces = [*(t for t in reader_traces("dacs-reader") if t.seed < cut),
+              *(t for t in reader_traces("flat-recency") if t.seed >= cut)]
+    replayed = [(t, dacs.replay(t)) for t in traces]
+    decisions = [d for _, group in replayed for d in group]
+    fits = dacs.fit_readers(decisions)
+    copying = dacs.fit_copying(decisions, fits[0].name, fits[0].epsilon)
+    single = dacs.DacsHypothesis(fits[0].name, copying.rate, copying.epsilon)
+    found = best_mixture(decisions, fits, single, len(traces))
+    pairs = pairs_searched([g for g in range(len(fits)) for _ in MIXTURE_EPSILONS])
+    assert found is not None and found.reported, found
+    assert found.margin == pytest.approx(margin(len(traces), pairs))
+    weights = dict(zip(found.names, (c.weight for c in found.components), strict=True))
+    assert set(weights) == {"dacs-reader", "flat-recency"}, found.names
+    assert abs(weights["dacs-reader"] - share) <= 0.1, weights
+    result = dacs.diagnosis(traces)
+    assert result["mixture"] == found.to_json()
+    assert "\n".join(mixture_lines(result["mixture"])) in dacs_markdown(
+        {**result, "policy": {"name": "mixed"}})
+    assert result["fit"]["verdict"] == "fits", result["fit"]
+    per_configuration = [(kwargs, [d for t, group in replayed if dict(t.env_kwargs) == kwargs
+                                   for d in group]) for kwargs in BATTERY]
+    assert dacs.fit_test(per_configuration, single).rejected
+
+
+@pytest.mark.parametrize("reader", ["dacs-reader", "flat-recency", "uniform"])
+def test_a_pure_reader_gains_no_mixture(reader: str) -> None:
+    result = dacs.diagnosis(list(reader_traces(reader)))
+    assert result["mixture"] is None
+    assert reader in [result["mechanisms"][0]["name"], *result["mechanisms"][0]["aliases"]]
+    assert result["fit"]["verdict"] == "fits"

@@ -120,11 +120,14 @@ class CopyingReader(Reader):
 def test_a_contaminating_agent_is_named_contaminated_with_the_agents_it_copied() -> None:
     result = diagnosed("first-lure")
     scoping = result["verdicts"]["scoping"]
-    # No reader copies the first lure, so the claim is conditional on the closest hypothesis.
+    # No reader copies the first lure, so the claim is conditional on the closest hypothesis,
+    # here a reported two-reader mixture that fits badly too: the words are the single best's.
     closest = result["hypothesis"]["name"]
     assert result["fit"]["verdict"] == "outside the family"
-    assert scoping.startswith(f"scoping: if it were {closest} (it fits badly): contaminated: "
-                              "copies another agent's visible value")
+    assert closest.startswith("mixture of ") and result["mixture"] is not None
+    assert scoping.startswith(f"scoping: if it were {closest} (it fits badly): if it were one "
+                              "mechanism (")
+    assert "per episode): contaminated: copies another agent's visible value" in scoping
     assert result["contamination_sources"]
     for source, count in result["contamination_sources"].items():
         assert f"{source} {count}" in scoping

@@ -29,7 +29,7 @@ HERE = Path(__file__).resolve()
 TOP_KEYS = {"env", "policy", "episodes", "decisions", "configurations", "attribution",
             "attribution_weights", "env_contaminated", "contamination_sources", "mechanisms",
             "verdicts", "provenance", "headline", "fit", "hypothesis", "evidence", "invalid",
-            "attribution_vs_chance"}
+            "attribution_vs_chance", "mixture"}
 FIT_KEYS = {"hypothesis", "statistic", "p_value", "replicates", "expected_statistic",
             "outside", "verdict"}
 MECHANISM_KEYS = {"name", "family", "aliases", "params", "epsilon", "log_likelihood",
@@ -196,7 +196,8 @@ def test_the_summary_says_when_no_reader_explains_the_agent(
     assert lines[1].startswith("outside the family: no reference mechanism explains the "
                                "outcomes (fit p < 0.005")
     assert lines[2].startswith("best reader: first-agent")
-    assert any(line.startswith("scoping: if it were first-agent") for line in lines)
+    assert any(line.startswith("scoping: if it were mixture of first-agent")
+               for line in lines)
 
 
 def test_the_text_oracle_is_diagnosed_as_the_reader_it_is(

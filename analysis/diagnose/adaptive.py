@@ -30,9 +30,10 @@ separates those is rarely the one with the largest fixed share. So the design is
   the penalty likelihood.ranking_scores gives them. A failure mode is exact with one more
   parameter, and most of them differ from exact only after a failed call: on an exact agent
   the uniform prior left perseverate-0.25 near half the posterior after 128 episodes (one
-  configuration separates them, by 0.015 nats per episode), and the posterior then named a
-  failure mode that the ranking, the stop's other condition, does not put first. With the
-  prior, posterior and ranking weigh a failure mode alike; benchmarks/diagnose.py reports
+  configuration separates them, by 0.015 nats per episode), and 2 of 8 exact runs ended at a
+  cap of 128 with a failure mode as the design's leader (docs/RESULTS.md), where the ranking,
+  the stop's other condition, penalises it. With the prior, posterior and ranking weigh a
+  failure mode alike; benchmarks/diagnose.py reports
   the stops' reliability on failure-mode agents too, where the prior works against the truth.
   PRECISION and ROUNDS_OF_8 (rounds of 8 over the 6 most probable hypotheses, lapse
   variants counted apart, at least 32 episodes) are the rules before it, kept so a log they

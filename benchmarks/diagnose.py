@@ -15,10 +15,18 @@ and seeds: one run per controller and repeat with a cap of the largest budget, i
 at each smaller cap from the round that reached it (a capped run is a prefix of the uncapped
 one, up to where the stop rule ends both), and the episodes it played before stopping.
 
-The adaptive design is measured with each rule of adaptive.RULES (the precision rule, the
-default, and the rounds of 8 before it), with caps up to ADAPTIVE_CAP; the reliability table
-sets the posterior the design claims for its leader at the stop against how often that
-leader is the truth.
+The adaptive design is measured with each rule of adaptive.RULES (the parsimony rule, the
+default, and the precision rule and rounds of 8 before it), with caps up to ADAPTIVE_CAP; the
+reliability table sets the posterior the design claims for its leader at the stop against how
+often that leader is the truth.
+
+`--adaptive-only` measures just that efficiency curve (the fixed rows up to the cap beside
+each rule's) at `--adaptive-cap`, for `--rules`, with two more tables: the stops on
+failure-mode agents (FAILURE_MODE_AGENTS, their hypothesis rows simulated: the parsimony
+rule's prior works against them, so its claims are checked there too), and the stop bounds:
+per controller, the nearest rival at its best configuration and the episodes a sequential
+test needs on average there to reach the stop's odds (Wald), a lower bound for any design on
+this battery.
 
 The honest-diagnosis rows (issue 24): lapse recovery (exact and cache-3 simulated at lapse
 0.1, 0.2, 0.3: how often the top is right and its fitted lapse interval holds the truth), the
@@ -29,6 +37,7 @@ observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the 
 
     python benchmarks/diagnose.py [--repeats 40] [--quick] [--only fixed|honesty|forecast]
                                   [--json-out FILE]
+    python benchmarks/diagnose.py --adaptive-only [--adaptive-cap 128] [--rules parsimony]
 """
 
 from __future__ import annotations
@@ -45,7 +54,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from analysis.diagnose.adaptive import RULES, Rule, run_design  # noqa: E402
+from analysis.diagnose.adaptive import RULES, STOP_POSTERIOR, Rule, run_design  # noqa: E402
 from analysis.diagnose.battery import (  # noqa: E402
     DEFAULT_BATTERY,
     DEFAULT_BUDGET,
@@ -60,7 +69,7 @@ from analysis.diagnose.fit_test import (  # noqa: E402
     plausible,
 )
 from analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
-from analysis.diagnose.hypotheses import families, hypotheses  # noqa: E402
+from analysis.diagnose.hypotheses import FAILURE_MODES, families, hypotheses  # noqa: E402
 from analysis.diagnose.likelihood import (  # noqa: E402
     SIMULATION_SEED,
     MechanismModel,
@@ -69,6 +78,7 @@ from analysis.diagnose.likelihood import (  # noqa: E402
     fit_family,
     fit_lapse,
     outcome_count,
+    ranking_scores,
     simulate_codes,
     with_lapse,
 )
@@ -94,6 +104,10 @@ HELD_OUT_CONFIGURATIONS = (
      "hidden_resampling": True},
 )
 OBSERVED_EPISODES = 4000
+# Agents outside the 19 whose stops the reliability table also scores: the parsimony rule's
+# prior odds favour the 19 over the failure modes, so its claims are checked on both.
+FAILURE_MODE_AGENTS = ("perseverate-0.5", "schedule-lapse-0.2", "update-miss-0.5",
+                       "update-delay-1", "offset+1")
 RELIABILITY_BINS = (0.0, 0.5, 0.9, 0.99, 0.999, 1.0 + 1e-12)
 
 
@@ -114,6 +128,19 @@ def identified(model: MechanismModel, name: str, budget: int, repeat: int) -> tu
     return name in top.names, top.mechanism.name
 
 
+def agent_counts(name: str, spec: WorkflowSpec, seeds: np.ndarray) -> np.ndarray:
+    """Outcome counts of `name` on `seeds`: a reference controller played by the batched
+    runner, or (a failure-mode agent) its hypothesis row simulated on them."""
+    if name in CONTROLLERS:
+        return count_outcomes(spec, episode_columns(spec, name, seeds)[0])
+    row = next(m.row for m in families()[failure_mode_family(name)] if m.name == name)
+    return np.bincount(simulate_codes(spec, row, seeds), minlength=outcome_count(spec))
+
+
+def failure_mode_family(name: str) -> str:
+    return next(f for f in FAILURE_MODES if any(m.name == name for m in families()[f]))
+
+
 def adaptive_run(model: MechanismModel, name: str, repeat: int, caps: tuple[int, ...],
                  rule: Rule) -> tuple[dict[int, bool], int, bool, float, bool]:
     """({cap: top-1 right}, episodes played before the stop rule, top-1 right at the stop,
@@ -124,8 +151,8 @@ def adaptive_run(model: MechanismModel, name: str, repeat: int, caps: tuple[int,
 
     def play_round(c: int, episodes: int) -> np.ndarray:
         spec = DEFAULT_BATTERY[c]
-        columns = episode_columns(spec, name, agent_seeds(repeat, c, used[c], episodes))[0]
-        counts[c] = counts[c] + count_outcomes(spec, columns)
+        counts[c] = counts[c] + agent_counts(name, spec, agent_seeds(repeat, c, used[c],
+                                                                     episodes))
         used[c] += episodes
         snapshots.append((sum(used), [x.copy() for x in counts]))
         return counts[c]
@@ -141,16 +168,18 @@ def adaptive_run(model: MechanismModel, name: str, repeat: int, caps: tuple[int,
             leader_right)
 
 
-def adaptive_rows(model: MechanismModel, rule: Rule, repeats: int) -> dict:
-    """The adaptive design under `rule` on every controller: top-1 by cap, the stop's
-    episodes and the reliability of its claimed posterior."""
-    caps = tuple(b for b in BUDGETS if b <= ADAPTIVE_CAP)
+def adaptive_rows(model: MechanismModel, rule: Rule, repeats: int, cap: int = ADAPTIVE_CAP,
+                  agents: tuple[str, ...] = CONTROLLER_NAMES) -> dict:
+    """The adaptive design under `rule` on every agent: top-1 by cap, the stop's episodes
+    and the reliability of its claimed posterior."""
+    caps = tuple(b for b in BUDGETS if b < cap) + (cap,)
     start = time.perf_counter()
     rates: dict[int, dict[str, float]] = {b: {} for b in caps}
     stops: dict[str, list[int]] = {}
     right_at_stop = 0
     claims: list[tuple[float, bool]] = []
-    for name in CONTROLLER_NAMES:
+    leader_right_by_agent: dict[str, float] = {}
+    for name in agents:
         hits = dict.fromkeys(caps, 0)
         for repeat in range(repeats):
             right, played, ok, claimed, leader_right = adaptive_run(model, name, repeat, caps,
@@ -160,6 +189,7 @@ def adaptive_rows(model: MechanismModel, rule: Rule, repeats: int) -> dict:
             stops.setdefault(name, []).append(played)
             right_at_stop += ok
             claims.append((claimed, leader_right))
+        leader_right_by_agent[name] = float(np.mean([r for _, r in claims[-repeats:]]))
         for b in caps:
             rates[b][name] = hits[b] / repeats
     seconds = time.perf_counter() - start
@@ -177,6 +207,7 @@ def adaptive_rows(model: MechanismModel, rule: Rule, repeats: int) -> dict:
                                                        for n, v in stops.items()}},
         "right_at_stop": round(right_at_stop / len(all_stops), 4),
         "reliability": reliability(claims),
+        "leader_right_by_agent": leader_right_by_agent,
         "seconds_per_run": round(seconds / len(all_stops), 4),
     }
 
@@ -353,6 +384,32 @@ def recovery(model: MechanismModel, repeats: int) -> dict[str, dict[str, float]]
     return found
 
 
+def stop_bounds(model: MechanismModel) -> list[dict]:
+    """Per reference controller (as the truth), its nearest rival at the one configuration
+    that separates them best, and the episodes a sequential test needs on average to move the
+    odds from the prior's to STOP_POSTERIOR's there (Wald: log odds / KL per episode) if it
+    played nothing else and the rival were the only one: a lower bound on the mean episodes
+    any design over this battery spends."""
+    prior = ranking_scores(model, np.zeros(len(model.mechanisms)))
+    odds = float(np.log(STOP_POSTERIOR / (1 - STOP_POSTERIOR)))
+    out = []
+    for name in CONTROLLER_NAMES:
+        t = model.index[name]
+        best = []
+        for r in range(len(model.mechanisms)):
+            if r != t:
+                separation = max(float(np.exp(log_p[t]) @ (log_p[t] - log_p[r]))
+                                 for log_p in model.log_p)
+                best.append((separation, r))
+        separation, r = min(best)
+        needed = odds + float(prior[r] - prior[t])
+        out.append({"controller": name, "rival": model.mechanisms[r].name,
+                    "nats_per_episode": round(separation, 4),
+                    "log_odds_needed": round(needed, 2),
+                    "episodes": round(needed / separation, 1)})
+    return out
+
+
 def weakest_pairs(model: MechanismModel, count: int = 5) -> list[dict]:
     shares = np.array(allocate(DEFAULT_SHARES)) / DEFAULT_BUDGET
     kl = sum(w * kl_matrix(log_p) for w, log_p in zip(shares, model.log_p, strict=True))
@@ -363,105 +420,9 @@ def weakest_pairs(model: MechanismModel, count: int = 5) -> list[dict]:
             for v, t, a in pairs[:count]]
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=40,
-                        help="runs per controller and budget (default: %(default)s)")
-    parser.add_argument("--quick", action="store_true",
-                        help="a few minutes: 4 repeats, 2 for the fit tests and forecasts, "
-                             "held-out agents on one seed (default: the full run)")
-    parser.add_argument("--held-out-only", action="store_true",
-                        help="only the held-out agents' table, on task seeds 0 and 1000 "
-                             "(default: every row)")
-    parser.add_argument("--only", choices=("fixed", "honesty", "forecast"), default=None,
-                        help="only some rows: fixed (top-1 by budget, the misses at the "
-                             "default budget, the weakest pairs, the family recovery), honesty "
-                             "(the lapse recovery, --repeats runs, and the fit test on the 19 "
-                             "controllers, --repeats / 4), forecast (the forecast error, "
-                             "--repeats / 4 runs per agent) (default: every row)")
-    parser.add_argument("--json-out", type=Path, help="also write the JSON here")
-    args = parser.parse_args()
-    if args.only == "forecast":
-        found = forecast_error(cached_model(DEFAULT_BATTERY), max(1, args.repeats // 4))
-        print(f"forecasts on {found['configurations']} held-out configurations "
-              f"({found['forecasts']}): mean |predicted - observed| "
-              f"{found['mean_abs_error']:.4f} (max {found['max_abs_error']:.4f}), observed "
-              f"inside the interval {found['inside_interval']:.3f}")
-        emit({"only": "forecast", "repeats": args.repeats, "forecast": found},
-             args.json_out)
-        return
-    if args.only == "honesty":
-        model = cached_model(DEFAULT_BATTERY)
-        lapse = lapse_recovery(model, args.repeats)
-        for r in lapse:
-            print(f"  {r['agent']:<12} {r['top_right']:.3f} {r['interval_holds']:.3f} "
-                  f"{r['both']:.3f}", flush=True)
-        controllers = controller_fit_tests(model, max(1, args.repeats // 4))
-        print(f"fit test on the 19 controllers: {controllers['rejected']} of "
-              f"{controllers['runs']} rejected at p < {REJECT_BELOW}")
-        emit({"only": "honesty", "repeats": args.repeats, "lapse_recovery": lapse,
-              "fit_test_controllers": controllers}, args.json_out)
-        return
-    if args.held_out_only:
-        found = held_out_fit_tests((0, 1000))
-        print(f"{'agent':<26} {'where':<13} {'seed':>5} {'top':<26} {'mixture':<30} "
-              f"{'fit p':>6}  verdict")
-        for r in found["rows"]:
-            mixture = " + ".join(r["mixture"]) if r["mixture"] else "-"
-            print(f"{r['agent']:<26} {r['where']:<13} {r['seed']:>5} {r['top']:<26} "
-                  f"{mixture:<30} {r['p_value']:>6.4f}  {r['verdict']}")
-        print(json.dumps(found))
-        if args.json_out:
-            args.json_out.write_text(json.dumps(found, indent=2) + "\n")
-        return
-    repeats = 4 if args.quick else args.repeats
-    test_repeats = 2 if args.quick else max(1, args.repeats // 4)
-    held_out_seeds = (0,) if args.quick else (0, 1000, 2000)
-
-    start = time.perf_counter()
-    model = cached_model(DEFAULT_BATTERY)
-    build_seconds = time.perf_counter() - start
-    simulated = len(hypotheses()[0]) * len(DEFAULT_BATTERY) * model.simulations
-
-    rows, confusion = [], {}
-    fit_seconds = 0.0
-    for budget in BUDGETS:
-        rates = {}
-        for name in CONTROLLER_NAMES:
-            hits = 0
-            for repeat in range(repeats):
-                start = time.perf_counter()
-                ok, top = identified(model, name, budget, repeat)
-                fit_seconds += time.perf_counter() - start
-                hits += ok
-                if budget == DEFAULT_BUDGET and not ok:
-                    confusion[f"{name} -> {top}"] = confusion.get(f"{name} -> {top}", 0) + 1
-            rates[name] = hits / repeats
-        worst = min(rates, key=rates.get)
-        rows.append({"budget": budget, "worst": worst, "worst_rate": rates[worst],
-                     "overall_rate": round(float(np.mean(list(rates.values()))), 4)})
-    needed = next((r["budget"] for r in rows if r["worst_rate"] >= TARGET), None)
-    if args.only == "fixed":
-        print(f"{'budget':>7} {'fixed':>6} {'worst':>6}  worst controller")
-        for r in rows:
-            print(f"{r['budget']:>7} {r['overall_rate']:>6.3f} {r['worst_rate']:>6.3f}  "
-                  f"{r['worst']}")
-        print(f"needed for {TARGET:.0%} top-1 of every controller: fixed {needed} episodes")
-        print(f"misses at the default budget: {confusion or 'none'}")
-        emit({"battery": [spec.as_dict() for spec in DEFAULT_BATTERY], "only": "fixed",
-              "repeats": repeats, "rows": rows, "needed": needed,
-              "misses_at_default_budget": confusion, "weakest_pairs": weakest_pairs(model),
-              "recovery_at_default_budget": recovery(model, repeats),
-              "model": {"distinct_mechanisms": len(model.mechanisms),
-                        "hypothesis_names": len(model.index), "simulated_episodes": simulated,
-                        "load_or_build_seconds": round(build_seconds, 2)},
-              "seconds_per_agent_fit": round(fit_seconds / (len(BUDGETS) * repeats
-                                                            * len(CONTROLLER_NAMES)), 5)},
-             args.json_out)
-        return
-
-    adaptive = {name: adaptive_rows(model, rule, repeats) for name, rule in RULES.items()}
-
+def print_adaptive(rows: list[dict], adaptive: dict[str, dict], needed: int | None) -> None:
+    """The efficiency curve (fixed rows beside each rule's, by budget or cap), the stops'
+    episodes and the reliability of their claims."""
     print(f"{'budget':>7} {'fixed':>6} {'worst':>6} " + " ".join(
         f"{name:>12} {'worst':>6}" for name in adaptive) + "  worst controller")
     for r in rows:
@@ -483,6 +444,175 @@ def main() -> None:
             print(f"  claimed {b['claimed']:>11}: {b['runs']:>4} stops, mean claimed "
                   f"{b['mean_claimed']:.4f}, observed {b['observed']:.4f}")
 
+    for name, found in adaptive.items():
+        for agent, stop in found.get("failure_mode_agents", {}).items():
+            print(f"  {name} on {agent}: median {stop['median']:g} episodes, leader right in "
+                  f"{stop['leader_right']:.3f}")
+        for b in found.get("failure_mode_reliability", []):
+            print(f"  {name} on the failure-mode agents, claimed {b['claimed']:>11}: "
+                  f"{b['runs']:>4} stops, mean claimed {b['mean_claimed']:.4f}, observed "
+                  f"{b['observed']:.4f}")
+
+
+def adaptive_only(args: argparse.Namespace, repeats: int) -> None:
+    """--adaptive-only: the efficiency curve at --adaptive-cap for --rules (the fixed rows
+    up to the cap), the stops on the failure-mode agents, and the stop bounds."""
+    names = args.rules.split(",") if args.rules else list(RULES)
+    model = cached_model(DEFAULT_BATTERY)
+    rows = fixed_rows(model, repeats, [b for b in BUDGETS if b <= args.adaptive_cap])[0]
+    adaptive = {}
+    for name in names:
+        found = adaptive_rows(model, RULES[name], repeats, args.adaptive_cap)
+        modes = adaptive_rows(model, RULES[name], repeats, args.adaptive_cap,
+                              FAILURE_MODE_AGENTS)
+        found["failure_mode_agents"] = {
+            a: {"median": m, "leader_right": modes["leader_right_by_agent"][a]}
+            for a, m in modes["episodes_at_stop"]["per_controller_median"].items()}
+        found["failure_mode_reliability"] = modes["reliability"]
+        adaptive[name] = found
+    needed = next((r["budget"] for r in rows if r["worst_rate"] >= TARGET), None)
+    print_adaptive(rows, adaptive, needed)
+    bounds = stop_bounds(model)
+    print("stop bounds: controller | nearest rival | nats per episode at its best "
+          "configuration | log odds to move | episodes (Wald)")
+    for b in bounds:
+        print(f"  {b['controller']:<18} {b['rival']:<22} {b['nats_per_episode']:.4f} "
+              f"{b['log_odds_needed']:.2f} {b['episodes']:g}")
+    print(f"  median over the 19: {np.median([b['episodes'] for b in bounds]):g} episodes")
+    emit({"quick": args.quick, "repeats": repeats, "adaptive_cap": args.adaptive_cap,
+          "rows": rows, "needed": needed, "adaptive": adaptive, "stop_bounds": bounds},
+         args.json_out)
+
+
+def fixed_rows(model: MechanismModel, repeats: int, budgets: list[int]
+               ) -> tuple[list[dict], dict[str, int], float]:
+    """The fixed battery's top-1 by budget: rows, the misses at the default budget and the
+    seconds spent fitting."""
+    rows, confusion = [], {}
+    fit_seconds = 0.0
+    for budget in budgets:
+        rates = {}
+        for name in CONTROLLER_NAMES:
+            hits = 0
+            for repeat in range(repeats):
+                start = time.perf_counter()
+                ok, top = identified(model, name, budget, repeat)
+                fit_seconds += time.perf_counter() - start
+                hits += ok
+                if budget == DEFAULT_BUDGET and not ok:
+                    confusion[f"{name} -> {top}"] = confusion.get(f"{name} -> {top}", 0) + 1
+            rates[name] = hits / repeats
+        worst = min(rates, key=rates.get)
+        rows.append({"budget": budget, "worst": worst, "worst_rate": rates[worst],
+                     "overall_rate": round(float(np.mean(list(rates.values()))), 4)})
+    return rows, confusion, fit_seconds
+
+
+def only_rows(args: argparse.Namespace) -> None:
+    """One subset of the rows (--only), for a run that must fit a loaded machine."""
+    model = cached_model(DEFAULT_BATTERY)
+    if args.only == "forecast":
+        found = forecast_error(model, max(1, args.repeats // 4))
+        print(f"forecasts on {found['configurations']} held-out configurations "
+              f"({found['forecasts']}): mean |predicted - observed| "
+              f"{found['mean_abs_error']:.4f} (max {found['max_abs_error']:.4f}), observed "
+              f"inside the interval {found['inside_interval']:.3f}")
+        emit({"only": "forecast", "repeats": args.repeats, "forecast": found}, args.json_out)
+        return
+    if args.only == "honesty":
+        lapse = lapse_recovery(model, args.repeats)
+        for r in lapse:
+            print(f"  {r['agent']:<12} {r['top_right']:.3f} {r['interval_holds']:.3f} "
+                  f"{r['both']:.3f}", flush=True)
+        controllers = controller_fit_tests(model, max(1, args.repeats // 4))
+        print(f"fit test on the 19 controllers: {controllers['rejected']} of "
+              f"{controllers['runs']} rejected at p < {REJECT_BELOW}")
+        emit({"only": "honesty", "repeats": args.repeats, "lapse_recovery": lapse,
+              "fit_test_controllers": controllers}, args.json_out)
+        return
+    repeats = 4 if args.quick else args.repeats
+    rows, confusion, fit_seconds = fixed_rows(model, repeats, list(BUDGETS))
+    needed = next((r["budget"] for r in rows if r["worst_rate"] >= TARGET), None)
+    print(f"{'budget':>7} {'fixed':>6} {'worst':>6}  worst controller")
+    for r in rows:
+        print(f"{r['budget']:>7} {r['overall_rate']:>6.3f} {r['worst_rate']:>6.3f}  {r['worst']}")
+    print(f"needed for {TARGET:.0%} top-1 of every controller: fixed {needed} episodes")
+    print(f"misses at the default budget: {confusion or 'none'}")
+    emit({"battery": [spec.as_dict() for spec in DEFAULT_BATTERY], "only": "fixed",
+          "repeats": repeats, "rows": rows, "needed": needed,
+          "misses_at_default_budget": confusion, "weakest_pairs": weakest_pairs(model),
+          "recovery_at_default_budget": recovery(model, repeats),
+          "model": {"distinct_mechanisms": len(model.mechanisms),
+                    "hypothesis_names": len(model.index)},
+          "seconds_per_agent_fit": round(fit_seconds / (len(BUDGETS) * repeats
+                                                        * len(CONTROLLER_NAMES)), 5)},
+         args.json_out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=40,
+                        help="runs per controller and budget (default: %(default)s)")
+    parser.add_argument("--quick", action="store_true",
+                        help="a few minutes: 4 repeats, 2 for the fit tests and forecasts, "
+                             "held-out agents on one seed (default: the full run)")
+    parser.add_argument("--held-out-only", action="store_true",
+                        help="only the held-out agents' table, on task seeds 0 and 1000 "
+                             "(default: every row)")
+    parser.add_argument("--adaptive-only", action="store_true",
+                        help="only the efficiency curve (fixed and adaptive up to "
+                             "--adaptive-cap), the failure-mode agents' stops and the stop "
+                             "bounds (default: every row)")
+    parser.add_argument("--adaptive-cap", type=int, default=ADAPTIVE_CAP,
+                        help="the adaptive design's budget with --adaptive-only "
+                             "(default: %(default)s)")
+    parser.add_argument("--rules", default="",
+                        help="comma-separated adaptive rules with --adaptive-only, of "
+                             f"{', '.join(RULES)} (default: all)")
+    parser.add_argument("--only", choices=("fixed", "honesty", "forecast"), default=None,
+                        help="only some rows: fixed (top-1 by budget, the misses at the "
+                             "default budget, the weakest pairs, the family recovery), honesty "
+                             "(the lapse recovery, --repeats runs, and the fit test on the 19 "
+                             "controllers, --repeats / 4), forecast (the forecast error, "
+                             "--repeats / 4 runs per agent) (default: every row)")
+    parser.add_argument("--json-out", type=Path, help="also write the JSON here")
+    args = parser.parse_args()
+    if args.only is not None:
+        only_rows(args)
+        return
+    if args.held_out_only:
+        found = held_out_fit_tests((0, 1000))
+        print(f"{'agent':<26} {'where':<13} {'seed':>5} {'top':<26} {'mixture':<30} "
+              f"{'fit p':>6}  verdict")
+        for r in found["rows"]:
+            mixture = " + ".join(r["mixture"]) if r["mixture"] else "-"
+            print(f"{r['agent']:<26} {r['where']:<13} {r['seed']:>5} {r['top']:<26} "
+                  f"{mixture:<30} {r['p_value']:>6.4f}  {r['verdict']}")
+        print(json.dumps(found))
+        if args.json_out:
+            args.json_out.write_text(json.dumps(found, indent=2) + "\n")
+        return
+    repeats = 4 if args.quick else args.repeats
+    if args.adaptive_only:
+        unknown = [n for n in args.rules.split(",") if args.rules and n not in RULES]
+        if unknown:
+            parser.error(f"--rules: {', '.join(unknown)} is not one of {', '.join(RULES)}")
+        adaptive_only(args, repeats)
+        return
+    test_repeats = 2 if args.quick else max(1, args.repeats // 4)
+    held_out_seeds = (0,) if args.quick else (0, 1000, 2000)
+
+    start = time.perf_counter()
+    model = cached_model(DEFAULT_BATTERY)
+    build_seconds = time.perf_counter() - start
+    simulated = len(hypotheses()[0]) * len(DEFAULT_BATTERY) * model.simulations
+
+    rows, confusion, fit_seconds = fixed_rows(model, repeats, list(BUDGETS))
+    needed = next((r["budget"] for r in rows if r["worst_rate"] >= TARGET), None)
+
+    adaptive = {name: adaptive_rows(model, rule, repeats) for name, rule in RULES.items()}
+
+    print_adaptive(rows, adaptive, needed)
     lapse = lapse_recovery(model, repeats)
     print("lapse recovery (default budget): agent | top right | interval holds | both")
     for r in lapse:

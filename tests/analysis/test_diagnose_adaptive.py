@@ -212,8 +212,9 @@ def test_the_mechanism_information_is_the_hypotheses_merged() -> None:
 def test_a_design_line_names_its_rule() -> None:
     assert adaptive.logged_rule({"type": "design", "budget": 64}) is adaptive.ROUNDS_OF_8
     assert adaptive.logged_rule({"rule": "precision"}) is adaptive.PRECISION
+    assert adaptive.logged_rule({"rule": "parsimony"}) is adaptive.PARSIMONY
     with pytest.raises(ValueError, match="^the log's adaptive design rule 'x' is not one of "
-                                         "precision, rounds-of-8$"):
+                                         "parsimony, precision, rounds-of-8$"):
         adaptive.logged_rule({"rule": "x"})
 
 
@@ -222,3 +223,34 @@ def test_the_precision_rule_plays_single_items_once_a_mechanism_leads() -> None:
     assert adaptive.round_size(0, 512, precision, 0.2) == precision.round_episodes
     assert adaptive.round_size(40, 512, precision, precision.shrink_at) == 1
     assert adaptive.round_size(512, 512, precision, 0.9) == 0
+
+
+def test_the_parsimony_rule_gives_a_failure_mode_the_rankings_prior_odds() -> None:
+    """Exact against perseverating exact on one configuration with hidden resampling: on the
+    same counts, the parsimony rule's odds of exact over the failure mode are the precision
+    rule's times exp(INTERVAL_LOG_UNITS), the penalty the ranking gives the failure mode
+    (with no counts: 1 : exp(-INTERVAL_LOG_UNITS))."""
+    from analysis.diagnose.hypotheses import families
+    from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, simulate_codes
+
+    spec = WorkflowSpec(depth=2, width=4, candidates=3, snapshot_period=0,
+                        hidden_resampling=True, error_allowance=2)
+    mode = next(m for m in families()["perseverate-p"] if m.params["p"] == 100)
+    pair = [*(m for m in reference_mechanisms() if m.name == "exact"), mode]
+    model = build_model([spec], simulations=256, candidates=pair)
+    assert len(model.mechanisms) == 2
+    prior_share = 1 / (1 + np.exp(-INTERVAL_LOG_UNITS))
+    empty = [np.zeros(outcome_count(spec))]
+    step = adaptive.next_step(model, empty, [0], 64, adaptive.PARSIMONY)
+    assert step.leader == "exact"
+    assert step.leader_posterior == pytest.approx(prior_share)
+    codes = simulate_codes(spec, mode.row, 10**7 + np.arange(6, dtype=np.int64))
+    counts = [np.bincount(codes, minlength=outcome_count(spec)).astype(np.float64)]
+
+    def odds_of_exact(rule: adaptive.Rule) -> float:
+        step = adaptive.next_step(model, counts, [6], 64, rule)
+        share = step.leader_posterior if step.leader == "exact" else 1 - step.leader_posterior
+        return share / (1 - share)
+
+    assert odds_of_exact(adaptive.PARSIMONY) == pytest.approx(
+        odds_of_exact(adaptive.PRECISION) * np.exp(INTERVAL_LOG_UNITS), rel=1e-6)

@@ -8,22 +8,15 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
+from analysis.cli.flags_chat import add_llm_flags, llm_endpoint, refuse_chat_flags
+from analysis.cli.flags_executor import (
     add_executor_flags,
-    add_llm_flags,
-    add_log_flags,
-    bounded_int,
     check_executor_flags,
     executor_workers,
-    fail,
-    llm_endpoint,
     open_executor,
-    refuse_chat_flags,
-    stopped_at_cost_limit,
-    with_json_stdout,
-    writable_dir,
-    writable_file,
 )
+from analysis.cli.flags_general import add_log_flags, bounded_int
+from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 
 
 def _policy(text: str) -> str:
@@ -115,19 +108,13 @@ def _play(args: argparse.Namespace) -> list[Any]:
 def run(args: argparse.Namespace) -> int:
     from analysis.studies.dacs_study.report import format_table, plot_study, write_table
     from controllers.runlog import RunLog
-    from llm_policies.client.prices import CostLimitReached
 
-    try:
-        writable_file("--log", args.log)
-        if not args.json:  # the plots are written only with the table
-            writable_dir("--out", args.out)
-        check_executor_flags(args)
-        RunLog.check_target(args.log, args.resume)
-        results = _play(args)
-    except CostLimitReached as reached:
-        return stopped_at_cost_limit("dacs-study", reached)
-    except (ValueError, RuntimeError, OSError) as error:
-        return fail("dacs-study", error)
+    writable_file("--log", args.log)
+    if not args.json:  # the plots are written only with the table
+        writable_dir("--out", args.out)
+    check_executor_flags(args)
+    RunLog.check_target(args.log, args.resume)
+    results = _play(args)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in results], indent=2),
               file=args.stdout)

@@ -10,24 +10,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
-    MAX_EPISODES,
-    OutputError,
+from analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
+from analysis.cli.flags_executor import (
     add_executor_flags,
-    add_llm_flags,
-    add_log_flags,
-    bounded_int,
     check_executor_flags,
     executor_workers,
-    fail,
     for_executor,
     open_executor,
-    refuse_chat_flags,
-    stopped_at_cost_limit,
-    with_json_stdout,
-    writable_dir,
-    writable_file,
 )
+from analysis.cli.flags_general import MAX_EPISODES, add_log_flags, bounded_int
+from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 from analysis.cli.policies import policy_maker, policy_name
 
 ENV = "StatefulWorkflow-v0"
@@ -283,21 +275,12 @@ def _print_dacs(result: dict[str, Any]) -> None:
 
 
 def diagnose(args: argparse.Namespace) -> int:
-    import gymnasium as gym
-
     from analysis.diagnose.report import dacs_to_json, to_json, write, write_dacs
     from analysis.report import write_beside
-    from llm_policies.client.prices import CostLimitReached
 
-    try:
-        if args.out is not None:
-            writable_dir("--out", args.out)
-        diagnosis = _diagnosis(args)
-    except CostLimitReached as reached:
-        return stopped_at_cost_limit("diagnose", reached)
-    except (gym.error.Error, OutputError, ValueError, TypeError, RuntimeError,
-            OSError) as error:
-        return fail("diagnose", error)
+    if args.out is not None:
+        writable_dir("--out", args.out)
+    diagnosis = _diagnosis(args)
     if isinstance(diagnosis, dict):
         if args.out is not None:
             write_dacs(diagnosis, args.out)

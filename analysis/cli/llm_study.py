@@ -9,24 +9,21 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
-    add_executor_flags,
+from analysis.cli.flags_chat import (
     add_llm_flags,
-    add_log_flags,
-    bounded_int,
-    check_executor_flags,
-    executor_workers,
-    fail,
     harnesses_of,
     llm_endpoint,
-    open_executor,
     refuse_chat_flags,
     refuse_served_flags,
-    stopped_at_cost_limit,
-    with_json_stdout,
-    writable_dir,
-    writable_file,
 )
+from analysis.cli.flags_executor import (
+    add_executor_flags,
+    check_executor_flags,
+    executor_workers,
+    open_executor,
+)
+from analysis.cli.flags_general import add_log_flags, bounded_int
+from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 from analysis.cli.policies import TEXT_ORACLE
 
 
@@ -94,38 +91,31 @@ def run(args: argparse.Namespace) -> int:
     from analysis.studies.llm_study.run import ENV_ID, run_design, text_env
     from controllers.provenance import provenance
     from controllers.runlog import RunLog
-    from llm_policies.client.prices import CostLimitReached
 
     n_seeds = args.seeds or DEFAULT_SEEDS[args.design]
     harnesses = harnesses_of(args)
-    try:
-        writable_file("--log", args.log)
-        if args.out is not None:
-            writable_dir("--out", args.out)
-        check_executor_flags(args)
-        RunLog.check_target(args.log, args.resume)
-        # The median decision latency is read from the call lines, so a run without --log
-        # still writes one, to a directory that is removed afterwards.
-        with tempfile.TemporaryDirectory(prefix="diagym-llm-study-") as scratch, \
-                contextlib.ExitStack() as stack:
-            log = args.log or Path(scratch) / "study.jsonl"
-            make_policy, make_env, described = _policies(args, stack, log, text_env)
-            executor = stack.enter_context(open_executor(
-                args, executor_workers(args, args.policy in ("llm", TEXT_ORACLE))))
-            for_executor = getattr(getattr(make_policy, "__self__", None), "for_executor", None)
-            if callable(for_executor):  # a chat model's factory: one meter and limit for all
-                make_policy = for_executor(executor).for_harness
-            try:
-                results = run_design(args.design, args.first_seed, n_seeds, make_policy,
-                                     harnesses=harnesses, log=log, resume=args.resume,
-                                     workers=args.concurrency, progress=True,
-                                     make_env=make_env, run_name=args.run_name,
-                                     retry_failed=args.retry_failed, executor=executor)
-            except CostLimitReached as reached:
-                return stopped_at_cost_limit("llm-study", reached)
-            calls = answered_calls(log)
-    except (ValueError, RuntimeError, OSError) as error:
-        return fail("llm-study", error)
+    writable_file("--log", args.log)
+    if args.out is not None:
+        writable_dir("--out", args.out)
+    check_executor_flags(args)
+    RunLog.check_target(args.log, args.resume)
+    # The median decision latency is read from the call lines, so a run without --log
+    # still writes one, to a directory that is removed afterwards.
+    with tempfile.TemporaryDirectory(prefix="diagym-llm-study-") as scratch, \
+            contextlib.ExitStack() as stack:
+        log = args.log or Path(scratch) / "study.jsonl"
+        make_policy, make_env, described = _policies(args, stack, log, text_env)
+        executor = stack.enter_context(open_executor(
+            args, executor_workers(args, args.policy in ("llm", TEXT_ORACLE))))
+        for_executor = getattr(getattr(make_policy, "__self__", None), "for_executor", None)
+        if callable(for_executor):  # a chat model's factory: one meter and limit for all
+            make_policy = for_executor(executor).for_harness
+        results = run_design(args.design, args.first_seed, n_seeds, make_policy,
+                             harnesses=harnesses, log=log, resume=args.resume,
+                             workers=args.concurrency, progress=True,
+                             make_env=make_env, run_name=args.run_name,
+                             retry_failed=args.retry_failed, executor=executor)
+        calls = answered_calls(log)
     summary = summarise(results, calls=calls, response_format=described["response_format"])
     summary["run"] = {
         "env": ENV_ID, "design": args.design, "harnesses": list(harnesses),

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import llm_endpoint, refuse_chat_flags, refuse_served_flags
+from analysis.cli.flags_chat import llm_endpoint, refuse_chat_flags, refuse_served_flags
 
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
 

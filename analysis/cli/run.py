@@ -8,21 +8,16 @@ import json
 import sys
 from typing import Any
 
-from analysis.cli.common import (
-    add_env_kwargs,
+from analysis.cli.flags_chat import add_llm_flags
+from analysis.cli.flags_executor import (
     add_executor_flags,
-    add_llm_flags,
-    add_log_flags,
-    bounded_int,
     check_executor_flags,
     executor_workers,
-    fail,
     for_executor,
-    json_stdout,
     open_executor,
-    stopped_at_cost_limit,
-    writable_file,
 )
+from analysis.cli.flags_general import add_env_kwargs, add_log_flags, bounded_int
+from analysis.cli.outputs import json_stdout, writable_file
 from analysis.cli.policies import PolicyNames, policy_maker, policy_name
 
 
@@ -156,23 +151,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, out: Any) -> int:
-    import gymnasium as gym
-
     from analysis.summary import format_summary, summarise
     from controllers.provenance import provenance
     from controllers.runlog import RunLog
-    from llm_policies.client.prices import CostLimitReached
 
     args.described = {}
-    try:
-        writable_file("--log", args.log)
-        check_executor_flags(args)
-        RunLog.check_target(args.log, args.resume)
-        episodes = _play(args)
-    except CostLimitReached as reached:
-        return stopped_at_cost_limit("run", reached)
-    except (gym.error.Error, ValueError, TypeError, RuntimeError, OSError) as error:
-        return fail("run", error)
+    writable_file("--log", args.log)
+    check_executor_flags(args)
+    RunLog.check_target(args.log, args.resume)
+    episodes = _play(args)
     summary = summarise(episodes)
     if args.json:
         described = {"env": args.env, "env_kwargs": args.env_kwargs, "policy": args.policy,

@@ -15,12 +15,11 @@ from analysis.cli.flags_executor import (
     add_executor_flags,
     check_executor_flags,
     executor_workers,
-    for_executor,
     open_executor,
 )
 from analysis.cli.flags_general import MAX_EPISODES, add_log_flags, bounded_int
 from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
-from analysis.cli.policies import policy_maker, policy_name
+from analysis.cli.policies import build_policy, policy_name
 
 ENV = "StatefulWorkflow-v0"
 DACS_ENV = "DACSSteering-v0"  # analysis.diagnose.dacs.ENV_ID
@@ -146,16 +145,16 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
-    with policy_maker(args, ENV) as maker, \
-            open_executor(args, executor_workers(args, maker.chat)) as executor, \
+    with build_policy(args, ENV) as built, \
+            open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=sum(allocation), desc="diagym diagnose", unit="episode",
                      initial=_resumed(args, sum(allocation))) as bar:
-        return diagnose_policy(for_executor(maker.make_policy, executor), battery=battery,
+        return diagnose_policy(built.factory.for_executor(executor), battery=battery,
                                allocation=allocation, executor=executor,
                                seed=args.seed,
                                log=args.log, resume=args.resume,
                                workers=getattr(args, "concurrency", 1),
-                               text_actions=maker.text_actions,
+                               text_actions=built.text_actions,
                                on_record=lambda _record: bar.update(1),
                                adaptive_budget=args.episode_budget if args.adaptive else None,
                                forecasts=args.forecast)
@@ -242,13 +241,13 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
-    with policy_maker(args, DACS_ENV) as maker, \
-            open_executor(args, executor_workers(args, maker.chat)) as executor, \
+    with build_policy(args, DACS_ENV) as built, \
+            open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=budget, desc="diagym diagnose", unit="episode",
                      initial=_resumed(args, budget)) as bar:
-        return diagnose_dacs(for_executor(maker.make_policy, executor),
+        return diagnose_dacs(built.factory.for_executor(executor),
                              episodes=budget // configurations,
-                             seed=args.seed, text_actions=maker.text_actions, log=args.log,
+                             seed=args.seed, text_actions=built.text_actions, log=args.log,
                              resume=args.resume, workers=getattr(args, "concurrency", 1),
                              on_record=lambda _record: bar.update(1), executor=executor)
 

@@ -45,13 +45,6 @@ def executor_workers(args: argparse.Namespace, chat: bool) -> int | None:
     return args.concurrency if chat or getattr(args, "executor", "local") == "local" else None
 
 
-def for_executor(make_policy: Any, executor: Any) -> Any:
-    """The policy factory with its shared limits held by `executor` (a chat model's one rate
-    limit and cost meter for every worker), where the factory has any; else as it is."""
-    share = getattr(make_policy, "for_executor", None)
-    return share(executor) if callable(share) else make_policy
-
-
 @contextlib.contextmanager
 def open_executor(args: argparse.Namespace, workers: int | None = None) -> Iterator[Any]:
     """The executor of --executor / --ray-address with `workers` units in flight (ray, None:

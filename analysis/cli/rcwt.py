@@ -9,7 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.flags_chat import add_llm_flags, llm_endpoint, refuse_chat_flags
+from analysis.cli.flags_chat import add_llm_flags
 from analysis.cli.flags_general import (
     MAX_CSV_BYTES,
     MAX_WINDOW_TOKENS,
@@ -18,6 +18,7 @@ from analysis.cli.flags_general import (
     input_file,
 )
 from analysis.cli.outputs import writable_dir
+from analysis.cli.policies import build_policy
 
 LOG_NAME = "calls.jsonl"
 
@@ -127,11 +128,10 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     if args.env == WORKFLOW_ID and args.policy != "llm":
         raise ValueError(f"{WORKFLOW_ID} sweeps need --policy llm (the programmed "
                          "controllers do not read text)")
-    if args.policy != "llm":
-        refuse_chat_flags(args, args.policy)
     with contextlib.ExitStack() as stack:
-        # the endpoint first: its pre-flight check may end the sweep before any progress line
-        settings = stack.enter_context(llm_endpoint(args)) if args.policy == "llm" else None
+        # the endpoint first: its pre-flight check may end the sweep before any progress line;
+        # a sweep's answers are one prompt each, so it takes the chat settings, not a factory
+        settings = stack.enter_context(build_policy(args, args.env)).settings
         bar = stack.enter_context(progress(desc="rcwt sweep", unit="call"))
         shared = {"window": args.window, "trials": args.trials, "log": log, "q": q,
                   "env_kwargs": args.env_kwargs, "resume": args.resume,

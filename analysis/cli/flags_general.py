@@ -31,26 +31,24 @@ def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
     return parse
 
 
-def positive_float(text: str) -> float:
-    """An argparse type for a finite number > 0 (--timeout: 0 or less cannot answer)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value <= 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number > 0; got {text!r}")
-    return value
+def finite_number(relation: str, holds: Callable[[float], bool]) -> Callable[[str], float]:
+    """An argparse type for a finite number for which `holds` is true, refused as "must be a
+    finite number <relation>" (nan and inf are never a setting)."""
+
+    def parse(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value) or not holds(value):
+            raise argparse.ArgumentTypeError(f"must be a finite number {relation}; got {text!r}")
+        return value
+
+    return parse
 
 
-def non_negative_float(text: str) -> float:
-    """An argparse type for a finite number >= 0 (--temperature)."""
-    try:
-        value = float(text)
-    except ValueError:
-        value = math.nan
-    if not math.isfinite(value) or value < 0:
-        raise argparse.ArgumentTypeError(f"must be a finite number >= 0; got {text!r}")
-    return value
+positive_float = finite_number("> 0", lambda value: value > 0)  # --timeout: 0 cannot answer
+non_negative_float = finite_number(">= 0", lambda value: value >= 0)  # --temperature, USD
 
 
 MAX_WINDOW_TOKENS = 10_000_000  # a token budget beyond any model's context: a typo

@@ -137,9 +137,12 @@ def build_policy(args: argparse.Namespace, env_id: str,
 
         yield BuiltPolicy(FunctionFactory(make_sb3))
     else:
-        from controllers.registry import make_reference_policy
+        def make_programmed(env: Any) -> Any:
+            from controllers.registry import make_reference_policy
 
-        yield BuiltPolicy(FunctionFactory(lambda env: make_reference_policy(policy, env)))
+            return make_reference_policy(policy, env)
+
+        yield BuiltPolicy(FunctionFactory(make_programmed))
 
 
 def trained_env_of(path: str) -> tuple[str, dict[str, Any]]:

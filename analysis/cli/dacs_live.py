@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from analysis.cli.errors import UsageError
+from analysis.cli.flags_chat import spending_settings
 from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
 from analysis.cli.flags_general import (
     MAX_PRICES_BYTES,
@@ -160,9 +161,7 @@ def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[di
         roles = LiveRoles(
             endpoints=ends, max_tokens=args.max_tokens, timeout=timeout,
             judge_format=args.judge_format, harness=args.orchestrator_harness,
-            system_role=system_role, api_key_env=args.api_key_env,
-            cache_dir=str(args.cache_dir) if args.cache_dir else None,
-            prices=str(args.prices) if args.prices else None, cost_limit=args.cost_limit,
+            system_role=system_role, api_key_env=args.api_key_env, **spending_settings(args),
             spent_usd=spent_in_log(args.log), orchestrator_policy=args.orchestrator_policy)
         executor = stack.enter_context(open_executor(args, args.concurrency))
         rows = []

@@ -210,6 +210,14 @@ def _measured_deadlines(args: argparse.Namespace, server: Any) -> tuple[float, f
     return call_timeout, probe_timeout
 
 
+def spending_settings(args: argparse.Namespace) -> dict[str, Any]:
+    """--prices, --cost-limit and --cache-dir as a chat client's settings take them (paths
+    as text, absent flags None), for ChatSettings and dacs-live's roles alike."""
+    return {"prices": str(args.prices) if getattr(args, "prices", None) else None,
+            "cost_limit": getattr(args, "cost_limit", None),
+            "cache_dir": str(args.cache_dir) if getattr(args, "cache_dir", None) else None}
+
+
 def chat_settings(args: argparse.Namespace, served: Any = None,
                   deadlines: tuple[float, float] | None = None) -> ChatSettings:
     """The one place the chat-model flags become ChatSettings: for the server at --base-url
@@ -235,10 +243,7 @@ def chat_settings(args: argparse.Namespace, served: Any = None,
         **where, api_key_env=args.api_key_env, temperature=args.temperature,
         max_tokens=args.max_tokens, seed=args.llm_seed, budget=getattr(args, "budget", None),
         harness=harnesses_of(args)[0], invalid_retries=getattr(args, "invalid_retries", 0),
-        concurrency=getattr(args, "concurrency", 1),
-        prices=str(args.prices) if getattr(args, "prices", None) else None,
-        cost_limit=getattr(args, "cost_limit", None),
-        cache_dir=str(args.cache_dir) if getattr(args, "cache_dir", None) else None)
+        concurrency=getattr(args, "concurrency", 1), **spending_settings(args))
 
 
 @contextlib.contextmanager

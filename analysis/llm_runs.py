@@ -81,11 +81,14 @@ def make_text_env(env_id: str, **kwargs: Any) -> TextActionWrapper:
     return TextActionWrapper(gym.make(env_id, **kwargs))
 
 
-class PolicyFactory:
-    """make_policy(env) for the runner: a new client and policy for each env it is given
-    (each worker has its own), over what the run's workers share: one cost meter (so the
-    limit holds across them), one response cache, one adaptive concurrency limit and one
-    price table. `spent_usd` is what the run's log already paid (a resume counts it)."""
+class ChatPolicyFactory:
+    """The PolicyFactory (controllers.policy) of a chat model: a new client and policy for
+    each env it is given (each worker has its own), over what the run's workers share: one
+    cost meter (so the limit holds across them), one response cache, one adaptive
+    concurrency limit and one price table. `spent_usd` is what the run's log already paid
+    (a resume counts it)."""
+
+    text_actions = True  # the model answers in text
 
     def __init__(self, settings: ChatSettings, spent_usd: float = 0.0) -> None:
         from pathlib import Path
@@ -105,7 +108,7 @@ class PolicyFactory:
         self.cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
         self.limiter = AdaptiveLimit(settings.concurrency)
 
-    def for_executor(self, executor: Any) -> PolicyFactory:
+    def for_executor(self, executor: Any) -> ChatPolicyFactory:
         """This factory for an executor's workers (controllers.executors). In process: itself.
         Elsewhere (Ray): a copy whose meter and limit are the executor's shared ones (one
         actor each, holding the same CostMeter and AdaptiveLimit, with what was spent so
@@ -129,7 +132,7 @@ class PolicyFactory:
                                        oneway=("release",))
         return other
 
-    def for_harness(self, harness: str) -> PolicyFactory:
+    def for_harness(self, harness: str) -> ChatPolicyFactory:
         """This factory in another harness, sharing its meter, cache, limit and prices, so a
         study's cost limit and concurrency hold over every harness it compares."""
         other = copy.copy(self)
@@ -164,24 +167,42 @@ class PolicyFactory:
                                  system_role=settings.system_role)
 
 
-def llm_policy_factory(settings: ChatSettings, spent_usd: float = 0.0) -> PolicyFactory:
-    """make_policy(env) for the runner (PolicyFactory)."""
-    return PolicyFactory(settings, spent_usd)
+def llm_policy_factory(settings: ChatSettings, spent_usd: float = 0.0) -> ChatPolicyFactory:
+    """make_policy(env) for the runner (ChatPolicyFactory)."""
+    return ChatPolicyFactory(settings, spent_usd)
+
+
+@dataclass(frozen=True)
+class OraclePolicyFactory:
+    """The PolicyFactory of the text oracle: an LLMPolicy whose chat model is the env
+    family's oracle (llm_policies/oracle.py) in this process, so the run exercises the
+    prompts, the parser and the text wrapper as a model's run does, with no server. Nothing
+    is shared between workers; another harness is another factory."""
+
+    budget: int | None = None
+    system_role: bool = True
+    harness: str = "json"
+    invalid_retries: int = 0
+    text_actions = True  # a class constant, not a field: the oracle answers in text
+
+    def __call__(self, env: Any) -> LLMPolicy:
+        return LLMPolicy.for_env(InProcessChat(text_family(env).oracle()), env,
+                                 harness=self.harness, invalid_retries=self.invalid_retries,
+                                 budget=self.budget, system_role=self.system_role)
+
+    def for_executor(self, executor: Any) -> OraclePolicyFactory:
+        return self
+
+    def for_harness(self, harness: str) -> OraclePolicyFactory:
+        return dataclasses.replace(self, harness=harness)
 
 
 def oracle_policy_factory(*, budget: int | None = None, system_role: bool = True,
                           harness: str = "json",
-                          invalid_retries: int = 0) -> Callable[[Any], LLMPolicy]:
-    """make_policy(env) for the text oracle: an LLMPolicy whose chat model is the env family's
-    oracle (llm_policies/oracle.py) in this process, so the run exercises the prompts, the
-    parser and the text wrapper as a model's run does, with no server."""
-
-    def make_policy(env: Any) -> LLMPolicy:
-        return LLMPolicy.for_env(InProcessChat(text_family(env).oracle()), env,
-                                 harness=harness, invalid_retries=invalid_retries,
-                                 budget=budget, system_role=system_role)
-
-    return make_policy
+                          invalid_retries: int = 0) -> OraclePolicyFactory:
+    """make_policy(env) for the text oracle (OraclePolicyFactory)."""
+    return OraclePolicyFactory(budget=budget, system_role=system_role, harness=harness,
+                               invalid_retries=invalid_retries)
 
 
 def spent_in_log(log: Any) -> float:

@@ -41,7 +41,7 @@ from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
 import envs  # noqa: E402,F401
-from analysis.llm_runs import ChatSettings, PolicyFactory  # noqa: E402
+from analysis.llm_runs import ChatPolicyFactory, ChatSettings  # noqa: E402
 from analysis.studies.llm_study.run import run_design  # noqa: E402
 from analysis.studies.reproduce.run import run_grids  # noqa: E402
 from controllers.executors import LocalExecutor  # noqa: E402
@@ -122,7 +122,7 @@ def llm(executors: dict[str, Any], repeats: int, latency: float, seeds: int,
             settings = ChatSettings(base_url=server.base_url, model="fake",
                                     response_format="none", concurrency=executor.workers,
                                     max_tokens=64)
-            factories[name] = PolicyFactory(settings).for_executor(executor)
+            factories[name] = ChatPolicyFactory(settings).for_executor(executor)
 
         def run(name: str) -> float:
             log = scratch / f"{name.replace('/', '-')}-{time.monotonic_ns()}.jsonl"

@@ -199,10 +199,11 @@ class ImportedPolicy:
 
 
 @dataclass(frozen=True)
-class PolicyFactory:
-    """make_policy(env) for the runner, from one spec; `text_actions` says whether the policy
-    answers in text, so it plays the env behind the text-action wrapper (its class, or the
-    function, says so with the attribute `text_actions = True`)."""
+class ImportedPolicyFactory:
+    """The PolicyFactory (controllers.policy) of one import spec; `text_actions` says whether
+    the policy answers in text, so it plays the env behind the text-action wrapper (its
+    class, or the function, says so with the attribute `text_actions = True`). It shares
+    nothing between workers and plays no harness of ours."""
 
     spec: str
     name: str
@@ -220,8 +221,14 @@ class PolicyFactory:
         check_policy(self.spec, made)
         return ImportedPolicy(self.spec, made)
 
+    def for_executor(self, executor: Any) -> ImportedPolicyFactory:
+        return self
 
-def load_policy_factory(spec: str) -> PolicyFactory:
+    def for_harness(self, harness: str) -> ImportedPolicyFactory:
+        return self
+
+
+def load_policy_factory(spec: str) -> ImportedPolicyFactory:
     """The factory named by `spec` ("package.module:Name" or "path/to/file.py:Name", a path
     relative to the current directory); PolicyLoadError, one line, for anything that is not
     one. The module is imported here, the policy made only when the factory is called."""
@@ -245,5 +252,5 @@ def load_policy_factory(spec: str) -> PolicyFactory:
     if not isinstance(text_actions, bool):
         raise PolicyLoadError(f"--policy {spec}: {name}.text_actions must be True or False; "
                               f"got {text_actions!r}")
-    return PolicyFactory(spec=spec, name=name, target=target,
+    return ImportedPolicyFactory(spec=spec, name=name, target=target,
                          takes_env=_takes_env(spec, name, target), text_actions=text_actions)

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from analysis.cli.common import bounded_int
+from analysis.cli.flags_general import bounded_int
 
 AUDIT_KEYS = ("family", "depth", "edges", "masks", "orders", "ready_nodes")
 AUDIT_HEADERS = ("family", "depth", "edges", "masks", "orders", "ready nodes")

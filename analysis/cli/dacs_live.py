@@ -10,19 +10,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
+from analysis.cli.errors import UsageError
+from analysis.cli.flags_chat import spending_settings
+from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
+from analysis.cli.flags_general import (
     MAX_PRICES_BYTES,
-    add_executor_flags,
     bounded_int,
-    check_executor_flags,
-    fail,
     input_file,
     non_negative_float,
-    open_executor,
-    stopped_at_cost_limit,
-    writable_dir,
-    writable_file,
 )
+from analysis.cli.outputs import writable_dir, writable_file
 from llm_policies.client.config import client_default
 
 ROLES = ("agent", "orchestrator", "judge")
@@ -115,21 +112,24 @@ def add_parser(subparsers: Any) -> None:
     parser.set_defaults(func=run)
 
 
-def _endpoints(args: argparse.Namespace) -> dict[str, tuple[str, str]] | str:
+def _endpoints(args: argparse.Namespace) -> dict[str, tuple[str, str]]:
+    """(base URL, model) of each role's server from its flags; UsageError for flags that
+    conflict or are missing (none with --local: it serves every role)."""
     ends = {}
     for role in ROLES:
         url, model = getattr(args, f"{role}_base_url"), getattr(args, f"{role}_model")
         if args.local is not None:
             if url or model:
-                return f"--{role}-base-url/--{role}-model cannot be used with --local"
+                raise UsageError(f"--{role}-base-url/--{role}-model cannot be used with --local")
             continue
         if role == "orchestrator" and args.orchestrator_policy is not None:
             if url or model:
-                return ("--orchestrator-base-url/--orchestrator-model cannot be used with "
-                        "--orchestrator-policy")
+                raise UsageError("--orchestrator-base-url/--orchestrator-model cannot be "
+                                 "used with --orchestrator-policy")
             continue
         if not url or not model:
-            return f"--{role}-base-url and --{role}-model are required (or --local NAME)"
+            raise UsageError(f"--{role}-base-url and --{role}-model are required (or --local "
+                             "NAME)")
         ends[role] = (url, model)
     return ends
 
@@ -161,9 +161,7 @@ def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[di
         roles = LiveRoles(
             endpoints=ends, max_tokens=args.max_tokens,
             judge_format=args.judge_format, harness=args.orchestrator_harness,
-            system_role=system_role, api_key_env=args.api_key_env,
-            cache_dir=str(args.cache_dir) if args.cache_dir else None,
-            prices=str(args.prices) if args.prices else None, cost_limit=args.cost_limit,
+            system_role=system_role, api_key_env=args.api_key_env, **spending_settings(args),
             spent_usd=spent_in_log(args.log), orchestrator_policy=args.orchestrator_policy)
         executor = stack.enter_context(open_executor(args, args.concurrency))
         rows = []
@@ -178,24 +176,15 @@ def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[di
 
 
 def run(args: argparse.Namespace) -> int:
-    from llm_policies.client.prices import CostLimitReached
-
     ends = _endpoints(args)
-    if isinstance(ends, str):
-        return fail("dacs-live", ends)
-    try:
-        writable_file("--log", args.log)
-        writable_dir("--out", args.out)
-        if args.cache_dir is not None:
-            writable_dir("--cache-dir", args.cache_dir)
-        check_executor_flags(args)
-        if args.orchestrator_policy is not None:
-            _check_policy(args.orchestrator_policy)
-        rows = _play(args, ends)
-    except CostLimitReached as reached:
-        return stopped_at_cost_limit("dacs-live", reached)
-    except (OSError, ValueError, RuntimeError) as error:
-        return fail("dacs-live", error)
+    writable_file("--log", args.log)
+    writable_dir("--out", args.out)
+    if args.cache_dir is not None:
+        writable_dir("--cache-dir", args.cache_dir)
+    check_executor_flags(args)
+    if args.orchestrator_policy is not None:
+        _check_policy(args.orchestrator_policy)
+    rows = _play(args, ends)
     return _write(args, rows)
 
 

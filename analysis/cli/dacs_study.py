@@ -8,22 +8,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
+from analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
+from analysis.cli.flags_executor import (
     add_executor_flags,
-    add_llm_flags,
-    add_log_flags,
-    bounded_int,
     check_executor_flags,
     executor_workers,
-    fail,
-    llm_endpoint,
     open_executor,
-    refuse_chat_flags,
-    stopped_at_cost_limit,
-    with_json_stdout,
-    writable_dir,
-    writable_file,
 )
+from analysis.cli.flags_general import add_log_flags, bounded_int
+from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
+from analysis.cli.policies import build_policy
 
 
 def _policy(text: str) -> str:
@@ -79,55 +73,43 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _play(args: argparse.Namespace) -> list[Any]:
-    from analysis.studies.dacs_study.design import LLM_ARMS
+    from analysis.studies.dacs_study.design import ENV_ID, LLM_ARMS
     from analysis.studies.dacs_study.run import reference_env, run_study, text_env
 
     shared = {"episodes": args.episodes, "window": args.window, "phases": tuple(args.phases),
               "progress": True, "log": args.log, "resume": args.resume,
               "workers": args.concurrency, "run_name": args.run_name,
               "retry_failed": args.retry_failed}
-    if args.policy == "llm":
-        from analysis.llm_runs import llm_policy_factory, spent_in_log
+    if args.policy == "reference":
+        from controllers.registry import make_reference_policy
 
-        with llm_endpoint(args) as settings, \
-                open_executor(args, args.concurrency) as executor:
-            make_policy = llm_policy_factory(
-                settings, spent_usd=spent_in_log(args.log)).for_executor(executor)
-            return run_study(lambda _name, env: make_policy(env), arms=LLM_ARMS,
-                             make_env=text_env, executor=executor, **shared)
-    from controllers.loading import is_import_path, load_policy_factory
-    from controllers.registry import make_reference_policy
-
-    refuse_chat_flags(args, args.policy)
-    if is_import_path(args.policy):
-        make_policy = load_policy_factory(args.policy)
-        make_env = text_env if make_policy.text_actions else reference_env
-        make_policy(make_env({}))  # a policy that cannot be made fails before the study
-        # the policy under test faces the windows a chat model faces
-        arms = tuple((args.policy, mode) for _llm, mode in LLM_ARMS)
+        refuse_chat_flags(args, args.policy)
         with open_executor(args, executor_workers(args, chat=False)) as executor:
+            return run_study(make_reference_policy, executor=executor, **shared)
+    with build_policy(args, ENV_ID) as built:
+        if built.chat:
+            make_env, arms = text_env, LLM_ARMS
+        else:
+            make_env = text_env if built.text_actions else reference_env
+            built.factory(make_env({}))  # a policy that cannot be made fails before the study
+            # the policy under test faces the windows a chat model faces
+            arms = tuple((args.policy, mode) for _llm, mode in LLM_ARMS)
+        with open_executor(args, executor_workers(args, built.chat)) as executor:
+            make_policy = built.factory.for_executor(executor)
             return run_study(lambda _name, env: make_policy(env), arms=arms,
                              make_env=make_env, executor=executor, **shared)
-    with open_executor(args, executor_workers(args, chat=False)) as executor:
-        return run_study(make_reference_policy, executor=executor, **shared)
 
 
 def run(args: argparse.Namespace) -> int:
     from analysis.studies.dacs_study.report import format_table, plot_study, write_table
     from controllers.runlog import RunLog
-    from llm_policies.client.prices import CostLimitReached
 
-    try:
-        writable_file("--log", args.log)
-        if not args.json:  # the plots are written only with the table
-            writable_dir("--out", args.out)
-        check_executor_flags(args)
-        RunLog.check_target(args.log, args.resume)
-        results = _play(args)
-    except CostLimitReached as reached:
-        return stopped_at_cost_limit("dacs-study", reached)
-    except (ValueError, RuntimeError, OSError) as error:
-        return fail("dacs-study", error)
+    writable_file("--log", args.log)
+    if not args.json:  # the plots are written only with the table
+        writable_dir("--out", args.out)
+    check_executor_flags(args)
+    RunLog.check_target(args.log, args.resume)
+    results = _play(args)
     if args.json:
         print(json.dumps([dataclasses.asdict(r) for r in results], indent=2),
               file=args.stdout)

@@ -10,25 +10,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
-    MAX_EPISODES,
-    OutputError,
+from analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
+from analysis.cli.flags_executor import (
     add_executor_flags,
-    add_llm_flags,
-    add_log_flags,
-    bounded_int,
     check_executor_flags,
     executor_workers,
-    fail,
-    for_executor,
     open_executor,
-    refuse_chat_flags,
-    stopped_at_cost_limit,
-    with_json_stdout,
-    writable_dir,
-    writable_file,
 )
-from analysis.cli.policies import policy_maker, policy_name
+from analysis.cli.flags_general import MAX_EPISODES, add_log_flags, bounded_int
+from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
+from analysis.cli.policies import build_policy, policy_name
 
 ENV = "StatefulWorkflow-v0"
 DACS_ENV = "DACSSteering-v0"  # analysis.diagnose.dacs.ENV_ID
@@ -154,16 +145,16 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
-    with policy_maker(args, ENV) as maker, \
-            open_executor(args, executor_workers(args, maker.chat)) as executor, \
+    with build_policy(args, ENV) as built, \
+            open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=sum(allocation), desc="diagym diagnose", unit="episode",
                      initial=_resumed(args, sum(allocation))) as bar:
-        return diagnose_policy(for_executor(maker.make_policy, executor), battery=battery,
+        return diagnose_policy(built.factory.for_executor(executor), battery=battery,
                                allocation=allocation, executor=executor,
                                seed=args.seed,
                                log=args.log, resume=args.resume,
                                workers=getattr(args, "concurrency", 1),
-                               text_actions=maker.text_actions,
+                               text_actions=built.text_actions,
                                on_record=lambda _record: bar.update(1),
                                adaptive_budget=args.episode_budget if args.adaptive else None,
                                forecasts=args.forecast)
@@ -250,13 +241,13 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
-    with policy_maker(args, DACS_ENV) as maker, \
-            open_executor(args, executor_workers(args, maker.chat)) as executor, \
+    with build_policy(args, DACS_ENV) as built, \
+            open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=budget, desc="diagym diagnose", unit="episode",
                      initial=_resumed(args, budget)) as bar:
-        return diagnose_dacs(for_executor(maker.make_policy, executor),
+        return diagnose_dacs(built.factory.for_executor(executor),
                              episodes=budget // configurations,
-                             seed=args.seed, text_actions=maker.text_actions, log=args.log,
+                             seed=args.seed, text_actions=built.text_actions, log=args.log,
                              resume=args.resume, workers=getattr(args, "concurrency", 1),
                              on_record=lambda _record: bar.update(1), executor=executor)
 
@@ -287,8 +278,6 @@ def _print_dacs(result: dict[str, Any]) -> None:
 
 
 def diagnose(args: argparse.Namespace) -> int:
-    import gymnasium as gym
-
     from analysis.diagnose.report import (
         dacs_to_json,
         summary_lines,
@@ -297,17 +286,10 @@ def diagnose(args: argparse.Namespace) -> int:
         write_dacs,
     )
     from analysis.report import write_beside
-    from llm_policies.client.prices import CostLimitReached
 
-    try:
-        if args.out is not None:
-            writable_dir("--out", args.out)
-        diagnosis = _diagnosis(args)
-    except CostLimitReached as reached:
-        return stopped_at_cost_limit("diagnose", reached)
-    except (gym.error.Error, OutputError, ValueError, TypeError, RuntimeError,
-            OSError) as error:
-        return fail("diagnose", error)
+    if args.out is not None:
+        writable_dir("--out", args.out)
+    diagnosis = _diagnosis(args)
     if isinstance(diagnosis, dict):
         if args.out is not None:
             write_dacs(diagnosis, args.out)

@@ -8,7 +8,8 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import OutputError, fail, writable_dir
+from analysis.cli.errors import UsageError
+from analysis.cli.outputs import writable_dir
 
 FORMATS = ("who-and-when",)  # analysis.export.who_and_when.FORMAT
 
@@ -36,13 +37,10 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from analysis.export.who_and_when import export
 
-    try:
-        if not args.log.is_file():
-            raise ValueError(f"LOG {args.log}: no such file")
-        writable_dir("--out", args.out)
-        written = export(args.log, args.out)
-    except (OutputError, ValueError, OSError) as error:
-        return fail("export", error)
+    if not args.log.is_file():
+        raise UsageError(f"LOG {args.log}: no such file")
+    writable_dir("--out", args.out)
+    written = export(args.log, args.out)
     labelled = sum(json.loads(path.read_text())["mistake_step"] is not None for path in written)
     print(f"wrote {len(written)} failed episodes ({labelled} with exact labels) to {args.out}")
     return 0

@@ -9,25 +9,16 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
+from analysis.cli.flags_chat import add_llm_flags, harnesses_of
+from analysis.cli.flags_executor import (
     add_executor_flags,
-    add_llm_flags,
-    add_log_flags,
-    bounded_int,
     check_executor_flags,
     executor_workers,
-    fail,
-    harnesses_of,
-    llm_endpoint,
     open_executor,
-    refuse_chat_flags,
-    refuse_served_flags,
-    stopped_at_cost_limit,
-    with_json_stdout,
-    writable_dir,
-    writable_file,
 )
-from analysis.cli.policies import TEXT_ORACLE
+from analysis.cli.flags_general import add_log_flags, bounded_int
+from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
+from analysis.cli.policies import TEXT_ORACLE, build_policy
 
 
 def add_parser(subparsers: Any) -> None:
@@ -94,38 +85,30 @@ def run(args: argparse.Namespace) -> int:
     from analysis.studies.llm_study.run import ENV_ID, run_design, text_env
     from controllers.provenance import provenance
     from controllers.runlog import RunLog
-    from llm_policies.client.prices import CostLimitReached
 
     n_seeds = args.seeds or DEFAULT_SEEDS[args.design]
     harnesses = harnesses_of(args)
-    try:
-        writable_file("--log", args.log)
-        if args.out is not None:
-            writable_dir("--out", args.out)
-        check_executor_flags(args)
-        RunLog.check_target(args.log, args.resume)
-        # The median decision latency is read from the call lines, so a run without --log
-        # still writes one, to a directory that is removed afterwards.
-        with tempfile.TemporaryDirectory(prefix="diagym-llm-study-") as scratch, \
-                contextlib.ExitStack() as stack:
-            log = args.log or Path(scratch) / "study.jsonl"
-            make_policy, make_env, described = _policies(args, stack, log, text_env)
-            executor = stack.enter_context(open_executor(
-                args, executor_workers(args, args.policy in ("llm", TEXT_ORACLE))))
-            for_executor = getattr(getattr(make_policy, "__self__", None), "for_executor", None)
-            if callable(for_executor):  # a chat model's factory: one meter and limit for all
-                make_policy = for_executor(executor).for_harness
-            try:
-                results = run_design(args.design, args.first_seed, n_seeds, make_policy,
-                                     harnesses=harnesses, log=log, resume=args.resume,
-                                     workers=args.concurrency, progress=True,
-                                     make_env=make_env, run_name=args.run_name,
-                                     retry_failed=args.retry_failed, executor=executor)
-            except CostLimitReached as reached:
-                return stopped_at_cost_limit("llm-study", reached)
-            calls = answered_calls(log)
-    except (ValueError, RuntimeError, OSError) as error:
-        return fail("llm-study", error)
+    writable_file("--log", args.log)
+    if args.out is not None:
+        writable_dir("--out", args.out)
+    check_executor_flags(args)
+    RunLog.check_target(args.log, args.resume)
+    # The median decision latency is read from the call lines, so a run without --log
+    # still writes one, to a directory that is removed afterwards.
+    with tempfile.TemporaryDirectory(prefix="diagym-llm-study-") as scratch, \
+            contextlib.ExitStack() as stack:
+        log = args.log or Path(scratch) / "study.jsonl"
+        factory, make_env, described = _policies(args, stack, log, text_env)
+        executor = stack.enter_context(open_executor(
+            args, executor_workers(args, args.policy in ("llm", TEXT_ORACLE))))
+        # per harness, the factory whose workers share one cost meter and rate limit
+        make_policy = factory.for_executor(executor).for_harness
+        results = run_design(args.design, args.first_seed, n_seeds, make_policy,
+                             harnesses=harnesses, log=log, resume=args.resume,
+                             workers=args.concurrency, progress=True,
+                             make_env=make_env, run_name=args.run_name,
+                             retry_failed=args.retry_failed, executor=executor)
+        calls = answered_calls(log)
     summary = summarise(results, calls=calls, response_format=described["response_format"])
     summary["run"] = {
         "env": ENV_ID, "design": args.design, "harnesses": list(harnesses),
@@ -147,45 +130,24 @@ def run(args: argparse.Namespace) -> int:
 
 def _policies(args: argparse.Namespace, stack: contextlib.ExitStack, log: Path,
               text_env: Any) -> tuple[Any, Any, dict[str, Any]]:
-    """(make_policy(harness), make_env(spec), the policy's description for the summary)."""
+    """(the policy's factory, make_env(spec), the policy's description for the summary)."""
+    from analysis.studies.llm_study.run import ENV_ID
+
+    built = stack.enter_context(build_policy(args, ENV_ID, log=log))
     if args.policy == "llm":
-        from analysis.llm_runs import llm_policy_factory, spent_in_log
-
-        settings = stack.enter_context(llm_endpoint(args))
-        factory = llm_policy_factory(settings, spent_usd=spent_in_log(log))
-        capabilities = settings.capabilities or {}
-        return factory.for_harness, text_env, {
-            "policy": "llm", "model": settings.model,
-            "probed_model": capabilities.get("served_model"),
-            "response_format": settings.response_format,
-            "temperature": settings.temperature, "llm_seed": settings.seed,
-            "invalid_retries": settings.invalid_retries, "capabilities": capabilities}
+        described = {key: value for key, value in built.described.items() if key != "harness"}
+        return built.factory, text_env, {"policy": "llm", **described}
     if args.policy == TEXT_ORACLE:
-        from analysis.llm_runs import oracle_policy_factory
+        return built.factory, text_env, {"policy": TEXT_ORACLE, "response_format": "none"}
+    import dataclasses
 
-        refuse_served_flags(args, TEXT_ORACLE)
-
-        def oracle(harness: str) -> Any:
-            return oracle_policy_factory(budget=args.budget,
-                                         system_role=not args.no_system_role,
-                                         harness=harness, invalid_retries=args.invalid_retries)
-
-        return oracle, text_env, {"policy": TEXT_ORACLE, "response_format": "none"}
     import gymnasium as gym
 
-    from analysis.studies.llm_study.run import ENV_ID
-    from controllers.loading import load_policy_factory
-
-    refuse_chat_flags(args, args.policy)
-    loaded = load_policy_factory(args.policy)
-
-    def bare_env(spec: Any) -> Any:
-        import dataclasses
-
-        return gym.make(ENV_ID, **dataclasses.asdict(spec))
-
-    make_env = text_env if loaded.text_actions else bare_env
     from analysis.studies.llm_study.design import design_cells
 
-    loaded(make_env(design_cells(args.design)[0].spec))  # a broken policy fails here, in one line
-    return (lambda _harness: loaded), make_env, {"policy": args.policy, "response_format": None}
+    def bare_env(spec: Any) -> Any:
+        return gym.make(ENV_ID, **dataclasses.asdict(spec))
+
+    make_env = text_env if built.text_actions else bare_env
+    built.factory(make_env(design_cells(args.design)[0].spec))  # a broken policy fails here
+    return built.factory, make_env, {"policy": args.policy, "response_format": None}

@@ -2,7 +2,8 @@
 
 Each command is one module of this package exposing `add_parser(subparsers)`, which declares
 its flags and sets its handler; the handler parses nothing more and calls library code.
-Adding a command means adding one module and one entry in COMMANDS.
+Adding a command means adding one module and one entry in COMMANDS. A handler that finds a
+user error raises it (analysis/cli/errors.py); `main` is the one place it becomes a line.
 """
 
 from __future__ import annotations
@@ -32,6 +33,13 @@ from analysis.cli import (
     summarize,
     train,
 )
+from analysis.cli.errors import (
+    COST_LIMIT_STATUS,
+    USAGE_STATUS,
+    is_cost_limit,
+    known_errors,
+    shown,
+)
 from analysis.interrupts import exit_status, interruptible
 
 COMMANDS: tuple[ModuleType, ...] = (
@@ -42,8 +50,9 @@ COMMANDS: tuple[ModuleType, ...] = (
 
 class OneLineParser(argparse.ArgumentParser):
     """argparse with its errors on one line: `diagym <command>: error: <message>`, the same
-    shape as `common.fail`, so a script or a person reads every CLI error the same way (the
-    usage is one `--help` away instead of printed before the message).
+    shape as a command's own errors (`reported`), so a script or a person reads every CLI
+    error the same way (the usage is one `--help` away instead of printed before the
+    message).
 
     A flag is taken only as spelled (no abbreviations: `--epi` would silently mean
     `--episodes` until another flag starts the same way), and a flag the parser does not
@@ -214,12 +223,33 @@ def resume_hint(argv: list[str], args: argparse.Namespace) -> str:
     return f"interrupted; continue with: {shlex.join(['diagym', *again])}"
 
 
+def command_name(args: argparse.Namespace) -> str:
+    """The command as typed, with its own sub-command where it has them (`rcwt sweep`)."""
+    sub = getattr(args, f"{args.command}_command", None)
+    return args.command if sub is None else f"{args.command} {sub}"
+
+
+def reported(command: str, error: Exception) -> int | None:
+    """Print the one line of a known error of `diagym <command>` and return its status (a
+    cost limit reached: COST_LIMIT_STATUS, what was spent and how to continue; a user error:
+    USAGE_STATUS, its message made safe for a terminal); None for an error that is a bug."""
+    if is_cost_limit(error):
+        print(f"diagym {command}: {error}", file=sys.stderr)
+        return COST_LIMIT_STATUS
+    if isinstance(error, known_errors()):
+        print(f"diagym {command}: error: {shown(str(error))}", file=sys.stderr)
+        return USAGE_STATUS
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse argv (default sys.argv[1:]), run the chosen command, return its exit status.
 
-    Ctrl-C and SIGTERM unwind the command (its `finally` blocks stop the local server and
-    close the log), then print one line with the command that continues the run, and give
-    the shell's status for the signal (130, 143) instead of a traceback."""
+    The command raises what goes wrong; a known error is printed here as one line with
+    status 2 (`reported`), never a traceback. Ctrl-C and SIGTERM unwind the command (its
+    `finally` blocks stop the local server and close the log), then print one line with the
+    command that continues the run, and give the shell's status for the signal (130, 143)
+    instead of a traceback."""
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(lazy=True).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
@@ -231,3 +261,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt as error:
         print(f"diagym {args.command}: {resume_hint(argv, args)}", file=sys.stderr, flush=True)
         return exit_status(error)
+    except Exception as error:
+        status = reported(command_name(args), error)
+        if status is None:
+            raise
+        return status

@@ -1,9 +1,11 @@
-"""The --policy flag of `run` and `diagnose`: which forms it takes, and the one construction of
-make_policy(env) from each, so both commands play a given --policy the same way.
+"""The --policy flag: which forms it takes, and the one builder of a PolicyFactory
+(controllers.policy) from it, used by every command that plays a policy (run, diagnose,
+llm-study, dacs-study, rcwt sweep), so a given --policy plays the same way everywhere.
 
 The forms: a programmed policy by name (controllers/registry.py), llm (a chat model behind
 --base-url), text-oracle (the harness's self-check), sb3:DIR/model.zip (a model saved by
-diagym train) and a user's policy as package.module:Name or path/to/file.py:Name.
+diagym train) and a user's policy as package.module:Name or path/to/file.py:Name. A command
+whose --policy takes fewer forms says so in its flag's type.
 """
 
 from __future__ import annotations
@@ -11,12 +13,21 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from analysis.cli.common import llm_endpoint, refuse_chat_flags, refuse_served_flags
+from analysis.cli.flags_chat import (
+    harnesses_of,
+    llm_endpoint,
+    refuse_chat_flags,
+    refuse_served_flags,
+)
+
+if TYPE_CHECKING:
+    from analysis.llm_runs import ChatSettings
+    from controllers.policy import PolicyFactory
 
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
 
@@ -56,37 +67,47 @@ def policy_name(text: str) -> str:
 
 
 @dataclass(frozen=True)
-class PolicyMaker:
-    """make_policy(env) for a --policy; whether it plays text (behind the text-action
-    wrapper), whether it is a chat model's or the text oracle's (each env a worker's), and,
-    for a chat model, the settings a run describes itself by."""
+class BuiltPolicy:
+    """What a command plays for its --policy: the factory; whether it is a chat model's or
+    the text oracle's (each env a worker's); and, for a chat model, its settings and what a
+    run describes itself by."""
 
-    make_policy: Callable[[Any], Any]
-    text_actions: bool
+    factory: PolicyFactory
     chat: bool = False
+    settings: ChatSettings | None = None
     described: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def text_actions(self) -> bool:
+        """The policy answers in text: it plays its env behind the text-action wrapper."""
+        return self.factory.text_actions
 
 
 @contextlib.contextmanager
-def policy_maker(args: argparse.Namespace, env_id: str,
-                 env_kwargs: dict[str, Any] | None = None) -> Iterator[PolicyMaker]:
-    """The PolicyMaker of args.policy on `env_id` (a chat model's endpoint is open while the
+def build_policy(args: argparse.Namespace, env_id: str,
+                 env_kwargs: dict[str, Any] | None = None,
+                 log: Path | None = None) -> Iterator[BuiltPolicy]:
+    """The BuiltPolicy of args.policy on `env_id` (a chat model's endpoint is open while the
     context is); `env_kwargs` are the kwargs the user gave, named when an sb3 model does not
-    fit (default: the env's own). Refuses the flags the form does not use (ValueError)."""
-    if args.trust_model and not args.policy.startswith("sb3:"):
-        raise ValueError(f"--trust-model loads sb3:PATH models; --policy {args.policy} has none")
-    if args.policy == TEXT_ORACLE:
-        from analysis.llm_runs import oracle_policy_factory
+    fit (default: the env's own); `log` holds what a resumed chat run already paid (default
+    --log). Refuses the flags the form does not use (ValueError)."""
+    from controllers.policy import FunctionFactory
+
+    policy = args.policy
+    if getattr(args, "trust_model", False) and not policy.startswith("sb3:"):
+        raise ValueError(f"--trust-model loads sb3:PATH models; --policy {policy} has none")
+    if policy == TEXT_ORACLE:
+        from analysis.llm_runs import OraclePolicyFactory
 
         refuse_served_flags(args, TEXT_ORACLE)
-        yield PolicyMaker(oracle_policy_factory(budget=getattr(args, "budget", None),
-                                                system_role=not args.no_system_role,
-                                                harness=args.harness,
-                                                invalid_retries=args.invalid_retries),
-                          text_actions=True, chat=True)
+        yield BuiltPolicy(OraclePolicyFactory(budget=getattr(args, "budget", None),
+                                              system_role=not args.no_system_role,
+                                              harness=harnesses_of(args)[0],
+                                              invalid_retries=args.invalid_retries),
+                          chat=True)
         return
-    if args.policy == "llm":
-        from analysis.llm_runs import llm_policy_factory, spent_in_log
+    if policy == "llm":
+        from analysis.llm_runs import ChatPolicyFactory, spent_in_log
 
         with llm_endpoint(args) as settings:
             capabilities = settings.capabilities or {}
@@ -95,31 +116,33 @@ def policy_maker(args: argparse.Namespace, env_id: str,
                 "harness": settings.harness, "response_format": settings.response_format,
                 "temperature": settings.temperature, "llm_seed": settings.seed,
                 "invalid_retries": settings.invalid_retries, "capabilities": capabilities}
-            yield PolicyMaker(llm_policy_factory(settings, spent_usd=spent_in_log(args.log)),
-                              text_actions=True, chat=True, described=described)
+            spent = spent_in_log(getattr(args, "log", None) if log is None else log)
+            yield BuiltPolicy(ChatPolicyFactory(settings, spent_usd=spent), chat=True,
+                              settings=settings, described=described)
         return
-    refuse_chat_flags(args, args.policy)
+    refuse_chat_flags(args, policy)
     from controllers.loading import is_import_path, load_policy_factory
 
-    if is_import_path(args.policy):
-        factory = load_policy_factory(args.policy)
-        yield PolicyMaker(factory, text_actions=factory.text_actions)
-    elif args.policy.startswith("sb3:"):
+    if is_import_path(policy):
+        yield BuiltPolicy(load_policy_factory(policy))
+    elif policy.startswith("sb3:"):
         from controllers.sb3.policy import SB3Policy
 
-        path = args.policy[len("sb3:"):]
+        path = policy[len("sb3:"):]
 
         def make_sb3(env: Any) -> Any:
             kwargs = dict(env.unwrapped.spec.kwargs) if env_kwargs is None else env_kwargs
             check_model_env(path, env_id, kwargs, env)
             return SB3Policy.load(path, trust=args.trust_model)
 
-        yield PolicyMaker(make_sb3, text_actions=False)
+        yield BuiltPolicy(FunctionFactory(make_sb3))
     else:
-        from controllers.registry import make_reference_policy
+        def make_programmed(env: Any) -> Any:
+            from controllers.registry import make_reference_policy
 
-        yield PolicyMaker(lambda env: make_reference_policy(args.policy, env),
-                          text_actions=False)
+            return make_reference_policy(policy, env)
+
+        yield BuiltPolicy(FunctionFactory(make_programmed))
 
 
 def trained_env_of(path: str) -> tuple[str, dict[str, Any]]:

@@ -9,18 +9,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
+from analysis.cli.flags_chat import add_llm_flags
+from analysis.cli.flags_general import (
     MAX_CSV_BYTES,
     MAX_WINDOW_TOKENS,
     add_env_kwargs,
-    add_llm_flags,
     bounded_int,
-    fail,
     input_file,
-    llm_endpoint,
-    refuse_chat_flags,
-    writable_dir,
 )
+from analysis.cli.outputs import writable_dir
+from analysis.cli.policies import build_policy
 
 LOG_NAME = "calls.jsonl"
 
@@ -130,11 +128,10 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     if args.env == WORKFLOW_ID and args.policy != "llm":
         raise ValueError(f"{WORKFLOW_ID} sweeps need --policy llm (the programmed "
                          "controllers do not read text)")
-    if args.policy != "llm":
-        refuse_chat_flags(args, args.policy)
     with contextlib.ExitStack() as stack:
-        # the endpoint first: its pre-flight check may end the sweep before any progress line
-        settings = stack.enter_context(llm_endpoint(args)) if args.policy == "llm" else None
+        # the endpoint first: its pre-flight check may end the sweep before any progress line;
+        # a sweep's answers are one prompt each, so it takes the chat settings, not a factory
+        settings = stack.enter_context(build_policy(args, args.env)).settings
         bar = stack.enter_context(progress(desc="rcwt sweep", unit="call"))
         shared = {"window": args.window, "trials": args.trials, "log": log, "q": q,
                   "env_kwargs": args.env_kwargs, "resume": args.resume,
@@ -156,12 +153,9 @@ def run_sweep(args: argparse.Namespace) -> int:
     from controllers.runlog import RunLog
 
     log = args.out / LOG_NAME
-    try:
-        writable_dir("--out", args.out)
-        RunLog.check_target(log, args.resume)
-        records = _sweep(args, log)
-    except (ValueError, RuntimeError, OSError) as error:
-        return fail("rcwt sweep", error)
+    writable_dir("--out", args.out)
+    RunLog.check_target(log, args.resume)
+    records = _sweep(args, log)
     outputs = write_outputs(records, args.out, args.window, resamples=args.resamples)
     from analysis.report import write_beside
 
@@ -180,10 +174,7 @@ def run_fit(args: argparse.Namespace) -> int:
     from analysis.fits import fit_table, read_rows
     from analysis.studies.rcwt.report import format_fit_table
 
-    try:
-        rows = read_rows(args.csv)
-    except (OSError, ValueError) as error:
-        return fail("rcwt fit", error)
+    rows = read_rows(args.csv)
     table = fit_table(rows, args.window)
     print(json.dumps(table, indent=2) if args.json else format_fit_table(table))
     return 0

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import OutputError, fail, writable_file
+from analysis.cli.errors import UsageError
+from analysis.cli.outputs import writable_file
 
 
 def add_parser(subparsers: Any) -> None:
@@ -36,19 +37,16 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from analysis.report import write_report
 
-    try:
-        writable_file("--out", args.out)
-        for path in args.inputs:
-            if not path.exists():
-                raise ValueError(f"INPUT {path}: no such file or directory")
-            if args.out.exists() and path.resolve() == args.out.resolve():
-                raise ValueError(f"--out {args.out} is the INPUT {path}: the report would "
-                                 "replace what it reads; give another --out FILE.html")
-        if args.out.exists() and not args.force:
-            raise ValueError(f"--out {args.out} exists; pass --force to replace it, or "
-                             "another --out FILE.html")
-        written = write_report(args.inputs, args.out)
-    except (OutputError, ValueError, OSError) as error:
-        return fail("report", error)
+    writable_file("--out", args.out)
+    for path in args.inputs:
+        if not path.exists():
+            raise UsageError(f"INPUT {path}: no such file or directory")
+        if args.out.exists() and path.resolve() == args.out.resolve():
+            raise UsageError(f"--out {args.out} is the INPUT {path}: the report would "
+                             "replace what it reads; give another --out FILE.html")
+    if args.out.exists() and not args.force:
+        raise UsageError(f"--out {args.out} exists; pass --force to replace it, or "
+                         "another --out FILE.html")
+    written = write_report(args.inputs, args.out)
     print(f"report: {written.path} ({written.bytes:,} bytes, {written.episodes:,} episodes)")
     return 0

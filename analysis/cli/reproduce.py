@@ -6,13 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
-    add_executor_flags,
-    check_executor_flags,
-    fail,
-    open_executor,
-    writable_dir,
-)
+from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
+from analysis.cli.outputs import writable_dir
 
 
 def add_parser(subparsers: Any) -> None:
@@ -38,16 +33,10 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from analysis.studies.reproduce.run import reproduce
 
-    try:
-        writable_dir("--out", args.out)
-        check_executor_flags(args)
-    except ValueError as error:
-        return fail("reproduce", error)
-    try:
-        with open_executor(args) as executor:
-            result = reproduce(args.grid, args.out, progress=True, executor=executor)
-    except (ConnectionError, ValueError) as error:  # a --ray-address nobody answers at
-        return fail("reproduce", error)
+    writable_dir("--out", args.out)
+    check_executor_flags(args)
+    with open_executor(args) as executor:  # a --ray-address nobody answers at: one line
+        result = reproduce(args.grid, args.out, progress=True, executor=executor)
     total = sum(result.seconds.values())
     stages = ", ".join(f"{name} {value:.2f} s" for name, value in result.seconds.items())
     print(f"{result.configurations:,} configurations, {result.episodes:,} episodes in "

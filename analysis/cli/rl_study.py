@@ -8,15 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import (
-    add_executor_flags,
-    bounded_int,
-    check_executor_flags,
-    fail,
-    open_executor,
-    with_json_stdout,
-    writable_dir,
-)
+from analysis.cli.errors import UsageError
+from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
+from analysis.cli.flags_general import bounded_int
+from analysis.cli.outputs import with_json_stdout, writable_dir
 
 ARCH_CHOICES = ("mlp", "entity", "entity-lstm")
 
@@ -98,25 +93,19 @@ def run(args: argparse.Namespace) -> int:
     from analysis.studies.rl_study.report import format_rows, write_report
     from analysis.studies.rl_study.run import run_study
 
-    try:
-        writable_dir("--out", args.out)
-        check_executor_flags(args)
-    except ValueError as error:
-        return fail("rl-study", error)
+    writable_dir("--out", args.out)
+    check_executor_flags(args)
     if args.capacity is not None or args.checkpoints is not None:
         return run_capacity_study(args)
-    try:
-        if args.executor == "local":
+    if args.executor == "local":
+        rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
+                         seed=args.seed, progress=True, archs=args.arch, seeds=args.seeds,
+                         full=args.full, diagnose=args.diagnose)
+    else:
+        with open_executor(args) as executor:
             rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
-                             seed=args.seed, progress=True, archs=args.arch, seeds=args.seeds,
-                             full=args.full, diagnose=args.diagnose)
-        else:
-            with open_executor(args) as executor:
-                rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
-                                 seed=args.seed, archs=args.arch, seeds=args.seeds,
-                                 full=args.full, diagnose=args.diagnose, executor=executor)
-    except ValueError as error:
-        return fail("rl-study", error)
+                             seed=args.seed, archs=args.arch, seeds=args.seeds,
+                             full=args.full, diagnose=args.diagnose, executor=executor)
     table, plot = write_report(rows, args.out)
     from analysis.report import write_beside
 
@@ -140,21 +129,18 @@ def run_capacity_study(args: argparse.Namespace) -> int:
         retention_rho,
     )
 
-    try:
-        if args.capacity is None:
-            raise ValueError("--checkpoints: needs --capacity WIDTHS")
-        if len(args.arch) != 1:
-            raise ValueError(f"--arch: the capacity study takes one architecture; got "
-                             f"{','.join(args.arch)}")
-        steps = args.steps
-        checkpoints = args.checkpoints or tuple(sorted({max(1, steps // 4),
-                                                        max(1, steps // 2), steps}))
-        design = CapacityDesign(arch=args.arch[0], widths=args.capacity,
-                                seeds=tuple(range(args.seed, args.seed + args.seeds)),
-                                checkpoints=checkpoints, episodes=args.episodes)
-        rows = run_capacity(design, args.out)
-    except ValueError as error:
-        return fail("rl-study", error)
+    if args.capacity is None:
+        raise UsageError("--checkpoints: needs --capacity WIDTHS")
+    if len(args.arch) != 1:
+        raise UsageError(f"--arch: the capacity study takes one architecture; got "
+                         f"{','.join(args.arch)}")
+    steps = args.steps
+    checkpoints = args.checkpoints or tuple(sorted({max(1, steps // 4),
+                                                    max(1, steps // 2), steps}))
+    design = CapacityDesign(arch=args.arch[0], widths=args.capacity,
+                            seeds=tuple(range(args.seed, args.seed + args.seeds)),
+                            checkpoints=checkpoints, episodes=args.episodes)
+    rows = run_capacity(design, args.out)
     table = format_table(rows)
     (args.out / TABLE_NAME).write_text(table + "\n")
     if args.json:

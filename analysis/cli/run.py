@@ -3,27 +3,20 @@
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from typing import Any
 
-from analysis.cli.common import (
-    add_env_kwargs,
+from analysis.cli.flags_chat import add_llm_flags
+from analysis.cli.flags_executor import (
     add_executor_flags,
-    add_llm_flags,
-    add_log_flags,
-    bounded_int,
     check_executor_flags,
     executor_workers,
-    fail,
-    for_executor,
-    json_stdout,
     open_executor,
-    stopped_at_cost_limit,
-    writable_file,
 )
-from analysis.cli.policies import PolicyNames, policy_maker, policy_name
+from analysis.cli.flags_general import add_env_kwargs, add_log_flags, bounded_int
+from analysis.cli.outputs import json_stdout, writable_file
+from analysis.cli.policies import PolicyNames, build_policy, policy_name
 
 
 def add_parser(subparsers: Any) -> None:
@@ -99,17 +92,19 @@ def _play(args: argparse.Namespace) -> Any:
     import envs  # noqa: F401  (registers the ids)
     from analysis.progress import progress
     from controllers.loading import is_import_path
+    from controllers.policy import FunctionFactory
     from controllers.rollout import rollout, rollout_parallel
 
-    with policy_maker(args, args.env, args.env_kwargs) as maker, \
-            open_executor(args, executor_workers(args, maker.chat)) as executor:
-        args.described = maker.described
-        if (args.log is not None and not args.no_trace and not maker.chat
+    with build_policy(args, args.env, args.env_kwargs) as built, \
+            open_executor(args, executor_workers(args, built.chat)) as executor:
+        args.described = built.described
+        factory = built.factory
+        if (args.log is not None and not args.no_trace and not built.chat
                 and (is_import_path(args.policy) or args.policy.startswith("sb3:"))):
-            maker = dataclasses.replace(maker, make_policy=traced(maker.make_policy,
-                                                                  maker.text_actions))
-        make_policy = for_executor(maker.make_policy, executor)
-        if maker.text_actions:
+            factory = FunctionFactory(traced(factory, factory.text_actions),
+                                      factory.text_actions)
+        make_policy = factory.for_executor(executor)
+        if factory.text_actions:
             from analysis.llm_runs import make_text_env
 
             def make_env() -> Any:
@@ -118,7 +113,7 @@ def _play(args: argparse.Namespace) -> Any:
             def make_env() -> Any:
                 return gym.make(args.env, **args.env_kwargs)
         env = make_env()  # a bad env or spec fails before any progress is shown
-        policy = maker.make_policy(env)
+        policy = factory(env)
         bars: list[Any] = []  # opened once the log is open: a refused resume shows none
 
         def resumed(done: int) -> None:
@@ -130,7 +125,7 @@ def _play(args: argparse.Namespace) -> Any:
 
         try:
             counted = {"on_record": lambda _record: bars[0].update(1), "on_resumed": resumed}
-            if maker.chat:
+            if built.chat:
                 return rollout_parallel(
                     make_env, make_policy, args.episodes, seed=args.seed,
                     workers=args.concurrency, log=args.log, resume=args.resume,
@@ -156,23 +151,15 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, out: Any) -> int:
-    import gymnasium as gym
-
     from analysis.summary import format_summary, summarise
     from controllers.provenance import provenance
     from controllers.runlog import RunLog
-    from llm_policies.client.prices import CostLimitReached
 
     args.described = {}
-    try:
-        writable_file("--log", args.log)
-        check_executor_flags(args)
-        RunLog.check_target(args.log, args.resume)
-        episodes = _play(args)
-    except CostLimitReached as reached:
-        return stopped_at_cost_limit("run", reached)
-    except (gym.error.Error, ValueError, TypeError, RuntimeError, OSError) as error:
-        return fail("run", error)
+    writable_file("--log", args.log)
+    check_executor_flags(args)
+    RunLog.check_target(args.log, args.resume)
+    episodes = _play(args)
     summary = summarise(episodes)
     if args.json:
         described = {"env": args.env, "env_kwargs": args.env_kwargs, "policy": args.policy,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from analysis.cli.common import bounded_int, fail
+from analysis.cli.flags_general import bounded_int
 
 
 def add_parser(subparsers: Any) -> None:
@@ -38,7 +38,7 @@ CHECK_EVERY_S = 1.0  # how often a serving server is checked to be alive
 def run(args: argparse.Namespace) -> int:
     """Serve until Ctrl-C or SIGTERM, this command's normal end: the server is stopped (no
     child left), "server stopped" is printed and the status is 0. A server that dies
-    meanwhile is reported with its exit code and last output, status 2."""
+    meanwhile raises (RuntimeError), reported with its exit code and last output, status 2."""
     import time
 
     from llm_policies.client import local_server
@@ -56,8 +56,6 @@ def run(args: argparse.Namespace) -> int:
             while True:
                 server.check_alive()
                 time.sleep(CHECK_EVERY_S)
-    except RuntimeError as error:
-        return fail("serve-local", error)
     except KeyboardInterrupt:  # SIGTERM too, inside diagym's entry (analysis.interrupts)
         print("server stopped", flush=True)
         return 0

@@ -8,7 +8,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import OutputError, fail, writable_dir
+from analysis.cli.errors import UsageError
+from analysis.cli.outputs import writable_dir
 
 SUMMARY_JSON, SUMMARY_TEXT, PROFILE_PNG = "summary.json", "summary.txt", "profile.png"
 
@@ -35,16 +36,13 @@ def run(args: argparse.Namespace) -> int:
     from analysis.report.logs import read_run_log
     from analysis.report.profile import profile
 
-    try:
-        if not args.log.is_file():
-            raise ValueError(f"LOG {args.log}: no such file")
-        if args.out is not None:
-            writable_dir("--out", args.out)
-        log = read_run_log(args.log)
-    except (OutputError, ValueError, OSError) as error:
-        return fail("summarize", error)
+    if not args.log.is_file():
+        raise UsageError(f"LOG {args.log}: no such file")
+    if args.out is not None:
+        writable_dir("--out", args.out)
+    log = read_run_log(args.log)
     if not log.runs:
-        return fail("summarize", f"LOG {args.log}: holds no run (no line with a run's settings)")
+        raise UsageError(f"LOG {args.log}: holds no run (no line with a run's settings)")
     text = "\n\n".join(run.summary_text() for run in log.runs)
     print(text)
     if log.skipped_line():

@@ -6,7 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.common import add_env_kwargs, bounded_int, fail, json_object, writable_dir
+from analysis.cli.flags_general import add_env_kwargs, bounded_int, json_object
+from analysis.cli.outputs import writable_dir
 
 MAX_N_ENVS = 1024  # one process steps them all: beyond this the rollout buffer outgrows memory
 
@@ -134,13 +135,10 @@ def run(args: argparse.Namespace) -> int:
                          joint_actions=not args.multi_discrete, one_hot=not args.raw_obs,
                          eval_episodes=args.eval_episodes, eval_every=args.eval_every,
                          hyperparameters=args.hyperparameters)
-    try:
-        writable_dir("--out", args.out)
-        check_memory(config)
-        model = train(config, args.out, progress=True, resume=args.resume,
-                      trust_model=args.trust_model)
-    except (ValueError, TypeError, OSError) as error:
-        return fail("train", error)
+    writable_dir("--out", args.out)
+    check_memory(config)
+    model = train(config, args.out, progress=True, resume=args.resume,
+                  trust_model=args.trust_model)
     last = read_curve(args.out / "curve.csv")[-1]
     print(f"{args.algo} ({args.arch}) on {args.env}: {int(last['steps']):,} steps in "
           f"{last['wall_s']:.0f} s; "

@@ -100,7 +100,7 @@ import envs  # noqa: F401  (registers the ids)
 from analysis.diagnose.logs import LoggedRun, read_log, replies_executed, runs_by_configuration
 from controllers.dacs.readers import ParsedWindow, evidence, parse_window
 from controllers.executors import Executor
-from controllers.policy import EpisodeRecord, Policy
+from controllers.policy import EpisodeRecord, MakePolicy, Policy
 from controllers.rollout import rollout_parallel
 from controllers.runlog import RunLog
 from controllers.tracing import Traced
@@ -120,7 +120,6 @@ DEFAULT_BATTERY: tuple[dict[str, Any], ...] = (
 )
 DEFAULT_EPISODES = 8
 _KEY_ID = {name: i for i, name in enumerate(KEYS)}
-PolicyMaker = Callable[[gym.Env], Policy]
 
 
 @dataclass(frozen=True)
@@ -227,7 +226,7 @@ def run_name(env_kwargs: Mapping[str, Any]) -> str:
 
 
 def play(policy: Policy | None, env_kwargs: Mapping[str, Any], episodes: int, seed: int = 0,
-         *, make_policy: PolicyMaker | None = None, text_actions: bool = False,
+         *, make_policy: MakePolicy | None = None, text_actions: bool = False,
          log: RunLog | None = None, workers: int = 1, executor: Executor | None = None,
          on_record: Callable[[EpisodeRecord], None] | None = None) -> list[DacsTrace]:
     """Episodes on scenario seeds seed, seed+1, ... through the one runner
@@ -284,7 +283,7 @@ def _failure(value: Any) -> str | None:
 def play_battery(policy: Policy | None = None,
                  battery: Sequence[Mapping[str, Any]] = DEFAULT_BATTERY,
                  episodes: int = DEFAULT_EPISODES, seed: int = 0, *,
-                 make_policy: PolicyMaker | None = None, text_actions: bool = False,
+                 make_policy: MakePolicy | None = None, text_actions: bool = False,
                  log: RunLog | None = None, workers: int = 1,
                  executor: Executor | None = None,
                  on_record: Callable[[EpisodeRecord], None] | None = None

@@ -120,7 +120,7 @@ def test_the_study_without_a_log_still_reports_the_median(
 
 
 def _endpoint_args(*argv: str) -> argparse.Namespace:
-    from analysis.cli.common import add_llm_flags
+    from analysis.cli.flags_chat import add_llm_flags
 
     parser = argparse.ArgumentParser()
     add_llm_flags(parser)
@@ -156,7 +156,7 @@ def fake_local_server(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     (("--response-format", "auto"), "auto")])
 def test_response_format_applies_to_local(fake_local_server: list[str], flags: tuple[str, ...],
                                           expected: str) -> None:
-    from analysis.cli.common import llm_endpoint
+    from analysis.cli.flags_chat import llm_endpoint
     from llm_policies.client import local_server
 
     with llm_endpoint(_endpoint_args("--local", *flags)) as settings:
@@ -167,7 +167,7 @@ def test_response_format_applies_to_local(fake_local_server: list[str], flags: t
 
 def test_local_rejects_json_schema_before_starting_a_server(
         fake_local_server: list[str]) -> None:
-    from analysis.cli.common import llm_endpoint
+    from analysis.cli.flags_chat import llm_endpoint
 
     with pytest.raises(ValueError, match="^--response-format with --local must be one of "
                                          "auto | json_object | none"):
@@ -396,7 +396,7 @@ def test_a_local_run_takes_its_timeouts_from_the_measured_speed(
     """Without --timeout, the call timeout and the probe deadline are the measured speed's
     (local_speed.Speed at 100 prompt and 10 generated tokens/s), and the estimate is printed;
     an explicit --timeout is both."""
-    from analysis.cli.common import llm_endpoint
+    from analysis.cli.flags_chat import llm_endpoint
     from llm_policies.client.local_speed import Speed
 
     speed = Speed(prompt_tps=100.0, gen_tps=10.0, prompt_tokens=400, seconds=5.0)

@@ -15,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.cli.main import main
 from analysis.cli.rcwt import add_parser
 from analysis.fits import fit_family, fit_table, read_rows, theta
 from analysis.studies.rcwt.design import assemble_trial, build_trials, layout_cliff
@@ -274,7 +275,8 @@ def test_rcwt_sweep_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
     for name in ("calls.jsonl", "sweep.csv", "fits.json", "fits.png"):
         assert (tmp_path / name).exists()
     capsys.readouterr()
-    assert args.func(args) == 2  # the log exists and --resume was not given
+    # the log exists and --resume was not given: the CLI's error boundary prints the line
+    assert main(argv) == 2
     assert capsys.readouterr().err.splitlines() == [
         f"diagym rcwt sweep: error: log {tmp_path / 'calls.jsonl'} exists: pass --resume to "
         "continue it (in Python: pass resume=True), or choose another file"]

@@ -223,7 +223,7 @@ def test_sigkill_then_resume_leaves_every_episode_exactly_once(tmp_path: Path) -
 
 # -- decoding ---------------------------------------------------------------------------------
 def test_the_cli_offers_the_clients_response_formats() -> None:
-    from analysis.cli.common import RESPONSE_FORMATS
+    from analysis.cli.flags_chat import RESPONSE_FORMATS
     from llm_policies.client import transport
 
     assert RESPONSE_FORMATS == transport.RESPONSE_FORMATS

@@ -13,8 +13,9 @@ each measurement records the 1-minute load average before and after it.
 Per model, harness and thread count: the median seconds of the first decision (after another
 harness's prompts: only the shared system text is reused) and of later decisions, prompt
 tokens/s (the request's prompt tokens over its wall time), the tokens the server evaluated
-(after prefix reuse) and the ratio of each thread count's later-decision time to the first
-thread count's.
+after prefix reuse (summed over the completions of a request: chatml-function-calling's
+tool_choice "auto" runs several) and the ratio of each thread count's later-decision time to
+the first thread count's.
 
     nice -n 10 python benchmarks/local_threads.py [--models qwen0.5b] [--threads 1 2]
         [--rounds 2] [--harnesses json chat tools] [--decisions 3] [--rows-out FILE]
@@ -104,8 +105,10 @@ def measure(model: str, threads: int, harnesses: list[str],
                            "latency_s": result.latency_s,
                            "prompt_tokens": result.prompt_tokens,
                            "completion_tokens": result.completion_tokens,
-                           "reused_tokens": lines[-1][0] if lines else 0,
-                           "evaluated_tokens": lines[-1][1] if lines else None,
+                           # tool_choice "auto" runs several completions a request
+                           "completions": len(lines),
+                           "reused_tokens": lines[0][0] if lines else 0,
+                           "evaluated_tokens": sum(b for _, b in lines) if lines else None,
                            "load_before": load_before, "load_after": _load()}
 
 

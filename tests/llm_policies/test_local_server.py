@@ -94,6 +94,17 @@ def test_the_default_model_keeps_the_settings_callers_read() -> None:
     assert all(key == model.key for key, model in local_server.LOCAL_MODELS.items())
 
 
+@pytest.mark.parametrize(("cores", "load", "threads"), [
+    (2, 0.5, 2), (2, 1.99, 2), (2, 2.0, 1), (2, 17.0, 1), (8, 3.0, 2), (1, 0.0, 1), (None, 0.0, 1),
+])
+def test_a_loaded_machine_gets_one_server_thread(monkeypatch: pytest.MonkeyPatch,
+                                                 cores: int | None, load: float,
+                                                 threads: int) -> None:
+    monkeypatch.setattr(local_server.os, "cpu_count", lambda: cores)
+    monkeypatch.setattr(local_server.os, "getloadavg", lambda: (load, load, load))
+    assert local_server.default_threads() == threads
+
+
 def _sha256(path: Path) -> str:
     """Computed here whole, apart from the code under test (which reads in blocks)."""
     import hashlib

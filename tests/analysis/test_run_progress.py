@@ -47,3 +47,19 @@ def test_diagnose_resume_of_a_complete_log_counts_it_done(
     assert lines[0] == (f"diagym diagnose: resuming: 20 of 20 episodes are in {log} already; "
                         "0 to play")
     assert all(" 20/20 episode (100%)" in line for line in lines[1:]), lines
+
+
+def test_a_resumed_llm_study_counts_its_finished_episodes_done(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Resuming a finished study plays nothing and its bar ends at the full total, never at
+    "0/16" with the finished episodes missing."""
+    from analysis.llm_runs import oracle_policy_factory
+    from analysis.studies.llm_study.run import run_design
+
+    log = tmp_path / "study.jsonl"
+    run_design("fractional", 0, 2, lambda _harness: oracle_policy_factory(), log=log)
+    capsys.readouterr()
+    run_design("fractional", 0, 2, lambda _harness: oracle_policy_factory(), log=log,
+               resume=True, progress=True)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[-1].startswith("fractional design: 16/16 episode (100%)"), lines

@@ -80,7 +80,8 @@ def run_design(design: str, first_seed: int, n_seeds: int,
     again the episodes whose first failure is provider_error. Results come in play order:
     cells in standard order, the harnesses in the order given within each. `executor`
     (controllers.executors) plays each cell's episodes (default: `workers` threads here); the
-    study's one log is written here either way."""
+    study's one log is written here either way. With `progress`, a resumed cell's finished
+    episodes count as done when the cell is reached."""
     chosen = check_harnesses(harnesses)
     RunLog.check_target(log, resume)
     cells = design_cells(design)
@@ -100,6 +101,7 @@ def run_design(design: str, first_seed: int, n_seeds: int,
                         lambda cell=cell: make_env(cell.spec), factories[harness], n_seeds,
                         seed=first_seed, workers=workers, log=shared,
                         on_record=(lambda _r: bar.update(1)) if bar is not None else None,
+                        on_resumed=bar.update if bar is not None else None,
                         run_name=cell_run_name(harness, design, cell, run_name),
                         retry_failed=retry_failed, executor=executor)
                     results.append(CellRun(harness, cell, episodes))

@@ -103,7 +103,8 @@ def add_parser(subparsers: Any) -> None:
                         help="JSONL of every call and trial; an existing one is resumed "
                              "(required, no default)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
-                        help="where phase4.csv, phase4.md, the figure and report.html go "
+                        help="where phase4.csv/.md, phase4_paired.csv/.md (dacs - flat paired by "
+                             "decision), the figure and report.html go "
                              "(default: results)")
     parser.add_argument("--concurrency", type=bounded_int(1), default=1, metavar="K",
                         help="trials in flight at once, on --executor's workers (default: "
@@ -144,7 +145,10 @@ def _check_policy(spec: str) -> None:
         raise ValueError(str(error).replace("--policy ", "--orchestrator-policy ", 1)) from None
 
 
-def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[dict[str, Any]]:
+def _play(args: argparse.Namespace,
+          ends: dict[str, tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+    """The per-condition rows and the paired (dacs - flat) rows of every scenario."""
+    from analysis.studies.live_paired import paired_rows
     from llm_policies.live_agents.roles import LiveRoles
     from llm_policies.live_agents.scenarios import SCENARIOS
     from llm_policies.live_agents.study import run_study, spent_in_log, tables
@@ -164,7 +168,7 @@ def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[di
             system_role=system_role, api_key_env=args.api_key_env, **spending_settings(args),
             spent_usd=spent_in_log(args.log), orchestrator_policy=args.orchestrator_policy)
         executor = stack.enter_context(open_executor(args, args.concurrency))
-        rows = []
+        rows, paired = [], []
         for name in args.scenario:
             scenario = SCENARIOS[name]
             entries = run_study(scenario, args.trials, roles.for_executor(executor), args.log,
@@ -172,7 +176,8 @@ def _play(args: argparse.Namespace, ends: dict[str, tuple[str, str]]) -> list[di
                                 max_steers=args.max_steers, judge_format=args.judge_format,
                                 executor=executor)
             rows += tables(scenario, entries)
-    return rows
+            paired += paired_rows(name, entries)
+    return rows, paired
 
 
 def run(args: argparse.Namespace) -> int:
@@ -184,16 +189,18 @@ def run(args: argparse.Namespace) -> int:
     check_executor_flags(args)
     if args.orchestrator_policy is not None:
         _check_policy(args.orchestrator_policy)
-    rows = _play(args, ends)
-    return _write(args, rows)
+    rows, paired = _play(args, ends)
+    return _write(args, rows, paired)
 
 
-def _write(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
+def _write(args: argparse.Namespace, rows: list[dict[str, Any]],
+           paired: list[dict[str, Any]]) -> int:
     from analysis.report import write_beside
     from analysis.studies.live_agents import read_synthetic, synthetic_rows, write_outputs
+    from analysis.studies.live_paired import write_paired
     from llm_policies.live_agents.study import write_tables
 
-    for path in write_tables(rows, args.out):
+    for path in [*write_tables(rows, args.out), *write_paired(paired, args.out)]:
         print(f"table: {path}")
     if args.synthetic is not None:
         synthetic, source = read_synthetic(args.synthetic), f"dacs-study table {args.synthetic}"

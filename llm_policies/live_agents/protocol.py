@@ -47,15 +47,17 @@ def is_done(text: str) -> bool:
 
 
 def agent_system_prompt(spec: AgentSpec, max_steers: int) -> str:
+    """Seed 002's rule that every listed decision is asked about before [[DONE]], with the
+    marker's example last: Qwen2.5-Coder 0.5B answers whichever marker the prompt names last,
+    so a prompt ending on "write [[DONE]]" is answered [[DONE]] at once (RESULTS.md)."""
     return (f"You are agent {spec.agent_id}, a specialist working on your own task.\n"
             f"Task: {spec.task}\n"
-            f"Decisions you should not make alone; ask the orchestrator about them:\n"
-            f"{spec.hints}\n"
-            f"Work in short steps. To ask, write one question inside the marker and stop, "
-            f"for example, for your first decision: [[STEER: {first_decision(spec)}]]. The "
-            f"orchestrator's answer will be your next message. Ask about each decision in "
-            f"turn, at most {max_steers} questions, one per step. When your task is finished, "
-            f"write [[DONE]].")
+            f"When your task is finished, write [[DONE]]. Before that, you must ask the "
+            f"orchestrator about each of these decisions, one per step, at most {max_steers} "
+            f"questions; do not decide them alone:\n{spec.hints}\n"
+            f"Work in short steps. To ask, write one question inside the marker and stop; the "
+            f"orchestrator's answer will be your next message. Your first step is to ask "
+            f"about your first decision, for example: [[STEER: {first_decision(spec)}]]")
 
 
 def first_decision(spec: AgentSpec) -> str:

@@ -50,7 +50,20 @@ def test_a_scripted_run_writes_the_table(tmp_path, capsys: pytest.CaptureFixture
     rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "out" / "phase4.csv").open())}
     assert float(rows["flat"]["kappa"]) == pytest.approx(0.5)
     assert float(rows["dacs"]["judge_accuracy"]) == pytest.approx(2 / 3)
-    for name in ("phase4.md", "phase4_vs_synthetic.png", "provenance.json", "report.html"):
+    paired = {r["rater"]: r for r in csv.DictReader(
+        (tmp_path / "out" / "phase4_paired.csv").open())}
+    # the script's pairs (trial, agent, request): judge a1/0 C-C, a1/1 C-I, a2/0 I-C (a3's
+    # dacs verdict does not parse, so a3/0 drops out); keywords hit all four under dacs and
+    # a1/0 and a2/0 under flat
+    assert paired["judge"]["pairs"] == "3"
+    assert float(paired["judge"]["difference"]) == pytest.approx(0.0)
+    assert -1.0 <= float(paired["judge"]["low"]) <= 0.0 <= float(paired["judge"]["high"]) <= 1
+    assert paired["keyword"]["pairs"] == "4"
+    assert (float(paired["keyword"]["dacs"]), float(paired["keyword"]["flat"])) == (1.0, 0.5)
+    assert float(paired["keyword"]["difference"]) == pytest.approx(0.5)
+    assert 0.0 <= float(paired["keyword"]["low"]) <= 0.5 <= float(paired["keyword"]["high"])
+    for name in ("phase4.md", "phase4_paired.md", "phase4_vs_synthetic.png", "provenance.json",
+                 "report.html"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     lines = [json.loads(line) for line in (tmp_path / "p4.jsonl").read_text().splitlines()]
     roles = [line["role"] for line in lines if line["kind"] == "call"]

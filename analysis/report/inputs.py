@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from analysis.report.episodes import clip, viewer_data
-from analysis.report.logs import LogRun, RunLogFile, read_run_log
+from analysis.report.logs import LogRun, RunLogFile, holds_an_entry, read_run_log
 from analysis.report.model import Facts, Figure, Report, Table, Text
 from analysis.report.profile import profile
 from analysis.stats import wilson_interval
@@ -353,6 +353,9 @@ class Builder:
                 data = json.loads(file.read_text(encoding="utf-8"))
                 self.report.add("provenance", Facts(f"Study {path}", tuple(
                     [("run", data.get("run")), *_provenance_items(data)])))
+            elif file.suffix == ".jsonl" and not holds_an_entry(file):
+                self.report.notes.append(f"{file}: not a run log (no JSONL line with a "
+                                         "\"type\"), so not read here")
             elif file.suffix == ".jsonl":
                 self.add_log(file)
             elif file.name == DIAGNOSIS_NAME:

@@ -109,7 +109,7 @@ def read_run_log(path: Path) -> RunLogFile:
     except TypeError as error:
         raise ValueError(f"{path}: an episode line does not hold an episode record ({error})"
                          ) from None
-    if not logged and not _holds_an_entry(path):
+    if not logged and not holds_an_entry(path):
         raise ValueError(f"{path}: not a run log (no JSONL line with a \"type\")")
     runs = []
     for run_id, run in logged.items():
@@ -122,5 +122,7 @@ def read_run_log(path: Path) -> RunLogFile:
     return RunLogFile(path, runs, dict(skipped))
 
 
-def _holds_an_entry(path: Path) -> bool:
+def holds_an_entry(path: Path) -> bool:
+    """Whether `path` holds one run-log entry (a JSONL line with a "type"): a study folder
+    may keep another command's JSONL beside its outputs (dacs-live's call log)."""
     return next(read_entries(path, Counter()), None) is not None

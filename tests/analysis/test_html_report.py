@@ -340,3 +340,18 @@ def test_bad_inputs_get_one_line_and_exit_2(
     captured = capsys.readouterr()
     assert captured.err == f"diagym report: error: {message.format(p=path)}\n"
     assert not (tmp_path / "r.html").exists()
+
+
+def test_a_study_folder_with_another_commands_jsonl_still_gets_its_page(tmp_path: Path) -> None:
+    """dacs-live keeps its call log (lines with "kind", not "type") beside its tables: the
+    folder's page is written, says that file is not read, and a run log named as an input
+    alone is still refused."""
+    folder = tmp_path / "study"
+    folder.mkdir()
+    (folder / "table.csv").write_text("a,b\n1,2\n")
+    (folder / "calls.jsonl").write_text('{"kind": "agent", "text": "x"}\n')
+    written = write_report([folder], tmp_path / "r.html")
+    page = written.path.read_text(encoding="utf-8")
+    assert f"{folder / 'calls.jsonl'}: not a run log" in page
+    with pytest.raises(ValueError, match="not a run log"):
+        write_report([folder / "calls.jsonl"], tmp_path / "r2.html")

@@ -201,7 +201,11 @@ def run(args: argparse.Namespace) -> int:
 
 def _write(args: argparse.Namespace, rows: list[dict[str, Any]]) -> int:
     from analysis.report import write_beside
-    from analysis.studies.live_agents import read_synthetic, synthetic_rows, write_outputs
+    from analysis.studies.dacs_study.live_agents import (
+        read_synthetic,
+        synthetic_rows,
+        write_outputs,
+    )
     from llm_policies.live_agents.study import write_tables
 
     for path in write_tables(rows, args.out):

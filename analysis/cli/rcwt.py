@@ -177,8 +177,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from analysis.fits import fit_table, read_rows
-    from analysis.studies.rcwt.report import format_fit_table
+    from analysis.studies.rcwt.report import fit_table, format_fit_table, read_rows
 
     try:
         rows = read_rows(args.csv)

@@ -4,7 +4,7 @@ An opaque agent shows only how its episodes end, so an episode's outcome is the 
 (first failure category, operations completed, failed calls) at its end: with R = 0 the
 completed count is where the first failure struck, which is what separates a cache of 2 from
 a cache of 3; with R > 0 the failed calls separate elimination from guessing with replacement.
-Most mechanisms have no closed form for that distribution (analysis/predictions.py gives
+Most mechanisms have no closed form for that distribution (reproduce's predictions.py gives
 success probabilities only, and not for next-use-2), so every mechanism's distribution is
 simulated by the batched runner's own numba loop on SIMULATIONS task seeds from
 SIMULATION_SEED on, a range disjoint from the project's other seeds (the grids' 0..10255,

@@ -72,7 +72,7 @@ from controllers.tracing import Action, Traced, pair
 from envs.workflow.layout import FAILURE_NAMES
 from envs.workflow.params import WorkflowSpec
 
-FAMILIES = ("cache-k", "scan-s")
+MECHANISM_FAMILIES = ("cache-k", "scan-s")
 
 
 @dataclass(frozen=True)
@@ -168,7 +168,7 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
     counts = [played.get(spec, np.zeros(outcome_count(spec), dtype=np.int64))
               for spec in battery]
     ranked = fit_lapse(model, counts)
-    family_fits = {family: fit_family(model, counts, family) for family in FAMILIES}
+    family_fits = {family: fit_family(model, counts, family) for family in MECHANISM_FAMILIES}
     tally = attribution_counts(trace for c in configurations for trace in c.traces)
     invalid: dict[str, int] = {}
     for c in configurations:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FAMILIES = ("heterogeneous", "homogeneous", "crossfire", "cascade", "dense", "conflict")
+SCENARIOS = ("heterogeneous", "homogeneous", "crossfire", "cascade", "dense", "conflict")
 MIN_AGENTS, MAX_AGENTS = 3, 10
 MIN_DECISIONS, MAX_DECISIONS = 1, 15
 N_OPTIONS = 4

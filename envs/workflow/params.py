@@ -17,11 +17,11 @@ from envs._core.params import EnvParams
 
 # Each categorical knob's levels, in code order: the spec encodes a level as its index here,
 # and the generator compares with the named codes below, so the two cannot drift apart.
-FAMILIES = ("chains", "barriers")
+GRAPH_SHAPES = ("chains", "barriers")
 LOCALITIES = ("balanced", "clustered", "concentrated")
 UPDATES = ("additive", "static")
 LABELS = ("random", "reversed")
-CHAINS, BARRIERS = (FAMILIES.index(level) for level in ("chains", "barriers"))
+CHAINS, BARRIERS = (GRAPH_SHAPES.index(level) for level in ("chains", "barriers"))
 BALANCED, CLUSTERED, CONCENTRATED = (
     LOCALITIES.index(level) for level in ("balanced", "clustered", "concentrated")
 )
@@ -83,7 +83,7 @@ class WorkflowSpec(EnvParams):
         # Normalised in place (numpy integers and bools to Python's), as a frozen dataclass
         # allows only through object.__setattr__, so equal settings compare equal and the
         # spaces built from them take plain ints.
-        family = check_choice("family", self.family, FAMILIES)
+        family = check_choice("family", self.family, GRAPH_SHAPES)
         n = check_int("n_ops", self.n_ops, 1, MAX_OPS, f"in 1..{MAX_OPS}")
         divisors = [d for d in range(1, n + 1) if n % d == 0]
         allowed_depths = f"a divisor of n_ops={n}: {divisors}"
@@ -119,7 +119,7 @@ class WorkflowSpec(EnvParams):
         params = np.zeros(N_PARAMS, dtype=np.int64)
         params[P_N] = self.n_ops
         params[P_DEPTH] = self.depth
-        params[P_FAMILY] = FAMILIES.index(self.family)
+        params[P_FAMILY] = GRAPH_SHAPES.index(self.family)
         params[P_WIDTH] = self.width
         params[P_B] = self.candidates
         params[P_PERIOD] = self.snapshot_period

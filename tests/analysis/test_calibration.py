@@ -10,8 +10,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.predictions import predict_instances
 from analysis.studies.reproduce.design import grid_configurations, grid_seeds
+from analysis.studies.reproduce.predictions import predict_instances
 from controllers.workflow.batched import run_controller
 from envs.workflow.params import WorkflowSpec
 

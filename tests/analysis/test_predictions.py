@@ -1,4 +1,5 @@
-"""Analytic predictions (analysis/predictions.py) against algebra, brute force and the env.
+"""Analytic predictions (analysis/studies/reproduce/predictions.py) against algebra, brute force
+and the env.
 
 Expected values come from enumeration (analysis.audit), scipy, brute-force sums over failure
 tuples, a plain-Python re-derivation on `env.unwrapped.task`, and Monte Carlo play of small
@@ -18,8 +19,8 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import envs  # noqa: F401  (registers StatefulWorkflow-v0)
-from analysis import predictions as P
 from analysis.audit import audit, divisors
+from analysis.studies.reproduce import predictions as P
 from analysis.studies.reproduce.design import Configuration, grid_configurations
 from envs.workflow.params import WorkflowSpec
 

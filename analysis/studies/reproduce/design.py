@@ -13,12 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.workflow.params import WorkflowSpec
-
-PRIMARY_SEEDS = np.arange(0, 256, dtype=np.int64)
-FOLLOW_ON_SEEDS = np.arange(10_000, 10_256, dtype=np.int64)
-
-FAMILIES = ("chains", "barriers")
+from analysis.studies.seeds import FOLLOW_ON_SEEDS, PRIMARY_SEEDS
+from envs.workflow.params import GRAPH_SHAPES, WorkflowSpec
 
 PRIMARY_CONTROLLERS = (
     "exact", "cache-2", "cache-4", "scan-1", "scan-4", "cache-2+scan-4", "random-schedule",
@@ -58,7 +54,7 @@ def _both_endpoints(
     """Every condition x family x b x w x controller, with Table 2's default b and w."""
     rows = []
     for (condition, kwargs), family, b, w, controller in itertools.product(
-        conditions, FAMILIES, candidates, widths, controllers
+        conditions, GRAPH_SHAPES, candidates, widths, controllers
     ):
         spec = WorkflowSpec(family=family, candidates=b, width=w, **kwargs)
         rows.append(Configuration(grid, condition, spec, controller))
@@ -69,7 +65,7 @@ def primary() -> list[Configuration]:
     """2 families x 4 depths x b in {2, 4, 8} x w in {1, 2, 4, 8} x snapshot/history x 8."""
     rows = []
     for family, depth, b, w, period, controller in itertools.product(
-        FAMILIES, (1, 2, 4, 8), (2, 4, 8), (1, 2, 4, 8), (1, 0), PRIMARY_CONTROLLERS
+        GRAPH_SHAPES, (1, 2, 4, 8), (2, 4, 8), (1, 2, 4, 8), (1, 0), PRIMARY_CONTROLLERS
     ):
         spec = WorkflowSpec(family=family, n_ops=8, depth=depth, width=w, candidates=b,
                             snapshot_period=period)

@@ -1,10 +1,11 @@
 """Seed 003's whole study in one call: run the grids, predict, summarise, tabulate, plot.
 
 This is the pipeline behind `diagym reproduce` and `make demo`: the batched runner
-(controllers/workflow/batched.py) plays every configuration, analysis/predictions.py derives
-what each should score, analysis/stats.py and this study's report.py turn the episodes into
-results.csv, tables.md and the profile plots. Each stage is its own module; this one only
-wires them and times them, so the benchmark and the command line report the same stages.
+(controllers/workflow/batched.py) plays every configuration, this study's predictions.py
+derives what each should score, analysis/stats.py and this study's report.py, tables.py and
+figures.py turn the episodes into results.csv, tables.md and the profile plots. Each stage is
+its own module; this one only wires them and times them, so the benchmark and the command
+line report the same stages.
 """
 
 from __future__ import annotations
@@ -17,7 +18,6 @@ from typing import Any
 import numpy as np
 
 from analysis.audit import audit_table
-from analysis.predictions import predict
 from analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
 from analysis.studies.reproduce.design import (
     GRID_CHOICES,
@@ -26,12 +26,10 @@ from analysis.studies.reproduce.design import (
     grid_configurations,
     grid_seeds,
 )
-from analysis.studies.reproduce.report import (
-    plot_profiles,
-    summary_rows,
-    tables_markdown,
-    write_results_csv,
-)
+from analysis.studies.reproduce.figures import plot_profiles
+from analysis.studies.reproduce.predictions import predict
+from analysis.studies.reproduce.report import summary_rows, write_results_csv
+from analysis.studies.reproduce.tables import tables_markdown
 from controllers.executors import Executor, LocalExecutor
 from controllers.provenance import write_provenance
 from controllers.workflow.batched import ControllerAbort, run_many

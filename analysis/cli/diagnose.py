@@ -209,11 +209,12 @@ def _battery(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[int, ...]
         return DEFAULT_BATTERY, allocate(DEFAULT_SHARES, args.episode_budget)
     import gymnasium as gym
 
+    import envs
     from analysis.cli.policies import trained_env_of
     from envs.workflow.params import WorkflowSpec
 
     trained_id, kwargs = trained_env_of(args.policy[len("sb3:"):])
-    if trained_id != ENV and not trained_id.startswith("StatefulWorkflow"):
+    if envs.family_of(trained_id, strict=False) != envs.WORKFLOW:
         raise ValueError(f"--policy {args.policy} was trained on {trained_id}; --env {ENV} "
                          "diagnoses StatefulWorkflow agents")
     spec = WorkflowSpec.from_kwargs(**{**gym.spec(trained_id).kwargs, **kwargs})

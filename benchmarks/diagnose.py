@@ -75,7 +75,7 @@ from analysis.diagnose.model_cache import cached_model  # noqa: E402
 from analysis.diagnose.run import diagnose_policy, label  # noqa: E402
 from controllers.workflow.batched import episode_columns  # noqa: E402
 from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
-from envs.workflow.params import WorkflowSpec  # noqa: E402
+from envs.workflow.params import WorkflowParams  # noqa: E402
 
 BUDGETS = (32, 64, 128, 256, 512, 1024)
 ADAPTIVE_CAP = 512
@@ -303,7 +303,7 @@ def forecast_error(model: MechanismModel, repeats: int) -> dict:
             alternatives = plausible(model, ranked)
             for kwargs in HELD_OUT_CONFIGURATIONS:
                 predicted = forecast(model, best, alternatives, dict(kwargs))
-                spec = WorkflowSpec.from_kwargs(**kwargs)
+                spec = WorkflowParams.from_kwargs(**kwargs)
                 seeds = 7 * 10**8 + repeat * 10**5 + np.arange(OBSERVED_EPISODES,
                                                                dtype=np.int64)
                 codes = simulate_codes(spec, row, seeds)

@@ -70,7 +70,7 @@ from controllers.rollout import describe_run, rollout_parallel
 from controllers.runlog import RunLog, identity
 from controllers.tracing import Action, Traced, pair
 from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 MECHANISM_FAMILIES = ("cache-k", "scan-s")
 
@@ -80,7 +80,7 @@ class Configuration:
     """One battery configuration as the agent played it: its episodes (in seed order) and the
     trace of each."""
 
-    spec: WorkflowSpec
+    spec: WorkflowParams
     episodes: Episodes
     traces: tuple[Trace, ...]
 
@@ -139,18 +139,18 @@ class Diagnosis:
 
 
 @functools.cache
-def mechanism_model(battery: tuple[WorkflowSpec, ...]) -> MechanismModel:
+def mechanism_model(battery: tuple[WorkflowParams, ...]) -> MechanismModel:
     """The battery's simulated hypotheses, once per process, from the on-disk cache when it
     holds them (analysis/diagnose/model_cache.py)."""
     return cached_model(battery)
 
 
-def env_kwargs(spec: WorkflowSpec) -> dict[str, Any]:
+def env_kwargs(spec: WorkflowParams) -> dict[str, Any]:
     """The gym.make kwargs of a battery configuration."""
     return spec.as_dict()
 
 
-def label(spec: WorkflowSpec) -> str:
+def label(spec: WorkflowParams) -> str:
     """A battery configuration in a few words (depth, width, b, feedback, resampling, R);
     it also names the configuration's run in a shared log, which holds one run per name."""
     feedback = {0: "history", 1: "snapshot"}.get(spec.snapshot_period,
@@ -161,7 +161,7 @@ def label(spec: WorkflowSpec) -> str:
 
 
 def _diagnose(policy: Any, configurations: Sequence[Configuration],
-              battery: tuple[WorkflowSpec, ...],
+              battery: tuple[WorkflowParams, ...],
               forecasts: Sequence[dict[str, Any]] = (), design: Any = None) -> Diagnosis:
     model = mechanism_model(battery)
     played = {c.spec: c.counts for c in configurations}
@@ -223,7 +223,7 @@ def check_seed(seed: int, allocation: Sequence[int]) -> None:
 
 
 def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
-                    battery: Sequence[WorkflowSpec] = DEFAULT_BATTERY,
+                    battery: Sequence[WorkflowParams] = DEFAULT_BATTERY,
                     allocation: Sequence[int] = DEFAULT_ALLOCATION, seed: int = 0,
                     log: Path | None = None, resume: bool = False, workers: int = 1,
                     text_actions: bool = False,
@@ -335,7 +335,7 @@ def _renumbered(parts: Sequence[Episodes]) -> Episodes:
     return merged
 
 
-def _configuration(spec: WorkflowSpec, played: Episodes,
+def _configuration(spec: WorkflowParams, played: Episodes,
                    traces: Mapping[int, tuple[Action, ...]]) -> Configuration:
     kwargs = env_kwargs(spec)
     seeds = [int(s) for s in played.columns["task_seed"]]
@@ -346,7 +346,7 @@ def _configuration(spec: WorkflowSpec, played: Episodes,
     return Configuration(spec, played, tuple(Trace(kwargs, s, traces[s]) for s in seeds))
 
 
-def logged_traces(spec: WorkflowSpec, logged: LoggedRun) -> dict[int, tuple[Action, ...]]:
+def logged_traces(spec: WorkflowParams, logged: LoggedRun) -> dict[int, tuple[Action, ...]]:
     """Per task seed the actions of a run's episode: its trace line's, else, for a chat
     model's log without trace lines, its call lines' (`replies_executed`, decoded by the text
     wrapper's rules)."""
@@ -363,7 +363,7 @@ def logged_traces(spec: WorkflowSpec, logged: LoggedRun) -> dict[int, tuple[Acti
     return traces
 
 
-def battery_of(specs: Sequence[WorkflowSpec]) -> tuple[WorkflowSpec, ...] | None:
+def battery_of(specs: Sequence[WorkflowParams]) -> tuple[WorkflowParams, ...] | None:
     """The battery `specs` were played from: the default one, or the battery of their one
     shape (battery.battery_for); None when neither holds them all."""
     if all(spec in DEFAULT_BATTERY for spec in specs):
@@ -376,7 +376,7 @@ def battery_of(specs: Sequence[WorkflowSpec]) -> tuple[WorkflowSpec, ...] | None
     return None
 
 
-def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
+def diagnose_log(path: Path, battery: Sequence[WorkflowParams] | None = None,
                  forecasts: Sequence[dict[str, Any]] = ()) -> Diagnosis:
     """The diagnosis of a log's StatefulWorkflow runs on battery configurations (written by
     diagnose_policy, or any run whose episodes carry trace lines), on `battery` (default: the
@@ -385,11 +385,11 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
     diagnosis (its "design" line) has its rounds replayed from the logged episodes, so its
     design comes back as it was played."""
     runs = read_log(path)
-    specs: dict[str, WorkflowSpec] = {}
+    specs: dict[str, WorkflowParams] = {}
     for run_id, logged in runs.items():
         if logged.run.get("env") == ENV_ID:
             try:
-                specs[run_id] = WorkflowSpec.from_kwargs(**logged.run.get("env_kwargs", {}))
+                specs[run_id] = WorkflowParams.from_kwargs(**logged.run.get("env_kwargs", {}))
             except (TypeError, ValueError):
                 continue  # refused below, with the run named
     if battery is None:
@@ -397,7 +397,7 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
     battery = tuple(battery)
 
     def configuration(kwargs: dict[str, Any]) -> int | None:
-        spec = WorkflowSpec.from_kwargs(**kwargs)
+        spec = WorkflowParams.from_kwargs(**kwargs)
         return battery.index(spec) if spec in battery else None
 
     policy, found = runs_by_configuration(path, runs, ENV_ID, configuration,
@@ -421,7 +421,7 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
                      design)
 
 
-def _replay_design(battery: tuple[WorkflowSpec, ...], budget: int,
+def _replay_design(battery: tuple[WorkflowParams, ...], budget: int,
                    logged: Mapping[int, Configuration], rule: Any
                    ) -> tuple[Any, dict[int, Configuration]]:
     """An adaptive design replayed on logged episodes: each round takes the configuration's

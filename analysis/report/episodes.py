@@ -114,9 +114,9 @@ class _Replayer:
         self.kwargs = dict(run.run.get("env_kwargs") or {})
         self.env = gym.make(str(run.run["env"]), **self.kwargs)
         from analysis.diagnose.run import logged_traces
-        from envs.workflow.params import WorkflowSpec
+        from envs.workflow.params import WorkflowParams
 
-        self.traces = logged_traces(WorkflowSpec.from_kwargs(**self.kwargs), run.logged)
+        self.traces = logged_traces(WorkflowParams.from_kwargs(**self.kwargs), run.logged)
         self.viewer: Any = None
         self.decisions_of: dict[int, list[Any]] = {}
 

@@ -8,7 +8,7 @@ fails at construction with a ValueError that names the parameter and what is all
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -46,7 +46,7 @@ N_PARAMS = 11
 
 
 @dataclass(frozen=True)
-class WorkflowSpec(EnvParams):
+class WorkflowParams(EnvParams):
     """One level of every factor of the workflow task family (seed 003, sections 3 and 7).
 
     family: "chains" (N/depth disjoint chains) or "barriers" (depth layers, each depending on
@@ -129,3 +129,15 @@ class WorkflowSpec(EnvParams):
         params[P_UPDATES] = UPDATES.index(self.updates)
         params[P_LABELS] = LABELS.index(self.labels)
         return params
+
+
+def __getattr__(name: str) -> Any:
+    """`WorkflowSpec`, the old name docs/API.md promised, as a deprecated alias of
+    WorkflowParams (named like DacsParams: one pattern for every family's params)."""
+    if name == "WorkflowSpec":
+        import warnings
+
+        warnings.warn("envs.workflow.params.WorkflowSpec is deprecated; use WorkflowParams",
+                      DeprecationWarning, stacklevel=2)
+        return WorkflowParams
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

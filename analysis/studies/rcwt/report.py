@@ -53,8 +53,8 @@ def cell_table(records: Iterable[Mapping[str, Any]]) -> list[dict[str, Any]]:
     return rows
 
 
-def summarise(records: Sequence[Mapping[str, Any]], window: int,
-              resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
+def summarise_fits(records: Sequence[Mapping[str, Any]], window: int,
+                   resamples: int = 1000, seed: int = 0) -> dict[str, Any]:
     """fit_table of the calls (each target q a cell) plus, per model, theta's
     order-stratified bootstrap interval and the answer categories."""
     rows = [{"model": r["model"], "p": r["p"], "score": r["score"], "order": r["order"],
@@ -234,10 +234,10 @@ class SweepOutputs:
 
 def write_outputs(records: Sequence[Mapping[str, Any]], out: Path, window: int,
                   resamples: int = 1000) -> SweepOutputs:
-    """DIR/sweep.csv, DIR/fits.json (summarise) and DIR/fits.png (plot_fits)."""
+    """DIR/sweep.csv, DIR/fits.json (summarise_fits) and DIR/fits.png (plot_fits)."""
     out = Path(out)
     csv_path = write_csv(records, out / "sweep.csv")
-    fits = summarise(records, window, resamples=resamples)
+    fits = summarise_fits(records, window, resamples=resamples)
     fits_path = out / "fits.json"
     fits_path.write_text(json.dumps(fits, indent=2) + "\n")
     rows = [{"model": r["model"], "p": r["p"], "score": r["score"], "q": r["q"]}

@@ -22,7 +22,7 @@ from analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
 from analysis.studies.reproduce.design import (
     GRID_CHOICES,
     GRID_NAMES,
-    Configuration,
+    GridConfiguration,
     grid_configurations,
     grid_seeds,
 )
@@ -33,7 +33,7 @@ from analysis.studies.reproduce.tables import tables_markdown
 from controllers.executors import Executor, LocalExecutor
 from controllers.provenance import write_provenance
 from controllers.workflow.batched import ControllerAbort, run_many
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 
 @dataclass
@@ -70,7 +70,7 @@ def _table1_markdown() -> str:
 POSITIVE_CONTROLS = ("exact", "residue-8", "precomputed-plan", "indexed")
 
 
-def check_positive_controls(configs: list[Configuration], success: np.ndarray) -> None:
+def check_positive_controls(configs: list[GridConfiguration], success: np.ndarray) -> None:
     """Abort like the paper's runner when a designated positive control fails: the
     unrestricted controllers on deterministic tasks, and elimination with R >= N(b-1)."""
     for config, wins in zip(configs, success, strict=True):
@@ -88,7 +88,7 @@ def check_positive_controls(configs: list[Configuration], success: np.ndarray) -
             )
 
 
-Shard = tuple[tuple[tuple[WorkflowSpec, str], ...], np.ndarray]
+Shard = tuple[tuple[tuple[WorkflowParams, str], ...], np.ndarray]
 
 
 def play_shard(shard: Shard) -> dict[str, np.ndarray]:
@@ -98,7 +98,7 @@ def play_shard(shard: Shard) -> dict[str, np.ndarray]:
     return run_many(pairs, seeds)
 
 
-def shards(grid: list[Configuration], seeds: np.ndarray, workers: int) -> list[Shard]:
+def shards(grid: list[GridConfiguration], seeds: np.ndarray, workers: int) -> list[Shard]:
     """The grid's configurations in order, about four shards per worker."""
     size = max(1, -(-len(grid) // (4 * workers)))
     pairs = [(config.spec, config.controller) for config in grid]
@@ -107,13 +107,13 @@ def shards(grid: list[Configuration], seeds: np.ndarray, workers: int) -> list[S
 
 def run_grids(names: tuple[str, ...], progress: bool = False,
               executor: Executor | None = None
-              ) -> tuple[list[Configuration], dict[str, np.ndarray], np.ndarray]:
+              ) -> tuple[list[GridConfiguration], dict[str, np.ndarray], np.ndarray]:
     """Configurations, stacked episode arrays (configs, 256 seeds) and predictions; with
     `progress`, one step per configuration (analysis.progress: a bar, or log lines).
     `executor` (controllers.executors) plays the shards of configurations (default: one at a
     time here); the arrays come back in configuration order either way."""
     executor = LocalExecutor() if executor is None else executor
-    configs: list[Configuration] = []
+    configs: list[GridConfiguration] = []
     parts: list[dict[str, np.ndarray]] = []
     predicted: list[np.ndarray] = []
     grids = {name: grid_configurations(name) for name in names}

@@ -251,71 +251,99 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
     if scratch is not None:
         log = Path(scratch.name) / "diagnose.jsonl"
     run_log = None if log is None else RunLog(Path(log), resume=resume)
-    described: list[Any] = []
-    played: dict[int, list[Episodes]] = {}
-    traces: dict[int, dict[int, tuple[Action, ...]]] = {}
-
-    def play(c: int, episodes: int) -> Configuration:
-        """`episodes` more episodes of battery[c], on the task seeds after its last ones."""
-        spec = battery[c]
-        kwargs = env_kwargs(spec)
-        kept = traces.setdefault(c, {})
-        first = seed + sum(len(part) for part in played.get(c, []))
-
-        def make_env() -> gym.Env:
-            if text_actions:
-                from analysis.llm_runs import make_text_env
-
-                return make_text_env(ENV_ID, **kwargs)
-            return gym.make(ENV_ID, **kwargs)
-
-        def traced(env: gym.Env) -> Traced:
-            def keep(task_seed: int | None, calls: tuple[Action, ...]) -> None:
-                if task_seed is not None:
-                    kept[task_seed] = calls
-
-            policy = Traced(make_policy(env), text_decoder(env) if text_actions else pair,
-                            on_trace=keep)
-            if not described:
-                described.append(identity(describe_run(env, policy)["policy"]))
-            return policy
-
-        part = rollout_parallel(make_env, traced, episodes, seed=first, workers=workers,
-                                executor=executor,
-                                log=run_log, on_record=on_record,
-                                run_name=f"diagnose {label(spec)}")
-        if run_log is not None and any(int(s) not in kept for s in part.columns["task_seed"]):
-            logged = read_log(run_log.path).get(run_log.run_id)
-            for task_seed, actions in (logged_traces(spec, logged) if logged else {}).items():
-                kept.setdefault(task_seed, actions)
-        played.setdefault(c, []).append(part)
-        return _configuration(spec, _renumbered(played[c]), kept)
-
-    configurations: dict[int, Configuration] = {}
+    player = _BatteryPlay(make_policy, battery, seed, run_log, workers=workers,
+                          text_actions=text_actions, on_record=on_record, executor=executor)
     design = None
-
-    def play_round(c: int, episodes: int) -> np.ndarray:
-        configurations[c] = play(c, episodes)
-        return configurations[c].counts
-
     try:
         if adaptive_budget is None:
             for c, episodes in enumerate(allocation):
                 if episodes:
-                    configurations[c] = play(c, episodes)
+                    player.play(c, episodes)
         else:
             if run_log is not None:
                 run_log.write({"type": DESIGN, "mode": "adaptive", "budget": adaptive_budget,
                                "seed": seed, "rule": adaptive.DEFAULT_RULE.name})
-            design = adaptive.run_design(mechanism_model(battery), adaptive_budget, play_round,
-                                         adaptive.DEFAULT_RULE)
+            design = adaptive.run_design(mechanism_model(battery), adaptive_budget,
+                                         player.play_round, adaptive.DEFAULT_RULE)
     finally:
         if run_log is not None:
             run_log.close()
         if scratch is not None:
             scratch.cleanup()
-    ordered = [configurations[c] for c in sorted(configurations)]
-    return _diagnose(described[0] if described else None, ordered, battery, forecasts, design)
+    ordered = [player.configurations[c] for c in sorted(player.configurations)]
+    described = player.described[0] if player.described else None
+    return _diagnose(described, ordered, battery, forecasts, design)
+
+
+class _BatteryPlay:
+    """The battery as the agent plays it, a configuration at a time and in rounds: each
+    round plays the task seeds after that configuration's last ones, keeps every episode's
+    trace (from the policy, else from the log's trace lines when episodes played out of
+    process) and the policy's description from the first one built."""
+
+    def __init__(self, make_policy: Callable[[gym.Env], Policy],
+                 battery: Sequence[WorkflowParams], seed: int, run_log: RunLog | None, *,
+                 workers: int, text_actions: bool,
+                 on_record: Callable[[EpisodeRecord], None] | None,
+                 executor: Executor | None) -> None:
+        self.make_policy, self.battery, self.seed, self.run_log = (make_policy, battery, seed,
+                                                                   run_log)
+        self.workers, self.text_actions = workers, text_actions
+        self.on_record, self.executor = on_record, executor
+        self.described: list[Any] = []  # the policy's identity, once one is built
+        self.played: dict[int, list[Episodes]] = {}
+        self.traces: dict[int, dict[int, tuple[Action, ...]]] = {}
+        self.configurations: dict[int, Configuration] = {}
+
+    def play(self, c: int, episodes: int) -> Configuration:
+        """`episodes` more episodes of battery[c], on the task seeds after its last ones."""
+        spec = self.battery[c]
+        kept = self.traces.setdefault(c, {})
+        first = self.seed + sum(len(part) for part in self.played.get(c, []))
+        # module functions over just what they need: out of process they are pickled
+        make_env = functools.partial(_battery_env, env_kwargs(spec), self.text_actions)
+        traced = functools.partial(_traced_policy, self.make_policy, self.text_actions, kept,
+                                   self.described)
+        part = rollout_parallel(make_env, traced, episodes, seed=first, workers=self.workers,
+                                executor=self.executor, log=self.run_log,
+                                on_record=self.on_record, run_name=f"diagnose {label(spec)}")
+        run_log = self.run_log
+        if run_log is not None and any(int(s) not in kept for s in part.columns["task_seed"]):
+            logged = read_log(run_log.path).get(run_log.run_id)
+            for task_seed, actions in (logged_traces(spec, logged) if logged else {}).items():
+                kept.setdefault(task_seed, actions)
+        self.played.setdefault(c, []).append(part)
+        self.configurations[c] = _configuration(spec, _renumbered(self.played[c]), kept)
+        return self.configurations[c]
+
+    def play_round(self, c: int, episodes: int) -> np.ndarray:
+        """An adaptive round: the outcome counts of battery[c] after playing it further."""
+        return self.play(c, episodes).counts
+
+
+def _battery_env(kwargs: dict[str, Any], text_actions: bool) -> gym.Env:
+    """A battery configuration's env, behind the text wrapper for a text policy."""
+    if text_actions:
+        from analysis.llm_runs import make_text_env
+
+        return make_text_env(ENV_ID, **kwargs)
+    return gym.make(ENV_ID, **kwargs)
+
+
+def _traced_policy(make_policy: Callable[[gym.Env], Policy], text_actions: bool,
+                   kept: dict[int, tuple[Action, ...]], described: list[Any],
+                   env: gym.Env) -> Traced:
+    """The agent's policy for `env`, keeping each episode's actions in `kept` by task seed;
+    the first one built is described into `described`."""
+    def keep(task_seed: int | None, calls: tuple[Action, ...]) -> None:
+        if task_seed is not None:
+            kept[task_seed] = calls
+
+    policy = Traced(make_policy(env), text_decoder(env) if text_actions else pair,
+                    on_trace=keep)
+    if not described:
+        described.append(identity(describe_run(env, policy)["policy"]))
+    return policy
 
 
 def _scratch_dir(log: Path | None, executor: Executor | None

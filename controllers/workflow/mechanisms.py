@@ -301,7 +301,8 @@ def _absorb_snapshot(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray
 
 @jit_inline
 def _guess(cstate: np.ndarray, crow: int, b: int, first: int, excluded: np.int64) -> int:
-    """Uniform over slots first..b-1 not in `excluded`, from the controller stream."""
+    """Uniform over indices first..b-1 (slots, or operations) not in `excluded`, from the
+    controller stream."""
     eligible = 0
     for a in range(first, b):
         if (excluded >> a) & 1 == 0:
@@ -353,18 +354,12 @@ def _schedule_lapse(cparams: np.ndarray, cstate: np.ndarray, crow: int, n: int,
                     done: np.int64, op: int) -> int:
     """A schedule lapse: an incomplete operation whose prerequisites are not all complete,
     uniform in label order, when there is one; else `op`."""
-    blocked = 0
+    blocked = np.int64(0)
     for v in range(n):
         if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done != 0:
-            blocked += 1
-    if blocked and _chance(cstate, crow, cparams[K_SCHEDULE_LAPSE]):
-        j, counter = rng.uniform_below(cstate[crow, C_KEY], cstate[crow, C_COUNTER], blocked)
-        cstate[crow, C_COUNTER] = counter
-        for v in range(n):
-            if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done != 0:
-                if j == 0:
-                    return v
-                j -= 1
+            blocked |= np.int64(1) << v
+    if blocked != 0 and _chance(cstate, crow, cparams[K_SCHEDULE_LAPSE]):
+        return _guess(cstate, crow, n, 0, ~blocked)
     return op
 
 

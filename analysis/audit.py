@@ -30,7 +30,7 @@ import gymnasium as gym
 import numpy as np
 
 import envs  # noqa: F401  (registers StatefulWorkflow-v0 with Gymnasium)
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 ENV_ID = "StatefulWorkflow-v0"
 TABLE_FAMILIES = ("chains", "barriers")  # Table 1's row order
@@ -180,7 +180,7 @@ def closed_forms(family: str, n_ops: int, depth: int) -> dict[str, Any]:
     layer after all of the previous one: a mask is some completed layers plus a non-empty
     proper part of the next (or everything), and each layer is done in any of k! orders.
     """
-    spec = WorkflowSpec(family=family, n_ops=n_ops, depth=depth)
+    spec = WorkflowParams(family=family, n_ops=n_ops, depth=depth)
     n, d, k = spec.n_ops, spec.depth, spec.layer_size
     if spec.family == "chains":
         edges, masks = k * (d - 1), (d + 1) ** k
@@ -198,5 +198,5 @@ def divisors(n: int) -> list[int]:
 
 def audit_table(n_ops: int) -> list[dict[str, Any]]:
     """Table 1 for n_ops: every divisor depth, chains rows then barriers rows."""
-    WorkflowSpec(n_ops=n_ops, depth=1)  # a bad n_ops fails here, naming the parameter
+    WorkflowParams(n_ops=n_ops, depth=1)  # a bad n_ops fails here, naming the parameter
     return [audit(family, n_ops, d) for family in TABLE_FAMILIES for d in divisors(n_ops)]

@@ -201,61 +201,95 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     validate_hyperparameters(config.algo, config.hyperparameters)
     check_trainable(config)
     out = Path(out)
-    model_path, config_path, curve_path = out / MODEL_NAME, out / CONFIG_NAME, out / CURVE_NAME
-    hyper = {**default_hyperparameters(config.algo, config.arch), **config.hyperparameters}
-    config.hyperparameters = hyper
+    model_path, curve_path = out / MODEL_NAME, out / CURVE_NAME
+    config.hyperparameters = {**default_hyperparameters(config.algo, config.arch),
+                              **config.hyperparameters}
     resuming = resume and model_path.exists()
-    stored: dict[str, Any] = {}
-    if resuming:
-        if not config_path.exists():
-            raise ValueError(f"out: {out} holds {MODEL_NAME} but no {CONFIG_NAME}; "
-                             "cannot resume it")
-        stored = json.loads(config_path.read_text())
-        differences = _stored_mismatches(stored, config)
-        if differences:
-            raise ValueError(f"out: {out} was trained with other settings; --resume changes "
-                             f"only --steps: {'; '.join(differences)}")
-    elif not resume and (model_path.exists() or curve_path.exists()):
+    stored = _resumable_settings(config, out) if resuming else {}
+    if not resume and (model_path.exists() or curve_path.exists()):
         raise ResumeNeeded(f"out {out} holds a training run", "--out")
 
     import torch
-    from stable_baselines3.common.callbacks import BaseCallback
 
     torch.set_num_threads(config.torch_threads)
     vec = make_vec_env(config.env, config.env_kwargs, config.n_envs, config.joint_actions,
                        config.seed, one_hot=config.one_hot)
-    raw_space = None
-    if config.one_hot and envs.family_of(config.env) == envs.WORKFLOW:
-        import gymnasium as gym
-
-        raw_space = gym.make(config.env, **config.env_kwargs).observation_space
     if resuming:
-        if not trust_model:
-            verify_model(out)
-        model = algo_class(config.algo).load(model_path, env=vec, device="cpu")
-        if curve_path.exists():
-            _cut_torn_row(curve_path)
-        rows = read_curve(curve_path) if curve_path.exists() else []
-        if rows and rows[-1]["steps"] > model.num_timesteps:
-            raise ValueError(f"out: {curve_path} ends at {int(rows[-1]['steps'])} steps but "
-                             f"{model_path} holds {model.num_timesteps}; cannot resume it")
-        every = int(stored.get("eval_every_steps") or config.eval_every
-                    or max(int(stored["steps"]) // 20, config.n_envs * hyper["n_steps"]))
+        model, rows, every = _resumed_model(config, out, vec, stored, trust_model)
     else:
-        from controllers.sb3.entity import policy_for
-
-        try:
-            model = algo_class(config.algo)(policy_for(config.arch, config.algo), vec,
-                                            seed=config.seed, device="cpu", verbose=0,
-                                            **hyper)
-        except (AssertionError, TypeError, ValueError) as error:  # SB3 checks by assert
-            raise ValueError(f"hyperparameters: {config.algo} refused them: "
-                             f"{error}") from None
-        rows = []
-        every = config.eval_every or max(config.steps // 20, config.n_envs * hyper["n_steps"])
+        model, rows, every = _fresh_model(config, vec)
     out.mkdir(parents=True, exist_ok=True)
+    _write_settings(config, out / CONFIG_NAME, every)
+    if not rows:
+        with curve_path.open("w", newline="") as handle:
+            csv.writer(handle).writerow(CURVE_FIELDS)
+    checkpoint = _Checkpointer(model, config, out, rows)
+    if checkpoint.last_steps < model.num_timesteps:  # a fresh run's step 0, or a lost row
+        checkpoint(save=not resuming)
+    if model.num_timesteps < config.steps:
+        model.learn(total_timesteps=config.steps - int(model.num_timesteps),
+                    callback=_checkpoints(checkpoint, every, progress),
+                    reset_num_timesteps=not resuming)
+        if checkpoint.last_steps < model.num_timesteps:
+            checkpoint()
+    plot_curve(curve_path, out / "curve.png", f"{config.algo} ({config.arch}) on {config.env}")
+    return model_path
+
+
+def _resumable_settings(config: TrainConfig, out: Path) -> dict[str, Any]:
+    """The stored settings of the run in `out`, refused unless they match `config` on every
+    field but `steps`."""
+    config_path = out / CONFIG_NAME
+    if not config_path.exists():
+        raise ValueError(f"out: {out} holds {MODEL_NAME} but no {CONFIG_NAME}; "
+                         "cannot resume it")
+    stored = json.loads(config_path.read_text())
+    differences = _stored_mismatches(stored, config)
+    if differences:
+        raise ValueError(f"out: {out} was trained with other settings; --resume changes "
+                         f"only --steps: {'; '.join(differences)}")
+    return stored
+
+
+def _resumed_model(config: TrainConfig, out: Path, vec: Any, stored: dict[str, Any],
+                   trust_model: bool) -> tuple[Any, list[dict[str, float]], int]:
+    """The stored model, its curve rows (a torn last row cut) and checkpoint interval."""
+    model_path, curve_path = out / MODEL_NAME, out / CURVE_NAME
+    if not trust_model:
+        verify_model(out)
+    model = algo_class(config.algo).load(model_path, env=vec, device="cpu")
+    if curve_path.exists():
+        _cut_torn_row(curve_path)
+    rows = read_curve(curve_path) if curve_path.exists() else []
+    if rows and rows[-1]["steps"] > model.num_timesteps:
+        raise ValueError(f"out: {curve_path} ends at {int(rows[-1]['steps'])} steps but "
+                         f"{model_path} holds {model.num_timesteps}; cannot resume it")
+    every = int(stored.get("eval_every_steps") or config.eval_every
+                or max(int(stored["steps"]) // 20,
+                       config.n_envs * config.hyperparameters["n_steps"]))
+    return model, rows, every
+
+
+def _fresh_model(config: TrainConfig, vec: Any) -> tuple[Any, list[dict[str, float]], int]:
+    """A new model on `vec`, no curve rows yet, and its checkpoint interval."""
+    from controllers.sb3.entity import policy_for
+
+    hyper = config.hyperparameters
+    try:
+        model = algo_class(config.algo)(policy_for(config.arch, config.algo), vec,
+                                        seed=config.seed, device="cpu", verbose=0, **hyper)
+    except (AssertionError, TypeError, ValueError) as error:  # SB3 checks by assert
+        raise ValueError(f"hyperparameters: {config.algo} refused them: "
+                         f"{error}") from None
+    every = config.eval_every or max(config.steps // 20, config.n_envs * hyper["n_steps"])
+    return model, [], every
+
+
+def _write_settings(config: TrainConfig, path: Path, every: int) -> None:
+    """config.json: the run's settings, library versions and checkpoint interval."""
     import sb3_contrib
     import stable_baselines3
+    import torch
 
     settings = json.dumps({
         **asdict(config), "python": platform.python_version(),
@@ -263,35 +297,50 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
         "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__,
         "eval_every_steps": every,
     }, indent=2)
-    _write_atomically(config_path, lambda handle: handle.write(settings.encode()))
-    if not rows:
-        with curve_path.open("w", newline="") as handle:
-            csv.writer(handle).writerow(CURVE_FIELDS)
-    last_steps = int(rows[-1]["steps"]) if rows else -1
-    start = time.perf_counter() - (rows[-1]["wall_s"] if rows else 0.0)
+    _write_atomically(path, lambda handle: handle.write(settings.encode()))
 
-    def checkpoint(save: bool = True) -> None:
-        """Save the model, then evaluate it and append its row (a kill in between loses only
-        the row, which a resume re-evaluates)."""
-        nonlocal last_steps
+
+class _Checkpointer:
+    """Saves the model, then evaluates it and appends its curve row (a kill in between loses
+    only the row, which a resume re-evaluates); the wall clock continues the curve's."""
+
+    def __init__(self, model: Any, config: TrainConfig, out: Path,
+                 rows: list[dict[str, float]]) -> None:
+        self.model, self.config, self.out = model, config, out
+        self.last_steps = int(rows[-1]["steps"]) if rows else -1
+        self.start = time.perf_counter() - (rows[-1]["wall_s"] if rows else 0.0)
+        self.raw_space = None
+        if config.one_hot and envs.family_of(config.env) == envs.WORKFLOW:
+            import gymnasium as gym
+
+            self.raw_space = gym.make(config.env, **config.env_kwargs).observation_space
+
+    def __call__(self, save: bool = True) -> None:
+        config, model = self.config, self.model
         steps = int(model.num_timesteps)
         if save:
-            _write_atomically(model_path, model.save)
-            write_model_hash(out)
+            _write_atomically(self.out / MODEL_NAME, model.save)
+            write_model_hash(self.out)
         success, ret = evaluate(SB3Policy(model, config.algo, config.env,
-                                          config.joint_actions, raw_space=raw_space), config)
-        with curve_path.open("a", newline="") as handle:
+                                          config.joint_actions, raw_space=self.raw_space),
+                                config)
+        with (self.out / CURVE_NAME).open("a", newline="") as handle:
             csv.writer(handle).writerow([steps, f"{success:.4f}", f"{ret:.4f}",
-                                         f"{time.perf_counter() - start:.2f}"])
-        last_steps = steps
+                                         f"{time.perf_counter() - self.start:.2f}"])
+        self.last_steps = steps
+
+
+def _checkpoints(checkpoint: _Checkpointer, every: int, progress: bool) -> Any:
+    """The SB3 callback that checkpoints at rollout starts, where the weights have trained on
+    every counted step: the first one at or after each multiple of `every`."""
+    from stable_baselines3.common.callbacks import BaseCallback
+
+    config = checkpoint.config
 
     class Checkpoints(BaseCallback):
-        """Checkpoints at rollout starts, where the weights have trained on every counted step:
-        the first one at or after each multiple of `every`."""
-
         def __init__(self) -> None:
             super().__init__()
-            self.next = (int(model.num_timesteps) // every + 1) * every
+            self.next = (int(checkpoint.model.num_timesteps) // every + 1) * every
             self.bar: Any = None
 
         def _on_training_start(self) -> None:
@@ -300,7 +349,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
 
                 # SB3 collects whole rollouts (n_steps per env), so it stops at the first
                 # multiple past --steps: that is the total the bar counts to
-                done = int(model.num_timesteps)
+                done = int(self.model.num_timesteps)
                 rollout = int(getattr(self.model, "n_steps", 1)) * self.training_env.num_envs
                 total = done + -(-(config.steps - done) // rollout) * rollout
                 self.bar = progress_bar(total=total, initial=done, unit="step",
@@ -321,15 +370,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
             if self.bar is not None:
                 self.bar.close()
 
-    if last_steps < model.num_timesteps:  # a fresh run's step 0, or a row a kill lost
-        checkpoint(save=not resuming)
-    if model.num_timesteps < config.steps:
-        model.learn(total_timesteps=config.steps - int(model.num_timesteps),
-                    callback=Checkpoints(), reset_num_timesteps=not resuming)
-        if last_steps < model.num_timesteps:
-            checkpoint()
-    plot_curve(curve_path, out / "curve.png", f"{config.algo} ({config.arch}) on {config.env}")
-    return model_path
+    return Checkpoints()
 
 
 def read_curve(path: Path, report: bool = True) -> list[dict[str, float]]:

@@ -23,7 +23,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from analysis.studies.attribution_bench.design import Design  # noqa: E402
+from analysis.studies.attribution_bench.design import BenchDesign  # noqa: E402
 from analysis.studies.attribution_bench.report import score, table  # noqa: E402
 from analysis.studies.attribution_bench.run import cases, play  # noqa: E402
 from controllers.provenance import provenance  # noqa: E402
@@ -39,7 +39,7 @@ def main() -> None:
     parser.add_argument("--resume", action="store_true")
     parser.add_argument("--json-out", type=Path)
     args = parser.parse_args()
-    design = Design(episodes=args.episodes)
+    design = BenchDesign(episodes=args.episodes)
     with tempfile.TemporaryDirectory(prefix="diagym-attribution-") as scratch:
         log = args.log or Path(scratch) / "attribution.jsonl"
         start = time.perf_counter()

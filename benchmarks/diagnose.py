@@ -86,7 +86,7 @@ from analysis.diagnose.model_cache import cached_model  # noqa: E402
 from analysis.diagnose.run import diagnose_policy, label  # noqa: E402
 from controllers.workflow.batched import episode_columns  # noqa: E402
 from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
-from envs.workflow.params import WorkflowSpec  # noqa: E402
+from envs.workflow.params import WorkflowParams  # noqa: E402
 
 BUDGETS = (32, 64, 128, 256, 512, 1024)
 ADAPTIVE_CAP = 512
@@ -128,7 +128,7 @@ def identified(model: MechanismModel, name: str, budget: int, repeat: int) -> tu
     return name in top.names, top.mechanism.name
 
 
-def agent_counts(name: str, spec: WorkflowSpec, seeds: np.ndarray) -> np.ndarray:
+def agent_counts(name: str, spec: WorkflowParams, seeds: np.ndarray) -> np.ndarray:
     """Outcome counts of `name` on `seeds`: a reference controller played by the batched
     runner, or (a failure-mode agent) its hypothesis row simulated on them."""
     if name in CONTROLLERS:
@@ -335,7 +335,7 @@ def forecast_error(model: MechanismModel, repeats: int) -> dict:
             alternatives = plausible(model, ranked)
             for kwargs in HELD_OUT_CONFIGURATIONS:
                 predicted = forecast(model, best, alternatives, dict(kwargs))
-                spec = WorkflowSpec.from_kwargs(**kwargs)
+                spec = WorkflowParams.from_kwargs(**kwargs)
                 seeds = 7 * 10**8 + repeat * 10**5 + np.arange(OBSERVED_EPISODES,
                                                                dtype=np.int64)
                 codes = simulate_codes(spec, row, seeds)

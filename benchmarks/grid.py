@@ -34,26 +34,26 @@ from analysis.studies.reproduce.run import reproduce  # noqa: E402
 from controllers.rollout import rollout
 from controllers.workflow.adapter import ReferencePolicy  # noqa: E402
 from controllers.workflow.batched import run_controller  # noqa: E402
-from envs.workflow.params import WorkflowSpec  # noqa: E402
+from envs.workflow.params import WorkflowParams  # noqa: E402
 
 
-def subset() -> list[tuple[WorkflowSpec, str]]:
+def subset() -> list[tuple[WorkflowParams, str]]:
     return [
-        (WorkflowSpec(family=family, depth=4, candidates=4, width=4, snapshot_period=period),
+        (WorkflowParams(family=family, depth=4, candidates=4, width=4, snapshot_period=period),
          controller)
         for family in ("chains", "barriers") for period in (1, 0)
         for controller in PRIMARY_CONTROLLERS
     ]
 
 
-def batched_rate(pairs: list[tuple[WorkflowSpec, str]], seeds: np.ndarray) -> float:
+def batched_rate(pairs: list[tuple[WorkflowParams, str]], seeds: np.ndarray) -> float:
     start = time.perf_counter()
     for spec, controller in pairs:
         run_controller(spec, controller, seeds)
     return len(pairs) * len(seeds) / (time.perf_counter() - start)
 
 
-def adapter_rate(pairs: list[tuple[WorkflowSpec, str]], seeds: np.ndarray) -> float:
+def adapter_rate(pairs: list[tuple[WorkflowParams, str]], seeds: np.ndarray) -> float:
     envs_and_policies = []
     for spec, controller in pairs:
         env = gym.make("StatefulWorkflow-v0", **spec.as_dict())

@@ -138,6 +138,28 @@ def per_decision(run: Callable[[], int]) -> float:
     return (time.perf_counter() - start) / decisions
 
 
+def decision_stages(env: Any, run_log: RunLog) -> dict[str, Callable[[], Any]]:
+    """The stages of one mid-episode json decision, each a call to time on its own."""
+    observation, _ = env.reset(seed=1)
+    spec = env.unwrapped.params
+    history = [{"operation": 0, "candidate": 0, "outcome": "ok", "update": [1, 3]}] * 3
+    initial = observation["registers"]
+
+    def render_one() -> Any:
+        return render(spec, observation, history, initial=initial)
+
+    prompt_text = render_one().messages[-1]["content"]
+    answer = ANSWER
+    entry = {"type": "call", "prompt": render_one().messages,
+             "response": answer, "latency_s": 0.0}
+    return {
+        "render (prompt + cl100k count)": render_one,
+        "cl100k count of the user turn": lambda: tokens.count(prompt_text),
+        "parse answer": lambda: parse_action(answer, spec.n_ops, spec.candidates),
+        "append call line to the log": lambda: run_log.write(entry),
+    }
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--decisions", type=int, default=400)
@@ -178,26 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                 return decisions
             return run
 
-        # Stage breakdown on one mid-episode decision.
-        observation, info = env.reset(seed=1)
-        spec = env.unwrapped.params
-        history = [{"operation": 0, "candidate": 0, "outcome": "ok", "update": [1, 3]}] * 3
-        initial = observation["registers"]
-
-        def render_one() -> Any:
-            return render(spec, observation, history, initial=initial)
-
-        prompt_text = render_one().messages[-1]["content"]
-        answer = ANSWER
         run_log = RunLog(Path(tmp) / "stage.jsonl", {"bench": True})
-        entry = {"type": "call", "prompt": render_one().messages,
-                 "response": answer, "latency_s": 0.0}
-        stages: dict[str, Callable[[], Any]] = {
-            "render (prompt + cl100k count)": render_one,
-            "cl100k count of the user turn": lambda: tokens.count(prompt_text),
-            "parse answer": lambda: parse_action(answer, spec.n_ops, spec.candidates),
-            "append call line to the log": lambda: run_log.write(entry),
-        }
+        stages = decision_stages(env, run_log)
 
         def stage_time(fn: Callable[[], Any], n: int = 300) -> float:
             start = time.perf_counter()
@@ -231,8 +235,17 @@ def main(argv: list[str] | None = None) -> int:
         "goal_met": {harness: ms[harness][servers[0]] <= GOAL_MS for harness in HARNESSES},
         "stage_ms": {k: 1e3 * statistics.median(v) for k, v in parts.items()},
     }
-    print(f"median of {args.repeats} repeats, {episodes * N_OPS} decisions each; goal: the "
-          f"harness alone (in-process) <= {GOAL_MS:g} ms per decision")
+    print_table(result, servers)
+    emit(result, args.json_out)
+    return 0
+
+
+def print_table(result: dict[str, Any], servers: tuple[str, str]) -> None:
+    """The measured medians as a table: per harness the whole decision on each server and
+    its ratios, then the stages of a json decision."""
+    ms = result["ms_per_decision"]
+    print(f"median of {result['repeats']} repeats, {result['decisions_per_repeat']} decisions "
+          f"each; goal: the harness alone (in-process) <= {GOAL_MS:g} ms per decision")
     print("whole decision (policy + client + env + log), ms")
     print(f"  {'harness':<8} {'in-process':>11} {'loopback':>9} {'loop/in':>8} "
           f"{'in / json':>10} {'loop / json':>12}  goal")
@@ -245,8 +258,6 @@ def main(argv: list[str] | None = None) -> int:
     print("stages of a json decision alone, ms")
     for name, value in result["stage_ms"].items():
         print(f"  {name:<44} {value:>8.3f}")
-    emit(result, args.json_out)
-    return 0
 
 
 if __name__ == "__main__":

@@ -28,7 +28,7 @@ from controllers.policy import EpisodeAborted, EpisodeRecord, Policy
 from controllers.runlog import RunLog
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import CHUNK, episode_columns
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 # Wrappers that pass reset and step through unchanged: the two gym.make adds by default
 # (a reset-before-step check and a one-time passive checker that only warns). Any other
@@ -51,7 +51,7 @@ def describe_run(env: gym.Env, policy: Any) -> dict[str, Any]:
     }
 
 
-def batched_spec(env: gym.Env, policy: Any) -> WorkflowSpec | None:
+def batched_spec(env: gym.Env, policy: Any) -> WorkflowParams | None:
     """The task spec the batched runner plays for (env, policy), or None for step by step.
 
     Batched only when every record would be the same: the policy is exactly a ReferencePolicy
@@ -301,7 +301,7 @@ def _play_remote(make_env: Callable[[], gym.Env], make_policy: Callable[[gym.Env
 class _RemoteBatch:
     """A chunk of a batched run's seeds as a picklable unit: its columns and counters."""
 
-    spec: WorkflowSpec
+    spec: WorkflowParams
     controller: str
     seed: int
 
@@ -309,7 +309,7 @@ class _RemoteBatch:
         return episode_columns(self.spec, self.controller, self.seed + todo)
 
 
-def _play_batched_remote(spec: WorkflowSpec, controller: str, seed: int, todo: np.ndarray,
+def _play_batched_remote(spec: WorkflowParams, controller: str, seed: int, todo: np.ndarray,
                          run_log: RunLog | None,
                          on_record: Callable[[EpisodeRecord], None] | None,
                          executor: Executor) -> Episodes:
@@ -337,7 +337,7 @@ def _play_batched_remote(spec: WorkflowSpec, controller: str, seed: int, todo: n
                                                                        strict=True)])
 
 
-def _play_batched(spec: WorkflowSpec, controller: str, seed: int, todo: np.ndarray,
+def _play_batched(spec: WorkflowParams, controller: str, seed: int, todo: np.ndarray,
                   run_log: RunLog | None,
                   on_record: Callable[[EpisodeRecord], None] | None) -> Episodes:
     """The batched path: columns straight from the numba runner; records are built (a chunk

@@ -3,7 +3,7 @@
 `import envs` (or `gym.make("envs:StatefulWorkflow-v0")`, which imports it) registers every
 id of every env family: registration is one loop over each family's presets, which are data
 (the kwargs that differ from the family's params defaults). Each id accepts every field of
-its family's params dataclass (WorkflowSpec, DacsParams) as a `gym.make` kwarg; workflow ids
+its family's params dataclass (WorkflowParams, DacsParams) as a `gym.make` kwarg; workflow ids
 also have a numba-batched vector entry point for `gym.make_vec`.
 
 To add an env family: a package envs/<name>/ with params.py (a frozen dataclass with
@@ -27,7 +27,7 @@ from gymnasium.envs.registration import register, registry
 from envs.dacs import presets as dacs_presets
 from envs.dacs.params import DacsParams
 from envs.workflow import presets as workflow_presets
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 
 @dataclass(frozen=True)
@@ -65,7 +65,7 @@ def _full(params: type, presets: dict[str, dict[str, Any]]) -> dict[str, dict[st
 FAMILIES: dict[str, EnvFamily] = {
     WORKFLOW: EnvFamily(WORKFLOW, "StatefulWorkflow", "envs.workflow.env:StatefulWorkflowEnv",
                         "envs.workflow.vector:StatefulWorkflowVectorEnv",
-                        _full(WorkflowSpec, workflow_presets.PRESETS), WorkflowSpec),
+                        _full(WorkflowParams, workflow_presets.PRESETS), WorkflowParams),
     DACS: EnvFamily(DACS, "DACSSteering", "envs.dacs.env:DACSSteeringEnv", None,
                     _full(DacsParams, dacs_presets.PRESETS), DacsParams),
 }
@@ -127,4 +127,4 @@ def _register_all() -> None:
 _register_all()
 
 __all__ = ["DACS", "FAMILIES", "WORKFLOW", "WORKFLOW_PRESETS", "DacsParams", "EnvFamily",
-           "WorkflowSpec", "family_of"]
+           "WorkflowParams", "family_of"]

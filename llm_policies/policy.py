@@ -25,7 +25,7 @@ from envs._core import tokens
 from llm_policies.client.transport import ChatResult
 from llm_policies.families import ToolSpec, text_family
 from llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
-from llm_policies.harness.conversation import Window
+from llm_policies.harness.conversation import MessageWindow
 
 PROVIDER_ERROR = "provider_error"
 # Decoding: a server that holds the answer to the action schema (constrained), or free text
@@ -216,7 +216,7 @@ class LLMPolicy:
             return self.client.complete(messages)
         return self.client.complete(messages, tools=self.harness.tools)
 
-    def _account(self, window: Window, result: ChatResult, judged: Judged | None,
+    def _account(self, window: MessageWindow, result: ChatResult, judged: Judged | None,
                  retry: int) -> None:
         """The call's counters and its call line; the line's "decision" is the index of the
         answered call in its episode (re-asks included, `invalid_retry` telling them apart),

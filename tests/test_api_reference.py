@@ -63,3 +63,12 @@ def test_the_commands_are_the_clis() -> None:
     parser = build_parser()
     choices = next(a.choices for a in parser._actions if a.dest == "command")
     assert sorted(COMMANDS) == sorted(choices)
+
+
+def test_the_old_params_name_is_a_deprecated_alias() -> None:
+    from envs.workflow import params
+
+    with pytest.warns(DeprecationWarning, match="use WorkflowParams"):
+        assert params.WorkflowSpec is params.WorkflowParams
+    with pytest.raises(AttributeError, match="WorkflowSpecs"):
+        params.WorkflowSpecs  # noqa: B018

@@ -1,4 +1,6 @@
-"""Imports point down only: envs <- controllers <- llm_policies <- analysis, with no cycle.
+"""Imports point down only: envs <- controllers <- llm_policies <- analysis, with no cycle;
+inside analysis/ the same holds between its rooms (ANALYSIS_TIERS), and no study imports
+another study.
 
 Every import statement of every module is read (ast), at any depth: an import inside a
 function hides a cycle from Python's import machinery, not from the design. A violation names
@@ -104,3 +106,93 @@ def test_no_import_cycle() -> None:
 def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]],
                                        expected: list[str] | None) -> None:
     assert find_cycle(graph) == expected
+
+
+# The rooms of analysis/, lowest first: a module may import its own tier or a lower one.
+# Tier 0 is every module directly in analysis/ (statistics, the episode summary, plotting,
+# progress, the audit, chat-model runs, training); a new subpackage must be placed here.
+ANALYSIS_TIERS = (
+    (),  # the modules directly in analysis/
+    ("analysis.diagnose",),
+    ("analysis.studies",),
+    ("analysis.report", "analysis.export"),
+    ("analysis.cli",),
+    ("analysis.demo",),
+)
+STUDIES = "analysis.studies"
+
+
+def _is_package(module: str) -> bool:
+    return (ROOT / module.replace(".", "/")).is_dir()
+
+
+def analysis_tier(module: str) -> int | None:
+    """The tier of an analysis module (ANALYSIS_TIERS), or None for an unplaced subpackage."""
+    for tier, rooms in enumerate(ANALYSIS_TIERS):
+        if any(module == room or module.startswith(room + ".") for room in rooms):
+            return tier
+    parts = module.split(".")
+    if module == "analysis" or (len(parts) == 2 and not _is_package(module)):
+        return 0
+    return None
+
+
+def study_of(module: str) -> str | None:
+    """The study package a module belongs to (analysis.studies.<name>), or None outside every
+    study (the modules directly in analysis/studies/, shared by the studies, included)."""
+    package = ".".join(module.split(".")[:3])
+    if module.startswith(STUDIES + ".") and _is_package(package):
+        return package
+    return None
+
+
+def points_up_inside_analysis(module: str, target: str) -> bool:
+    """An import of `target` by `module` that goes to a higher tier of analysis/ (or from or
+    to an unplaced room)."""
+    if not (module.startswith("analysis") and target.startswith("analysis")):
+        return False
+    rank, target_rank = analysis_tier(module), analysis_tier(target)
+    return rank is None or target_rank is None or target_rank > rank
+
+
+def crosses_studies(module: str, target: str) -> bool:
+    """An import by a module under analysis/studies/ of another study's module (a shared
+    module there imports no study at all)."""
+    theirs = study_of(target)
+    return module.startswith(STUDIES) and theirs is not None and theirs != study_of(module)
+
+
+@pytest.mark.parametrize("module, target, up, across", [
+    ("analysis.cli.rcwt", "analysis.studies.rcwt.report", False, False),
+    ("analysis.stats", "analysis.studies.reproduce.design", True, False),
+    ("analysis.diagnose.run", "analysis.report.logs", True, False),
+    ("analysis.studies.rl_study.design", "analysis.studies.reproduce.design", False, True),
+    ("analysis.studies.seeds", "analysis.studies.reproduce.design", False, True),
+    ("analysis.studies.rl_study.design", "analysis.studies.seeds", False, False),
+    ("analysis.studies.rcwt.report", "analysis.studies.rcwt.fits", False, False),
+    ("analysis.newroom.thing", "analysis.stats", True, False),
+])
+def test_the_room_rules_judge_known_imports(module: str, target: str, up: bool,
+                                            across: bool) -> None:
+    assert points_up_inside_analysis(module, target) is up
+    assert crosses_studies(module, target) is across
+
+
+def test_every_analysis_module_has_a_tier() -> None:
+    unplaced = sorted(m for m in MODULES if m.startswith("analysis")
+                      and analysis_tier(m) is None)
+    assert not unplaced, "place these in ANALYSIS_TIERS: " + ", ".join(unplaced)
+
+
+def test_imports_inside_analysis_point_down_only() -> None:
+    upward = [f"{MODULES[module].relative_to(ROOT)}:{line}: {text}"
+              for module in MODULES for line, text, target in imports_of(module)
+              if points_up_inside_analysis(module, target)]
+    assert not upward, "upward imports inside analysis/:\n" + "\n".join(upward)
+
+
+def test_no_study_imports_another_study() -> None:
+    crossing = [f"{MODULES[module].relative_to(ROOT)}:{line}: {text}"
+                for module in MODULES for line, text, target in imports_of(module)
+                if crosses_studies(module, target)]
+    assert not crossing, "cross-study imports:\n" + "\n".join(crossing)

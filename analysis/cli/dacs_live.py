@@ -148,7 +148,7 @@ def _check_policy(spec: str) -> None:
 def _play(args: argparse.Namespace,
           ends: dict[str, tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The per-condition rows and the paired (dacs - flat) rows of every scenario."""
-    from analysis.studies.live_paired import paired_rows
+    from analysis.studies.dacs_study.live_paired import paired_rows
     from llm_policies.live_agents.roles import LiveRoles
     from llm_policies.live_agents.scenarios import SCENARIOS
     from llm_policies.live_agents.study import run_study, spent_in_log, tables
@@ -196,8 +196,12 @@ def run(args: argparse.Namespace) -> int:
 def _write(args: argparse.Namespace, rows: list[dict[str, Any]],
            paired: list[dict[str, Any]]) -> int:
     from analysis.report import write_beside
-    from analysis.studies.live_agents import read_synthetic, synthetic_rows, write_outputs
-    from analysis.studies.live_paired import write_paired
+    from analysis.studies.dacs_study.live_agents import (
+        read_synthetic,
+        synthetic_rows,
+        write_outputs,
+    )
+    from analysis.studies.dacs_study.live_paired import write_paired
     from llm_policies.live_agents.study import write_tables
 
     for path in [*write_tables(rows, args.out), *write_paired(paired, args.out)]:

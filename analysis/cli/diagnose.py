@@ -88,8 +88,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def forecast_kwargs(text: str) -> dict[str, Any]:
-    """--forecast's JSON object of gym.make kwargs, checked by WorkflowSpec."""
-    from envs.workflow.params import WorkflowSpec
+    """--forecast's JSON object of gym.make kwargs, checked by WorkflowParams."""
+    from envs.workflow.params import WorkflowParams
 
     try:
         kwargs = json.loads(text)
@@ -99,7 +99,7 @@ def forecast_kwargs(text: str) -> dict[str, Any]:
     if not isinstance(kwargs, dict):
         raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object of {ENV} kwargs")
     try:
-        WorkflowSpec.from_kwargs(**kwargs)
+        WorkflowParams.from_kwargs(**kwargs)
     except (TypeError, ValueError) as error:
         raise argparse.ArgumentTypeError(str(error).splitlines()[0]) from None
     return kwargs
@@ -200,14 +200,15 @@ def _battery(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[int, ...]
         return DEFAULT_BATTERY, allocate(DEFAULT_SHARES, args.episode_budget)
     import gymnasium as gym
 
+    import envs
     from analysis.cli.policies import trained_env_of
-    from envs.workflow.params import WorkflowSpec
+    from envs.workflow.params import WorkflowParams
 
     trained_id, kwargs = trained_env_of(args.policy[len("sb3:"):])
-    if trained_id != ENV and not trained_id.startswith("StatefulWorkflow"):
+    if envs.family_of(trained_id, strict=False) != envs.WORKFLOW:
         raise ValueError(f"--policy {args.policy} was trained on {trained_id}; --env {ENV} "
                          "diagnoses StatefulWorkflow agents")
-    spec = WorkflowSpec.from_kwargs(**{**gym.spec(trained_id).kwargs, **kwargs})
+    spec = WorkflowParams.from_kwargs(**{**gym.spec(trained_id).kwargs, **kwargs})
     design = battery_for(spec.n_ops, spec.candidates, spec.error_allowance)
     if args.episode_budget < len(design.battery):
         raise ValueError(f"--budget {args.episode_budget}: the battery of {args.policy}'s shape "

@@ -78,8 +78,8 @@ def run(args: argparse.Namespace) -> int:
     from analysis.studies.llm_study.design import DEFAULT_SEEDS
     from analysis.studies.llm_study.report import (
         answered_calls,
-        format_summary,
-        summarise,
+        format_study_summary,
+        summarise_study,
         write_outputs,
     )
     from analysis.studies.llm_study.run import ENV_ID, run_design, text_env
@@ -109,7 +109,7 @@ def run(args: argparse.Namespace) -> int:
                              make_env=make_env, run_name=args.run_name,
                              retry_failed=args.retry_failed, executor=executor)
         calls = answered_calls(log)
-    summary = summarise(results, calls=calls, response_format=described["response_format"])
+    summary = summarise_study(results, calls=calls, response_format=described["response_format"])
     summary["run"] = {
         "env": ENV_ID, "design": args.design, "harnesses": list(harnesses),
         "task_seeds": [args.first_seed, args.first_seed + n_seeds - 1], **described,
@@ -119,8 +119,8 @@ def run(args: argparse.Namespace) -> int:
     summary["provenance"] = provenance()
     if args.out is not None:
         write_outputs(summary, results, args.out)
-    print(json.dumps(summary, indent=2) if args.json else format_summary(args.design, summary),
-          file=args.stdout)
+    print(json.dumps(summary, indent=2) if args.json
+          else format_study_summary(args.design, summary), file=args.stdout)
     if args.out is not None:
         from analysis.report import write_beside
 

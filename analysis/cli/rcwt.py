@@ -120,12 +120,14 @@ def add_parser(subparsers: Any) -> None:
 
 def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     """The sweep's call records (old and new), with a progress bar on stderr."""
+    import envs
     from analysis.progress import progress
     from analysis.studies.rcwt import run
-    from analysis.studies.rcwt.design import ENV_ID, WORKFLOW_ID
+    from analysis.studies.rcwt.design import WORKFLOW_ID
 
     q = [value / 100.0 for value in args.q]
-    if args.env == WORKFLOW_ID and args.policy != "llm":
+    family = envs.family_of(args.env)
+    if family == envs.WORKFLOW and args.policy != "llm":
         raise ValueError(f"{WORKFLOW_ID} sweeps need --policy llm (the programmed "
                          "controllers do not read text)")
     with contextlib.ExitStack() as stack:
@@ -136,11 +138,11 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
         shared = {"window": args.window, "trials": args.trials, "log": log, "q": q,
                   "env_kwargs": args.env_kwargs, "resume": args.resume,
                   "on_call": lambda _record: bar.update(1)}
-        if args.env == ENV_ID:
+        if family == envs.DACS:
             shared.update(layout=args.layout, drop_at_most=args.drop_at_most)
         if settings is None:
             return run.run_sweep(run.FlatReader(), **shared)
-        if args.env == WORKFLOW_ID:
+        if family == envs.WORKFLOW:
             return run.run_workflow_sweep(settings.client_kwargs(),
                                           system_role=settings.system_role, **shared)
         policy = run.LLMAnswer(settings.system_role, **settings.client_kwargs())
@@ -171,8 +173,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from analysis.fits import fit_table, read_rows
-    from analysis.studies.rcwt.report import format_fit_table
+    from analysis.studies.rcwt.report import fit_table, format_fit_table, read_rows
 
     rows = read_rows(args.csv)
     table = fit_table(rows, args.window)

@@ -79,7 +79,7 @@ import numpy as np
 
 import envs  # noqa: F401  (registers the ids)
 from envs.workflow.layout import CANDIDATE, FAILURE_NAMES
-from envs.workflow.params import REGISTER_SLOTS, WorkflowSpec
+from envs.workflow.params import REGISTER_SLOTS, WorkflowParams
 
 ENV_ID = "StatefulWorkflow-v0"
 OK = "ok"
@@ -117,7 +117,7 @@ class Decision:
     """
 
     index: int
-    spec: WorkflowSpec
+    spec: WorkflowParams
     observation: Mapping[str, np.ndarray]
     action: tuple[int, int]
     failure: str | None
@@ -171,7 +171,7 @@ def replay(trace: Trace) -> list[Decision]:
     env = gym.make(ENV_ID, **dict(trace.env_kwargs))
     try:
         observation, info = env.reset(seed=trace.task_seed)
-        spec: WorkflowSpec = env.unwrapped.params
+        spec: WorkflowParams = env.unwrapped.params
         initial = tuple(int(x) for x in observation["registers"])
         known: list[int | None] = list(initial)
         left_initial = [False] * REGISTER_SLOTS
@@ -207,7 +207,7 @@ def replay(trace: Trace) -> list[Decision]:
         env.close()
 
 
-def _apply_success(observation: Mapping[str, np.ndarray], op: int, spec: WorkflowSpec,
+def _apply_success(observation: Mapping[str, np.ndarray], op: int, spec: WorkflowParams,
                    resampled: bool, known: list[int | None], left_initial: list[bool]) -> None:
     """What a success of `op` makes public: its update, or (resampling) that the active
     registers are now unknown."""

@@ -66,16 +66,16 @@ from analysis.diagnose.hypotheses import (
     hypotheses,
 )
 from analysis.diagnose.likelihood import build_model
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 DEFAULT_BUDGET = 512
 SELECTION_SIMULATIONS = 1024
 TARGET_FAMILIES = ("cache-k", "scan-s")
 
 
-def _spec(depth: int, width: int, b: int, period: int, hidden: bool, r: int) -> WorkflowSpec:
-    return WorkflowSpec(n_ops=8, depth=depth, width=width, candidates=b, snapshot_period=period,
-                        hidden_resampling=hidden, error_allowance=r)
+def _spec(depth: int, width: int, b: int, period: int, hidden: bool, r: int) -> WorkflowParams:
+    return WorkflowParams(n_ops=8, depth=depth, width=width, candidates=b, snapshot_period=period,
+                          hidden_resampling=hidden, error_allowance=r)
 
 
 # ((depth, width, b, snapshot period, hidden resampling, R), share) from choose_battery().
@@ -95,7 +95,7 @@ DEFAULT_BATTERY = tuple(_spec(*levels) for levels, _ in _CHOSEN)
 DEFAULT_SHARES = tuple(share for _, share in _CHOSEN)
 
 
-def candidate_pool() -> list[WorkflowSpec]:
+def candidate_pool() -> list[WorkflowParams]:
     """Every combination of the factors that decide which rule binds: depth (how many ready
     operations a random schedule may wrongly pick), width (which cache sizes matter), b (scan
     limits; b in {3, 6} keeps residues mod b from commuting with updates mod 8), snapshot
@@ -123,7 +123,7 @@ def allocate(shares: Sequence[float], budget: int = DEFAULT_BUDGET,
 DEFAULT_ALLOCATION = allocate(DEFAULT_SHARES)
 
 
-def shape_pool(n_ops: int, candidates: int, error_allowance: int) -> list[WorkflowSpec]:
+def shape_pool(n_ops: int, candidates: int, error_allowance: int) -> list[WorkflowParams]:
     """candidate_pool for an agent of one shape: every configuration whose observation and
     action spaces are those of (n_ops, candidates, error_allowance), which is what a trained
     network can be played on (its input and output sizes are fixed; the errors field's bound
@@ -131,15 +131,15 @@ def shape_pool(n_ops: int, candidates: int, error_allowance: int) -> list[Workfl
     period and hidden resampling still vary, so scheduling, retention and selection are told
     apart; recovery only where the agent was trained with retries."""
     depths = sorted({d for d in (2, n_ops) if n_ops % d == 0})
-    return [WorkflowSpec(n_ops=n_ops, depth=depth, width=width, candidates=candidates,
-                         snapshot_period=period, hidden_resampling=hidden,
-                         error_allowance=error_allowance)
+    return [WorkflowParams(n_ops=n_ops, depth=depth, width=width, candidates=candidates,
+                           snapshot_period=period, hidden_resampling=hidden,
+                           error_allowance=error_allowance)
             for depth, width, period, hidden in itertools.product(
                 depths, (4, 8), (0, 1, 2), (False, True))]
 
 
 @functools.cache
-def battery_for(n_ops: int, candidates: int, error_allowance: int) -> Design:
+def battery_for(n_ops: int, candidates: int, error_allowance: int) -> BatteryDesign:
     """The battery of an agent of one shape (`shape_pool`), chosen by `choose_battery` at
     first use (a few seconds; deterministic: the simulations are seeded). Its allocation is
     `allocate(shares, budget, minimum=1)`: every configuration kept is played."""
@@ -162,20 +162,20 @@ def kl_matrix(log_p: np.ndarray) -> np.ndarray:
 
 
 @dataclass(frozen=True)
-class Design:
+class BatteryDesign:
     """The chosen configurations, their budget shares and the weakest pair separation."""
 
-    battery: tuple[WorkflowSpec, ...]
+    battery: tuple[WorkflowParams, ...]
     shares: tuple[float, ...]
     weakest: float
     weakest_pair: tuple[str, str]
 
 
-def choose_battery(pool: Sequence[WorkflowSpec] | None = None,
+def choose_battery(pool: Sequence[WorkflowParams] | None = None,
                    simulations: int = SELECTION_SIMULATIONS,
                    candidates: Sequence[Mechanism] | None = None,
                    targets: Sequence[str] | None = None,
-                   budget: int = DEFAULT_BUDGET) -> Design:
+                   budget: int = DEFAULT_BUDGET) -> BatteryDesign:
     """The maximin budget shares over `pool` (see the module docstring)."""
     pool = list(candidate_pool() if pool is None else pool)
     model = build_model(pool, simulations, candidates, without=tuple(FAILURE_MODES))
@@ -214,5 +214,5 @@ def choose_battery(pool: Sequence[WorkflowSpec] | None = None,
     names = [(model.mechanisms[i].name, model.mechanisms[j].name) for i, j in pairs]
     worst = min(range(len(pairs)), key=lambda k: (round(float(achieved[k]), 9), names[k]))
     pair = names[worst]
-    return Design(tuple(pool[c] for c in kept), tuple(float(w) for w in weights),
+    return BatteryDesign(tuple(pool[c] for c in kept), tuple(float(w) for w in weights),
                   float(achieved[worst]), pair)

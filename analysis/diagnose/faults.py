@@ -60,7 +60,7 @@ import numpy as np
 from analysis.diagnose.attribution import GUESS, INITIAL, STALE, WRONG_REGISTER
 from controllers.workflow.adapter import ReferencePolicy
 from envs.workflow.layout import ALREADY_COMPLETED, DEPENDENCY, FAILURE_NAMES, NO_FAILURE
-from envs.workflow.params import REGISTER_SLOTS, WorkflowSpec
+from envs.workflow.params import REGISTER_SLOTS, WorkflowParams
 from llm_policies.text_actions import INVALID_JSON
 
 NOT_READY, REPEATED_SUCCESS = FAILURE_NAMES[DEPENDENCY], FAILURE_NAMES[ALREADY_COMPLETED]
@@ -116,7 +116,7 @@ class FaultInjector:
     `text` it answers in JSON text (play it behind llm_policies' TextActionWrapper), which the
     invalid_reply cause needs; otherwise env actions."""
 
-    def __init__(self, spec: WorkflowSpec, *, base: str = "exact",
+    def __init__(self, spec: WorkflowParams, *, base: str = "exact",
                  causes: Sequence[str] = CAUSES, text: bool = True) -> None:
         unknown = [c for c in causes if c not in CAUSES]
         if unknown or not causes:

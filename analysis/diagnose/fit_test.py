@@ -42,7 +42,7 @@ from analysis.diagnose.likelihood import (
     simulate_codes,
     with_lapse,
 )
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 REPLICATES = 200
 FIT_SEED = 5 * 10**9
@@ -84,7 +84,7 @@ def tables(model: MechanismModel, hypothesis: Hypothesis) -> tuple[np.ndarray, .
                  for c in range(len(model.battery)))
 
 
-def _play_codes(model: MechanismModel, hypothesis: Hypothesis, spec: WorkflowSpec,
+def _play_codes(model: MechanismModel, hypothesis: Hypothesis, spec: WorkflowParams,
                 seeds: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """Outcome codes of the hypothesis on `seeds` of `spec`: each episode from one component,
     drawn by weight (every component plays every seed, common random numbers)."""
@@ -135,7 +135,7 @@ class Forecast:
                 "conditional": self.conditional}
 
 
-def success_rate(model: MechanismModel, hypothesis: Hypothesis, spec: WorkflowSpec,
+def success_rate(model: MechanismModel, hypothesis: Hypothesis, spec: WorkflowParams,
                  simulations: int = FORECAST_SIMULATIONS) -> float:
     seeds = FORECAST_SEED + np.arange(simulations, dtype=np.int64)
     codes = _play_codes(model, hypothesis, spec, seeds, np.random.default_rng(FORECAST_SEED))
@@ -161,7 +161,7 @@ def plausible(model: MechanismModel, ranked: Sequence[Fit]) -> list[Hypothesis]:
 def forecast(model: MechanismModel, best: Hypothesis, alternatives: Sequence[Hypothesis],
              kwargs: dict[str, Any], conditional: bool = False) -> Forecast:
     """The forecast on gym.make kwargs `kwargs` (ValueError naming a bad parameter)."""
-    spec = WorkflowSpec.from_kwargs(**kwargs)
+    spec = WorkflowParams.from_kwargs(**kwargs)
     point = success_rate(model, best, spec)
     rates = [point, *(success_rate(model, h, spec) for h in alternatives)]
     noise = [1.96 * np.sqrt(max(r * (1 - r), 0.25 / FORECAST_SIMULATIONS) / FORECAST_SIMULATIONS)

@@ -4,7 +4,7 @@ An opaque agent shows only how its episodes end, so an episode's outcome is the 
 (first failure category, operations completed, failed calls) at its end: with R = 0 the
 completed count is where the first failure struck, which is what separates a cache of 2 from
 a cache of 3; with R > 0 the failed calls separate elimination from guessing with replacement.
-Most mechanisms have no closed form for that distribution (analysis/predictions.py gives
+Most mechanisms have no closed form for that distribution (reproduce's predictions.py gives
 success probabilities only, and not for next-use-2), so every mechanism's distribution is
 simulated by the batched runner's own numba loop on SIMULATIONS task seeds from
 SIMULATION_SEED on, a range disjoint from the project's other seeds (the grids' 0..10255,
@@ -77,7 +77,7 @@ from controllers.workflow.mechanisms import (
 )
 from envs.workflow.kernel import allocate_rows
 from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 SIMULATION_SEED = 3 * 10**9
 SIMULATIONS = 4096
@@ -90,12 +90,12 @@ LAPSE_TOP = 5
 SCREEN_SIMULATIONS = 512
 
 
-def outcome_count(spec: WorkflowSpec) -> int:
+def outcome_count(spec: WorkflowParams) -> int:
     """K: failure category (none + 3) x completed (0..N) x failed calls (0..R + 1)."""
     return len(FAILURE_NAMES) * (spec.n_ops + 1) * (spec.error_allowance + 2)
 
 
-def outcome_codes(spec: WorkflowSpec, first_failure: np.ndarray, completed: np.ndarray,
+def outcome_codes(spec: WorkflowParams, first_failure: np.ndarray, completed: np.ndarray,
                   errors: np.ndarray) -> np.ndarray:
     """The outcome index of each episode; first_failure as codes (0: none) or category names."""
     failure = np.asarray(first_failure)
@@ -112,7 +112,7 @@ def outcome_codes(spec: WorkflowSpec, first_failure: np.ndarray, completed: np.n
     return (failure * (spec.n_ops + 1) + completed) * (spec.error_allowance + 2) + errors
 
 
-def count_outcomes(spec: WorkflowSpec, columns: Mapping[str, np.ndarray]) -> np.ndarray:
+def count_outcomes(spec: WorkflowParams, columns: Mapping[str, np.ndarray]) -> np.ndarray:
     """Outcome counts (length K) of episodes given as columns first_failure, completed, errors
     (an Episodes' `columns`, or the batched runner's)."""
     codes = outcome_codes(spec, columns["first_failure"], columns["completed"],
@@ -120,7 +120,7 @@ def count_outcomes(spec: WorkflowSpec, columns: Mapping[str, np.ndarray]) -> np.
     return np.bincount(codes, minlength=outcome_count(spec))
 
 
-def simulated_row(spec: WorkflowSpec, row: Row) -> Row:
+def simulated_row(spec: WorkflowParams, row: Row) -> Row:
     """The row simulated for `row` on `spec`: a scan limit of b - 1 or more examines every
     slot or is left with one (which it must take), so it plays as an unlimited scan but for
     the word drawn for that forced slot, which shifts later draws without changing their
@@ -131,7 +131,7 @@ def simulated_row(spec: WorkflowSpec, row: Row) -> Row:
     return row
 
 
-def simulate_codes(spec: WorkflowSpec, row: Row, seeds: np.ndarray) -> np.ndarray:
+def simulate_codes(spec: WorkflowParams, row: Row, seeds: np.ndarray) -> np.ndarray:
     """Per-episode outcome codes of the mechanism `row` on the tasks of `seeds`, from the
     batched runner's loop (a row need not be one of the 19 names)."""
     row = simulated_row(spec, row)
@@ -168,7 +168,7 @@ class MechanismModel:
     on battery[c]; index maps every hypothesis name (aliases and family members included) to
     its row in log_p."""
 
-    battery: tuple[WorkflowSpec, ...]
+    battery: tuple[WorkflowParams, ...]
     mechanisms: tuple[Mechanism, ...]
     aliases: dict[str, tuple[str, ...]]
     log_p: tuple[np.ndarray, ...]
@@ -180,7 +180,7 @@ class MechanismModel:
         default_factory=dict, compare=False, repr=False)
 
 
-def build_model(battery: Sequence[WorkflowSpec], simulations: int = SIMULATIONS,
+def build_model(battery: Sequence[WorkflowParams], simulations: int = SIMULATIONS,
                 candidates: Sequence[Mechanism] | None = None,
                 without: Sequence[str] = ()) -> MechanismModel:
     """Simulate every candidate (default: `hypotheses()`, which covers every family member,

@@ -34,7 +34,7 @@ from analysis.diagnose import likelihood
 from analysis.diagnose.hypotheses import Mechanism, hypotheses
 from analysis.diagnose.likelihood import SIMULATIONS, MechanismModel, build_model
 from envs._core.numba_setup import _private_dir, _prune, kernel_sources, source_digest
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 MODEL_FILE = "model.npz"
 LAPSE_FILE = "lapse.npz"
@@ -53,7 +53,7 @@ def cache_root() -> Path | None:
     return root if _private_dir(root.parent) and _private_dir(root) else None
 
 
-def model_key(battery: Sequence[WorkflowSpec], simulations: int = SIMULATIONS,
+def model_key(battery: Sequence[WorkflowParams], simulations: int = SIMULATIONS,
               candidates: Sequence[Mechanism] | None = None) -> str:
     """A digest of every input of build_model (module docstring)."""
     kept, aliases = (list(candidates), {}) if candidates is not None else hypotheses()
@@ -99,7 +99,7 @@ def _to_arrays(model: MechanismModel) -> dict[str, np.ndarray]:
     return arrays
 
 
-def _from_arrays(arrays: dict[str, np.ndarray], battery: tuple[WorkflowSpec, ...],
+def _from_arrays(arrays: dict[str, np.ndarray], battery: tuple[WorkflowParams, ...],
                  candidates: Sequence[Mechanism] | None) -> MechanismModel | None:
     try:
         meta = json.loads(arrays["meta"].tobytes().decode())
@@ -129,7 +129,7 @@ def _load_lapse(model: MechanismModel, path: Path) -> None:
             model.lapse_cache[key] = tuple(per[c] for c in range(len(model.battery)))
 
 
-def cached_model(battery: Sequence[WorkflowSpec], simulations: int = SIMULATIONS,
+def cached_model(battery: Sequence[WorkflowParams], simulations: int = SIMULATIONS,
                  candidates: Sequence[Mechanism] | None = None) -> MechanismModel:
     """build_model's model, read from the cache when it holds one for these inputs (with the
     lapse tables kept by save_lapse_tables), else built and written there."""

@@ -70,9 +70,9 @@ from controllers.rollout import describe_run, rollout_parallel
 from controllers.runlog import RunLog, identity
 from controllers.tracing import Action, Traced, pair
 from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
-FAMILIES = ("cache-k", "scan-s")
+MECHANISM_FAMILIES = ("cache-k", "scan-s")
 
 
 @dataclass(frozen=True)
@@ -80,7 +80,7 @@ class Configuration:
     """One battery configuration as the agent played it: its episodes (in seed order) and the
     trace of each."""
 
-    spec: WorkflowSpec
+    spec: WorkflowParams
     episodes: Episodes
     traces: tuple[Trace, ...]
 
@@ -139,18 +139,18 @@ class Diagnosis:
 
 
 @functools.cache
-def mechanism_model(battery: tuple[WorkflowSpec, ...]) -> MechanismModel:
+def mechanism_model(battery: tuple[WorkflowParams, ...]) -> MechanismModel:
     """The battery's simulated hypotheses, once per process, from the on-disk cache when it
     holds them (analysis/diagnose/model_cache.py)."""
     return cached_model(battery)
 
 
-def env_kwargs(spec: WorkflowSpec) -> dict[str, Any]:
+def env_kwargs(spec: WorkflowParams) -> dict[str, Any]:
     """The gym.make kwargs of a battery configuration."""
     return spec.as_dict()
 
 
-def label(spec: WorkflowSpec) -> str:
+def label(spec: WorkflowParams) -> str:
     """A battery configuration in a few words (depth, width, b, feedback, resampling, R);
     it also names the configuration's run in a shared log, which holds one run per name."""
     feedback = {0: "history", 1: "snapshot"}.get(spec.snapshot_period,
@@ -161,14 +161,14 @@ def label(spec: WorkflowSpec) -> str:
 
 
 def _diagnose(policy: Any, configurations: Sequence[Configuration],
-              battery: tuple[WorkflowSpec, ...],
+              battery: tuple[WorkflowParams, ...],
               forecasts: Sequence[dict[str, Any]] = (), design: Any = None) -> Diagnosis:
     model = mechanism_model(battery)
     played = {c.spec: c.counts for c in configurations}
     counts = [played.get(spec, np.zeros(outcome_count(spec), dtype=np.int64))
               for spec in battery]
     ranked = fit_lapse(model, counts)
-    family_fits = {family: fit_family(model, counts, family) for family in FAMILIES}
+    family_fits = {family: fit_family(model, counts, family) for family in MECHANISM_FAMILIES}
     tally = attribution_counts(trace for c in configurations for trace in c.traces)
     invalid: dict[str, int] = {}
     for c in configurations:
@@ -223,7 +223,7 @@ def check_seed(seed: int, allocation: Sequence[int]) -> None:
 
 
 def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
-                    battery: Sequence[WorkflowSpec] = DEFAULT_BATTERY,
+                    battery: Sequence[WorkflowParams] = DEFAULT_BATTERY,
                     allocation: Sequence[int] = DEFAULT_ALLOCATION, seed: int = 0,
                     log: Path | None = None, resume: bool = False, workers: int = 1,
                     text_actions: bool = False,
@@ -251,71 +251,99 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
     if scratch is not None:
         log = Path(scratch.name) / "diagnose.jsonl"
     run_log = None if log is None else RunLog(Path(log), resume=resume)
-    described: list[Any] = []
-    played: dict[int, list[Episodes]] = {}
-    traces: dict[int, dict[int, tuple[Action, ...]]] = {}
-
-    def play(c: int, episodes: int) -> Configuration:
-        """`episodes` more episodes of battery[c], on the task seeds after its last ones."""
-        spec = battery[c]
-        kwargs = env_kwargs(spec)
-        kept = traces.setdefault(c, {})
-        first = seed + sum(len(part) for part in played.get(c, []))
-
-        def make_env() -> gym.Env:
-            if text_actions:
-                from analysis.llm_runs import make_text_env
-
-                return make_text_env(ENV_ID, **kwargs)
-            return gym.make(ENV_ID, **kwargs)
-
-        def traced(env: gym.Env) -> Traced:
-            def keep(task_seed: int | None, calls: tuple[Action, ...]) -> None:
-                if task_seed is not None:
-                    kept[task_seed] = calls
-
-            policy = Traced(make_policy(env), text_decoder(env) if text_actions else pair,
-                            on_trace=keep)
-            if not described:
-                described.append(identity(describe_run(env, policy)["policy"]))
-            return policy
-
-        part = rollout_parallel(make_env, traced, episodes, seed=first, workers=workers,
-                                executor=executor,
-                                log=run_log, on_record=on_record,
-                                run_name=f"diagnose {label(spec)}")
-        if run_log is not None and any(int(s) not in kept for s in part.columns["task_seed"]):
-            logged = read_log(run_log.path).get(run_log.run_id)
-            for task_seed, actions in (logged_traces(spec, logged) if logged else {}).items():
-                kept.setdefault(task_seed, actions)
-        played.setdefault(c, []).append(part)
-        return _configuration(spec, _renumbered(played[c]), kept)
-
-    configurations: dict[int, Configuration] = {}
+    player = _BatteryPlay(make_policy, battery, seed, run_log, workers=workers,
+                          text_actions=text_actions, on_record=on_record, executor=executor)
     design = None
-
-    def play_round(c: int, episodes: int) -> np.ndarray:
-        configurations[c] = play(c, episodes)
-        return configurations[c].counts
-
     try:
         if adaptive_budget is None:
             for c, episodes in enumerate(allocation):
                 if episodes:
-                    configurations[c] = play(c, episodes)
+                    player.play(c, episodes)
         else:
             if run_log is not None:
                 run_log.write({"type": DESIGN, "mode": "adaptive", "budget": adaptive_budget,
                                "seed": seed, "rule": adaptive.DEFAULT_RULE.name})
-            design = adaptive.run_design(mechanism_model(battery), adaptive_budget, play_round,
-                                         adaptive.DEFAULT_RULE)
+            design = adaptive.run_design(mechanism_model(battery), adaptive_budget,
+                                         player.play_round, adaptive.DEFAULT_RULE)
     finally:
         if run_log is not None:
             run_log.close()
         if scratch is not None:
             scratch.cleanup()
-    ordered = [configurations[c] for c in sorted(configurations)]
-    return _diagnose(described[0] if described else None, ordered, battery, forecasts, design)
+    ordered = [player.configurations[c] for c in sorted(player.configurations)]
+    described = player.described[0] if player.described else None
+    return _diagnose(described, ordered, battery, forecasts, design)
+
+
+class _BatteryPlay:
+    """The battery as the agent plays it, a configuration at a time and in rounds: each
+    round plays the task seeds after that configuration's last ones, keeps every episode's
+    trace (from the policy, else from the log's trace lines when episodes played out of
+    process) and the policy's description from the first one built."""
+
+    def __init__(self, make_policy: Callable[[gym.Env], Policy],
+                 battery: Sequence[WorkflowParams], seed: int, run_log: RunLog | None, *,
+                 workers: int, text_actions: bool,
+                 on_record: Callable[[EpisodeRecord], None] | None,
+                 executor: Executor | None) -> None:
+        self.make_policy, self.battery, self.seed, self.run_log = (make_policy, battery, seed,
+                                                                   run_log)
+        self.workers, self.text_actions = workers, text_actions
+        self.on_record, self.executor = on_record, executor
+        self.described: list[Any] = []  # the policy's identity, once one is built
+        self.played: dict[int, list[Episodes]] = {}
+        self.traces: dict[int, dict[int, tuple[Action, ...]]] = {}
+        self.configurations: dict[int, Configuration] = {}
+
+    def play(self, c: int, episodes: int) -> Configuration:
+        """`episodes` more episodes of battery[c], on the task seeds after its last ones."""
+        spec = self.battery[c]
+        kept = self.traces.setdefault(c, {})
+        first = self.seed + sum(len(part) for part in self.played.get(c, []))
+        # module functions over just what they need: out of process they are pickled
+        make_env = functools.partial(_battery_env, env_kwargs(spec), self.text_actions)
+        traced = functools.partial(_traced_policy, self.make_policy, self.text_actions, kept,
+                                   self.described)
+        part = rollout_parallel(make_env, traced, episodes, seed=first, workers=self.workers,
+                                executor=self.executor, log=self.run_log,
+                                on_record=self.on_record, run_name=f"diagnose {label(spec)}")
+        run_log = self.run_log
+        if run_log is not None and any(int(s) not in kept for s in part.columns["task_seed"]):
+            logged = read_log(run_log.path).get(run_log.run_id)
+            for task_seed, actions in (logged_traces(spec, logged) if logged else {}).items():
+                kept.setdefault(task_seed, actions)
+        self.played.setdefault(c, []).append(part)
+        self.configurations[c] = _configuration(spec, _renumbered(self.played[c]), kept)
+        return self.configurations[c]
+
+    def play_round(self, c: int, episodes: int) -> np.ndarray:
+        """An adaptive round: the outcome counts of battery[c] after playing it further."""
+        return self.play(c, episodes).counts
+
+
+def _battery_env(kwargs: dict[str, Any], text_actions: bool) -> gym.Env:
+    """A battery configuration's env, behind the text wrapper for a text policy."""
+    if text_actions:
+        from analysis.llm_runs import make_text_env
+
+        return make_text_env(ENV_ID, **kwargs)
+    return gym.make(ENV_ID, **kwargs)
+
+
+def _traced_policy(make_policy: Callable[[gym.Env], Policy], text_actions: bool,
+                   kept: dict[int, tuple[Action, ...]], described: list[Any],
+                   env: gym.Env) -> Traced:
+    """The agent's policy for `env`, keeping each episode's actions in `kept` by task seed;
+    the first one built is described into `described`."""
+    def keep(task_seed: int | None, calls: tuple[Action, ...]) -> None:
+        if task_seed is not None:
+            kept[task_seed] = calls
+
+    policy = Traced(make_policy(env), text_decoder(env) if text_actions else pair,
+                    on_trace=keep)
+    if not described:
+        described.append(identity(describe_run(env, policy)["policy"]))
+    return policy
 
 
 def _scratch_dir(log: Path | None, executor: Executor | None
@@ -335,7 +363,7 @@ def _renumbered(parts: Sequence[Episodes]) -> Episodes:
     return merged
 
 
-def _configuration(spec: WorkflowSpec, played: Episodes,
+def _configuration(spec: WorkflowParams, played: Episodes,
                    traces: Mapping[int, tuple[Action, ...]]) -> Configuration:
     kwargs = env_kwargs(spec)
     seeds = [int(s) for s in played.columns["task_seed"]]
@@ -346,7 +374,7 @@ def _configuration(spec: WorkflowSpec, played: Episodes,
     return Configuration(spec, played, tuple(Trace(kwargs, s, traces[s]) for s in seeds))
 
 
-def logged_traces(spec: WorkflowSpec, logged: LoggedRun) -> dict[int, tuple[Action, ...]]:
+def logged_traces(spec: WorkflowParams, logged: LoggedRun) -> dict[int, tuple[Action, ...]]:
     """Per task seed the actions of a run's episode: its trace line's, else, for a chat
     model's log without trace lines, its call lines' (`replies_executed`, decoded by the text
     wrapper's rules)."""
@@ -363,7 +391,7 @@ def logged_traces(spec: WorkflowSpec, logged: LoggedRun) -> dict[int, tuple[Acti
     return traces
 
 
-def battery_of(specs: Sequence[WorkflowSpec]) -> tuple[WorkflowSpec, ...] | None:
+def battery_of(specs: Sequence[WorkflowParams]) -> tuple[WorkflowParams, ...] | None:
     """The battery `specs` were played from: the default one, or the battery of their one
     shape (battery.battery_for); None when neither holds them all."""
     if all(spec in DEFAULT_BATTERY for spec in specs):
@@ -376,7 +404,7 @@ def battery_of(specs: Sequence[WorkflowSpec]) -> tuple[WorkflowSpec, ...] | None
     return None
 
 
-def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
+def diagnose_log(path: Path, battery: Sequence[WorkflowParams] | None = None,
                  forecasts: Sequence[dict[str, Any]] = ()) -> Diagnosis:
     """The diagnosis of a log's StatefulWorkflow runs on battery configurations (written by
     diagnose_policy, or any run whose episodes carry trace lines), on `battery` (default: the
@@ -385,11 +413,11 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
     diagnosis (its "design" line) has its rounds replayed from the logged episodes, so its
     design comes back as it was played."""
     runs = read_log(path)
-    specs: dict[str, WorkflowSpec] = {}
+    specs: dict[str, WorkflowParams] = {}
     for run_id, logged in runs.items():
         if logged.run.get("env") == ENV_ID:
             try:
-                specs[run_id] = WorkflowSpec.from_kwargs(**logged.run.get("env_kwargs", {}))
+                specs[run_id] = WorkflowParams.from_kwargs(**logged.run.get("env_kwargs", {}))
             except (TypeError, ValueError):
                 continue  # refused below, with the run named
     if battery is None:
@@ -397,7 +425,7 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
     battery = tuple(battery)
 
     def configuration(kwargs: dict[str, Any]) -> int | None:
-        spec = WorkflowSpec.from_kwargs(**kwargs)
+        spec = WorkflowParams.from_kwargs(**kwargs)
         return battery.index(spec) if spec in battery else None
 
     policy, found = runs_by_configuration(path, runs, ENV_ID, configuration,
@@ -421,7 +449,7 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowSpec] | None = None,
                      design)
 
 
-def _replay_design(battery: tuple[WorkflowSpec, ...], budget: int,
+def _replay_design(battery: tuple[WorkflowParams, ...], budget: int,
                    logged: Mapping[int, Configuration], rule: Any
                    ) -> tuple[Any, dict[int, Configuration]]:
     """An adaptive design replayed on logged episodes: each round takes the configuration's

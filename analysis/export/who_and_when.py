@@ -45,7 +45,7 @@ from analysis.diagnose.attribution import ENV_ID
 from analysis.diagnose.faults import Label
 from analysis.studies.attribution_bench.run import Case, cases
 from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from llm_policies.harness.base import consequence, json_format
 from llm_policies.prompts.workflow import (
     action_fields,
@@ -69,7 +69,7 @@ def _action_text(op: int, slot: int) -> str:
     return json.dumps({"operation": op, "candidate": slot})
 
 
-def _reference_calls(spec: WorkflowSpec, kwargs: Mapping[str, Any], seed: int) -> list[str]:
+def _reference_calls(spec: WorkflowParams, kwargs: Mapping[str, Any], seed: int) -> list[str]:
     """The exact controller's calls on the task (it solves every configuration whose
     registers stay public)."""
     env = gym.make(ENV_ID, **dict(kwargs))
@@ -88,7 +88,7 @@ def _reference_calls(spec: WorkflowSpec, kwargs: Mapping[str, Any], seed: int) -
         env.close()
 
 
-def question(spec: WorkflowSpec) -> str:
+def question(spec: WorkflowParams) -> str:
     """The public rules as the chat harness states them (a conversation of JSON actions, an
     invalid reply ending the episode), which is how the history reads."""
     answer = (f"Answer each turn with exactly one JSON object {json_format(action_fields(spec))} "

@@ -114,9 +114,9 @@ class _Replayer:
         self.kwargs = dict(run.run.get("env_kwargs") or {})
         self.env = gym.make(str(run.run["env"]), **self.kwargs)
         from analysis.diagnose.run import logged_traces
-        from envs.workflow.params import WorkflowSpec
+        from envs.workflow.params import WorkflowParams
 
-        self.traces = logged_traces(WorkflowSpec.from_kwargs(**self.kwargs), run.logged)
+        self.traces = logged_traces(WorkflowParams.from_kwargs(**self.kwargs), run.logged)
         self.viewer: Any = None
         self.decisions_of: dict[int, list[Any]] = {}
 
@@ -243,6 +243,33 @@ def _bounded(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
     return kept, ""
 
 
+def _detail(run: LogRun, seed: Any, record: Any, calls: list[dict[str, Any]],
+            replayer: _Replayer | None, framed: bool) -> dict[str, Any]:
+    """One episode's detail entry: its task and decisions (replayed when `replayer`, a
+    workflow run's, is given, merged with its calls, bounded), and, when `framed`, the
+    picture at its first failed executed call."""
+    replayed, task, note = None, None, ""
+    if replayer is not None:
+        task = replayer.task(seed)
+        try:
+            replayed, note = replayer.decisions(seed, record)
+        except ValueError as error:
+            note = f"replay failed: {error}"
+    decisions, cut = _bounded(_merge(replayed, calls))
+    frame = None
+    # the row of the first failed executed call (rows of unexecuted replies have no
+    # observation), among the rows kept
+    failed = next((i for i, row in enumerate(decisions)
+                   if row["outcome"] != "ok" and row["obs"]), None)
+    if replayer is not None and failed is not None and framed:
+        frame = {"decision": failed, "png": replayer.frame(seed, replayed)}
+    if not decisions and not note:
+        note = ("no decisions recorded: the log holds this episode's outcome only (a trace "
+                "line or call lines give its decisions)")
+    return {"key": run.key(seed), "task": task, "decisions": decisions, "frame": frame,
+            "note": "; ".join(n for n in (note, cut) if n)}
+
+
 def viewer_data(runs: Sequence[LogRun]) -> dict[str, Any]:
     """The viewer's JSON (module docstring): rows of COLUMNS, details, totals and notes."""
     failures: list[str] = []
@@ -273,32 +300,13 @@ def viewer_data(runs: Sequence[LogRun]) -> dict[str, Any]:
                 capped += has_data and not wants
                 bare += not has_data
                 if wants and has_data:
-                    replayed, task, note = None, None, ""
-                    if family == envs.WORKFLOW:
-                        if replayer is None:
-                            replayer = _Replayer(run)
-                        task = replayer.task(seed)
-                        try:
-                            replayed, note = replayer.decisions(seed, record)
-                        except ValueError as error:
-                            note = f"replay failed: {error}"
-                    decisions, cut = _bounded(_merge(replayed, calls))
-                    frame = None
-                    # the row of the first failed executed call (rows of unexecuted replies
-                    # have no observation), among the rows kept
-                    failed = next((i for i, row in enumerate(decisions)
-                                   if row["outcome"] != "ok" and row["obs"]), None)
-                    if (replayer is not None and failed is not None and frames < FRAMES
-                            and frame_bytes < FRAME_BYTES):
-                        frame = {"decision": failed, "png": replayer.frame(seed, replayed)}
+                    if family == envs.WORKFLOW and replayer is None:
+                        replayer = _Replayer(run)
+                    entry = _detail(run, seed, record, calls, replayer,
+                                    framed=frames < FRAMES and frame_bytes < FRAME_BYTES)
+                    if entry["frame"] is not None:
                         frames += 1
-                        frame_bytes += len(frame["png"])
-                    if not decisions and not note:
-                        note = ("no decisions recorded: the log holds this episode's outcome "
-                                "only (a trace line or call lines give its decisions)")
-                    entry = {"key": run.key(seed), "task": task, "decisions": decisions,
-                             "frame": frame,
-                             "note": "; ".join(n for n in (note, cut) if n)}
+                        frame_bytes += len(entry["frame"]["png"])
                     detail_bytes += len(json.dumps(entry).encode())
                     detail = len(details)
                     details.append(entry)

@@ -235,10 +235,10 @@ def _cost(log: RunLogFile, runs: Sequence[LogRun]) -> Table | None:
 def _configuration_label(kwargs: Mapping[str, Any]) -> str:
     """A battery configuration as analysis/diagnose names it (its kwargs for another env)."""
     from analysis.diagnose.run import label
-    from envs.workflow.params import WorkflowSpec
+    from envs.workflow.params import WorkflowParams
 
     try:
-        return label(WorkflowSpec.from_kwargs(**kwargs))
+        return label(WorkflowParams.from_kwargs(**kwargs))
     except (TypeError, ValueError):
         return _text(kwargs)
 

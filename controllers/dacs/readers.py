@@ -62,40 +62,50 @@ def parse_window(text: str) -> ParsedWindow:
         header = _HEADER.match(line)
         if header:
             agent, kind, in_request = header.group(1), header.group(2), False
-            continue
-        if line == "## request":
+        elif line == "## request":
             in_request, agent = True, None
-            continue
-        if in_request:
-            request = _REQUEST.match(line)
-            if request:
-                parsed.requester, parsed.key = request.group(1), request.group(2)
-                if request.group(4):
-                    parsed.must_match = (request.group(4), request.group(3))
-            elif line.startswith("options: "):
-                for item in line[len("options: "):].split(" | "):
-                    option = _OPTION.match(item)
-                    if option:
-                        parsed.options.append(option.group(2))
-            continue
-        if agent is None:
-            continue
-        if kind == "full context":
-            history = _HISTORY.match(line)
-            if history and history.group(3) != "none":
-                parsed.mentions.append(Mention(agent, "history", history.group(1),
-                                               history.group(3)))
-                continue
-            for prefix, name in (("fact: ", "fact"), ("decision: ", "decision")):
-                if line.startswith(prefix) and " = " in line:
-                    key, value = line[len(prefix):].split(" = ", 1)
-                    parsed.mentions.append(Mention(agent, name, key, value))
-        elif "| decided: " in line:
-            for item in line.split("| decided: ", 1)[1].split("; "):
-                if " = " in item:
-                    key, value = item.split(" = ", 1)
-                    parsed.mentions.append(Mention(agent, "decided", key.strip(), value.strip()))
+        elif in_request:
+            _read_request_line(parsed, line)
+        elif agent is not None:
+            parsed.mentions.extend(_mentions(agent, kind, line))
     return parsed
+
+
+def _read_request_line(parsed: ParsedWindow, line: str) -> None:
+    """A line of the request block: who asks for which key (and a cascade's source), or the
+    options."""
+    request = _REQUEST.match(line)
+    if request:
+        parsed.requester, parsed.key = request.group(1), request.group(2)
+        if request.group(4):
+            parsed.must_match = (request.group(4), request.group(3))
+    elif line.startswith("options: "):
+        for item in line[len("options: "):].split(" | "):
+            option = _OPTION.match(item)
+            if option:
+                parsed.options.append(option.group(2))
+
+
+def _mentions(agent: str, kind: str, line: str) -> list[Mention]:
+    """The key/value mentions of one line of an agent's block: a full context's history,
+    fact and decision lines, or a registry entry's decided list."""
+    if kind == "full context":
+        history = _HISTORY.match(line)
+        if history and history.group(3) != "none":
+            return [Mention(agent, "history", history.group(1), history.group(3))]
+        for prefix, name in (("fact: ", "fact"), ("decision: ", "decision")):
+            if line.startswith(prefix) and " = " in line:
+                key, value = line[len(prefix):].split(" = ", 1)
+                return [Mention(agent, name, key, value)]
+        return []
+    if "| decided: " not in line:
+        return []
+    found = []
+    for item in line.split("| decided: ", 1)[1].split("; "):
+        if " = " in item:
+            key, value = item.split(" = ", 1)
+            found.append(Mention(agent, "decided", key.strip(), value.strip()))
+    return found
 
 
 class _WindowPolicy:

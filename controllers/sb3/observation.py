@@ -10,6 +10,7 @@ the same function to single observations when the trained model plays.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -38,17 +39,34 @@ class _Layout:
     total: int
 
 
-_LAYOUTS: dict[int, tuple[spaces.Dict, _Layout]] = {}
+# Layouts kept at once: one per observation space in use (a process trains or plays a few).
+LAYOUT_CACHE_SIZE = 32
+
+
+class _SameSpace:
+    """A space as a cache key by identity: spaces are not hashable, and the key holds the
+    space, so its id cannot be reused by another space while the layout is cached."""
+
+    __slots__ = ("space",)
+
+    def __init__(self, space: spaces.Dict) -> None:
+        self.space = space
+
+    def __hash__(self) -> int:
+        return id(self.space)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, _SameSpace) and other.space is self.space
 
 
 def _layout(space: spaces.Dict) -> _Layout:
-    """The layout of `space`, built once per space object (spaces are not hashable)."""
-    cached = _LAYOUTS.get(id(space))
-    if cached is not None and cached[0] is space:
-        return cached[1]
-    layout = _build_layout(space)
-    _LAYOUTS[id(space)] = (space, layout)
-    return layout
+    """The layout of `space`, built once per space object while it stays in the cache."""
+    return _cached_layout(_SameSpace(space))
+
+
+@functools.lru_cache(maxsize=LAYOUT_CACHE_SIZE)
+def _cached_layout(key: _SameSpace) -> _Layout:
+    return _build_layout(key.space)
 
 
 def _build_layout(space: spaces.Dict) -> _Layout:

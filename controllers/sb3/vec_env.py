@@ -44,7 +44,7 @@ from envs.workflow.layout import (
     RowView,
     observation_space_for,
 )
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 _MAX_SEED = 2**63
 
@@ -53,7 +53,7 @@ class WorkflowVecEnv(VecEnv):
     """`num_envs` StatefulWorkflow envs of one spec behind SB3's VecEnv API.
 
     env_id: a registered StatefulWorkflow id whose preset kwargs are the defaults;
-    spec_kwargs: any WorkflowSpec field, as for `gym.make`.
+    spec_kwargs: any WorkflowParams field, as for `gym.make`.
     joint_actions: False gives MultiDiscrete([N, b]) actions and (num_envs, N + b) masks; True
         gives Discrete(N * b) actions, k = (k // b, k % b), and (num_envs, N * b) masks
         (controllers.sb3.actions, the encoding JointActionWrapper uses for single envs).
@@ -78,7 +78,7 @@ class WorkflowVecEnv(VecEnv):
         presets = envs.FAMILIES[envs.WORKFLOW].presets
         if env_id not in presets:
             raise ValueError(f"env_id must be one of {sorted(presets)}; got {env_id!r}")
-        self.params = WorkflowSpec.from_kwargs(**{**presets[env_id], **spec_kwargs})
+        self.params = WorkflowParams.from_kwargs(**{**presets[env_id], **spec_kwargs})
         warm_up()
         self.joint_actions = bool(joint_actions)
         self.monitor = bool(monitor)

@@ -28,18 +28,18 @@ from controllers.workflow.mechanisms import (
     value_bits,
 )
 from envs.workflow.layout import OBS_ROW, TASK_ROW, RowView, obs_offsets, task_offsets
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 
 class ReferencePolicy:
     """A seed 003 reference controller (docs/CONTROLLERS.md) as a per-step Policy.
 
-    It knows the public rules (the WorkflowSpec), reads the public task and the registers
+    It knows the public rules (the WorkflowParams), reads the public task and the registers
     from the observation, and draws its random choices from the controller stream of the
     episode's task seed (info["task_seed"]), so it plays exactly as the batched runner does.
     """
 
-    def __init__(self, name: str, spec: WorkflowSpec) -> None:
+    def __init__(self, name: str, spec: WorkflowParams) -> None:
         self.name = name
         self.spec = spec
         self._cparams = controller_params(name)

@@ -36,7 +36,7 @@ from envs._core.numba_setup import jit
 from envs.workflow.generator import generate_into
 from envs.workflow.kernel import allocate_rows, execute_into
 from envs.workflow.layout import CALLS, DONE, ERRORS, FAILURE_NAMES, SUCCESSES
-from envs.workflow.params import P_N, P_R, WorkflowSpec
+from envs.workflow.params import P_N, P_R, WorkflowParams
 
 # Columns of the per-episode record matrix.
 SUCCESS, COMPLETED, CALLS_COL, ERRORS_COL, FIRST_FAILURE, CHECKS, LOOKUPS, PREP, ENTRIES, \
@@ -89,7 +89,7 @@ def run_episodes(params: np.ndarray, cparams: np.ndarray, seeds: np.ndarray, tas
     return -1
 
 
-def _play(spec: WorkflowSpec, controller: str, seeds: np.ndarray, records: np.ndarray,
+def _play(spec: WorkflowParams, controller: str, seeds: np.ndarray, records: np.ndarray,
           trace: np.ndarray) -> None:
     """run_episodes over `seeds` into `records` / `trace`; raises ControllerAbort at the call
     horizon, which a correct kernel never reaches (every episode ends within N + R calls)."""
@@ -104,7 +104,7 @@ def _play(spec: WorkflowSpec, controller: str, seeds: np.ndarray, records: np.nd
         )
 
 
-def run_controller(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
+def run_controller(spec: WorkflowParams, controller: str, seeds: np.ndarray,
                    trace_length: int = 0) -> dict[str, np.ndarray]:
     """Per-episode arrays (keys EPISODE_KEYS) of `controller` on the tasks of `seeds`; with
     trace_length > 0 also "trace": (seeds, trace_length, 2) actions, -1 after the last.
@@ -145,7 +145,7 @@ _FAILURE_OBJECTS = np.array(FAILURE_NAMES, dtype=object)
 OnChunk = Callable[[int, dict[str, np.ndarray], dict[str, np.ndarray]], None]
 
 
-def episode_columns(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
+def episode_columns(spec: WorkflowParams, controller: str, seeds: np.ndarray,
                     on_chunk: OnChunk | None = None
                     ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
     """(columns, counters) of `controller` on the tasks of `seeds`, shaped as an Episodes
@@ -205,7 +205,7 @@ def episode_columns(spec: WorkflowSpec, controller: str, seeds: np.ndarray,
     return columns, counters
 
 
-def run_many(pairs: Iterable[tuple[WorkflowSpec, str]], seeds: np.ndarray,
+def run_many(pairs: Iterable[tuple[WorkflowParams, str]], seeds: np.ndarray,
              progress: bool = False) -> dict[str, np.ndarray]:
     """Stack run_controller over (spec, controller) pairs: arrays of shape (pairs, seeds)."""
     pairs = list(pairs)

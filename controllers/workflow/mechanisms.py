@@ -301,7 +301,8 @@ def _absorb_snapshot(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray
 
 @jit_inline
 def _guess(cstate: np.ndarray, crow: int, b: int, first: int, excluded: np.int64) -> int:
-    """Uniform over slots first..b-1 not in `excluded`, from the controller stream."""
+    """Uniform over indices first..b-1 (slots, or operations) not in `excluded`, from the
+    controller stream."""
     eligible = 0
     for a in range(first, b):
         if (excluded >> a) & 1 == 0:
@@ -319,36 +320,10 @@ def _guess(cstate: np.ndarray, crow: int, b: int, first: int, excluded: np.int64
 
 
 @jit_inline
-def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, crow: int,
-                   task: np.ndarray, trow: int, obs: np.ndarray, orow: int,
-                   failure: int) -> tuple[int, int]:
-    """Digest the previous call's feedback and the current observation; choose (op, slot)."""
-    n = params[P_N]
-    b = params[P_B]
-    q_off, _, _, c_off, _, _ = task_offsets(n, b)
-    completed_off = obs_offsets(n, b)[0]
-    retain = cparams[K_RETAIN]
-    select = cparams[K_SELECT]
-    if cstate[crow, C_LAST_OP] >= 0:
-        pending = cstate[crow, C_PENDING_REGISTER]
-        if pending >= 0:  # the update delayed at the previous decision
-            cstate[crow, C_PENDING_REGISTER] = -1
-            _apply_update(cparams, cstate, crow, b, pending, cstate[crow, C_PENDING_DELTA])
-        _absorb_feedback(params, cparams, cstate, crow, task, trow, failure)
-    visible = obs[orow, OBS_REGISTERS] >= 0
-    if visible:
-        _absorb_snapshot(params, cparams, cstate, crow, task, trow, obs, orow)
-    entries = _retained_count(cstate, crow)
-    if entries > cstate[crow, C_ENTRIES]:
-        cstate[crow, C_ENTRIES] = entries
-    if retain == RETAIN_NEXT_USE and entries > cparams[K_CAPACITY]:
-        cstate[crow, C_OVERFLOW] = 1
-    # Perseveration: the call after a failed one repeats it (feedback is still absorbed).
-    if failure != NO_FAILURE and cstate[crow, C_LAST_OP] >= 0 \
-            and _chance(cstate, crow, cparams[K_PERSEVERATE]):
-        return cstate[crow, C_LAST_OP], cstate[crow, C_LAST_SLOT]
-
-    # Schedule.
+def _schedule(cparams: np.ndarray, cstate: np.ndarray, crow: int, obs: np.ndarray, orow: int,
+              n: int, completed_off: int) -> int:
+    """The operation to call next: the schedule's (the smallest ready one, or uniform over
+    the incomplete ones), replaced at a schedule lapse by a blocked one."""
     done = np.int64(0)
     for v in range(n):
         if obs[orow, completed_off + v]:
@@ -370,36 +345,31 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
     else:
         op = max(smallest_ready(cstate, crow, C_PREREQ, n, done), 0)
     if cparams[K_SCHEDULE_LAPSE] > 0:
-        # A schedule lapse: an incomplete operation whose prerequisites are not all complete,
-        # uniform in label order, when there is one.
-        blocked = 0
-        for v in range(n):
-            if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done != 0:
-                blocked += 1
-        if blocked and _chance(cstate, crow, cparams[K_SCHEDULE_LAPSE]):
-            j, counter = rng.uniform_below(cstate[crow, C_KEY], cstate[crow, C_COUNTER],
-                                           blocked)
-            cstate[crow, C_COUNTER] = counter
-            for v in range(n):
-                if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done != 0:
-                    if j == 0:
-                        op = v
-                        break
-                    j -= 1
+        op = _schedule_lapse(cparams, cstate, crow, n, done, op)
+    return op
 
-    # The value of the queried register, if the controller has it.
-    q = task[trow, q_off + op]
-    value = -1
-    if retain != RETAIN_NONE and retain != RETAIN_PLAN:
-        if visible:
-            value = obs[orow, OBS_REGISTERS + q]
-        else:
-            value = cstate[crow, C_BELIEF + q]
-    excluded = np.int64(0)
-    if cparams[K_ELIMINATE] and cstate[crow, C_ELIM_OP] == op:
-        excluded = cstate[crow, C_ELIM_MASK]
 
-    # Selection.
+@jit_inline
+def _schedule_lapse(cparams: np.ndarray, cstate: np.ndarray, crow: int, n: int,
+                    done: np.int64, op: int) -> int:
+    """A schedule lapse: an incomplete operation whose prerequisites are not all complete,
+    uniform in label order, when there is one; else `op`."""
+    blocked = np.int64(0)
+    for v in range(n):
+        if (done >> v) & 1 == 0 and cstate[crow, C_PREREQ + v] & ~done != 0:
+            blocked |= np.int64(1) << v
+    if blocked != 0 and _chance(cstate, crow, cparams[K_SCHEDULE_LAPSE]):
+        return _guess(cstate, crow, n, 0, ~blocked)
+    return op
+
+
+@jit_inline
+def _select(cparams: np.ndarray, cstate: np.ndarray, crow: int, task: np.ndarray, trow: int,
+            b: int, c_off: int, op: int, value: int,
+            excluded: np.int64) -> tuple[int, int, bool]:
+    """(slot, guessed, lapsed) for operation `op`: the mechanism's selection from the value
+    it holds for the queried register (-1: none), or a guess; a lapse guesses over all b."""
+    select = cparams[K_SELECT]
     guess = 0
     slot = -1
     # A lapse replaces the mechanism's slot by one uniform over all b (eliminated slots
@@ -438,6 +408,54 @@ def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, 
         if slot < 0:
             slot = _guess(cstate, crow, b, limit, excluded)
             guess = 1
+    return slot, guess, lapsed
+
+
+@jit_inline
+def controller_act(params: np.ndarray, cparams: np.ndarray, cstate: np.ndarray, crow: int,
+                   task: np.ndarray, trow: int, obs: np.ndarray, orow: int,
+                   failure: int) -> tuple[int, int]:
+    """Digest the previous call's feedback and the current observation; choose (op, slot)."""
+    n = params[P_N]
+    b = params[P_B]
+    q_off, _, _, c_off, _, _ = task_offsets(n, b)
+    completed_off = obs_offsets(n, b)[0]
+    retain = cparams[K_RETAIN]
+    if cstate[crow, C_LAST_OP] >= 0:
+        pending = cstate[crow, C_PENDING_REGISTER]
+        if pending >= 0:  # the update delayed at the previous decision
+            cstate[crow, C_PENDING_REGISTER] = -1
+            _apply_update(cparams, cstate, crow, b, pending, cstate[crow, C_PENDING_DELTA])
+        _absorb_feedback(params, cparams, cstate, crow, task, trow, failure)
+    visible = obs[orow, OBS_REGISTERS] >= 0
+    if visible:
+        _absorb_snapshot(params, cparams, cstate, crow, task, trow, obs, orow)
+    entries = _retained_count(cstate, crow)
+    if entries > cstate[crow, C_ENTRIES]:
+        cstate[crow, C_ENTRIES] = entries
+    if retain == RETAIN_NEXT_USE and entries > cparams[K_CAPACITY]:
+        cstate[crow, C_OVERFLOW] = 1
+    # Perseveration: the call after a failed one repeats it (feedback is still absorbed).
+    if failure != NO_FAILURE and cstate[crow, C_LAST_OP] >= 0 \
+            and _chance(cstate, crow, cparams[K_PERSEVERATE]):
+        return cstate[crow, C_LAST_OP], cstate[crow, C_LAST_SLOT]
+
+    op = _schedule(cparams, cstate, crow, obs, orow, n, completed_off)
+
+    # The value of the queried register, if the controller has it.
+    q = task[trow, q_off + op]
+    value = -1
+    if retain != RETAIN_NONE and retain != RETAIN_PLAN:
+        if visible:
+            value = obs[orow, OBS_REGISTERS + q]
+        else:
+            value = cstate[crow, C_BELIEF + q]
+    excluded = np.int64(0)
+    if cparams[K_ELIMINATE] and cstate[crow, C_ELIM_OP] == op:
+        excluded = cstate[crow, C_ELIM_MASK]
+
+    slot, guess, lapsed = _select(cparams, cstate, crow, task, trow, b, c_off, op, value,
+                                  excluded)
     if cparams[K_OFFSET] != 0 and not lapsed:
         # A systematic encoding offset: the slot whose code is K_OFFSET above the chosen one's.
         shifted = ((task[trow, c_off + op * b + slot] + cparams[K_OFFSET]) % b + b) % b

@@ -12,7 +12,7 @@ from typing import ClassVar
 
 from envs._core.checks import check_bool, check_choice, check_int, check_nonnegative
 from envs._core.params import EnvParams
-from envs.dacs.scenario import FAMILIES, MAX_AGENTS, MAX_DECISIONS, MIN_AGENTS, MIN_DECISIONS
+from envs.dacs.scenario import MAX_AGENTS, MAX_DECISIONS, MIN_AGENTS, MIN_DECISIONS, SCENARIOS
 
 CONTEXT_MODES = ("dacs", "flat", "registry")
 ORDERS = ("natural", "requester_first", "requester_last")
@@ -69,7 +69,7 @@ class DacsParams(EnvParams):
         # allows only through object.__setattr__, so equal settings compare equal.
         normal = {
             "n_agents": check_int("n_agents", self.n_agents, MIN_AGENTS, MAX_AGENTS),
-            "family": check_choice("family", self.family, FAMILIES),
+            "family": check_choice("family", self.family, SCENARIOS),
             "decisions": check_int("decisions", self.decisions, MIN_DECISIONS, MAX_DECISIONS),
             "context_mode": check_choice("context_mode", self.context_mode, CONTEXT_MODES),
             "window": None if self.window is None

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-FAMILIES = ("heterogeneous", "homogeneous", "crossfire", "cascade", "dense", "conflict")
+SCENARIOS = ("heterogeneous", "homogeneous", "crossfire", "cascade", "dense", "conflict")
 MIN_AGENTS, MAX_AGENTS = 3, 10
 MIN_DECISIONS, MAX_DECISIONS = 1, 15
 N_OPTIONS = 4
@@ -330,13 +330,10 @@ def _values(rng: np.random.Generator, n: int, family: str,
     return values
 
 
-def generate(seed: int, n_agents: int, family: str, decisions: int) -> Scenario:
-    """The scenario of `seed` for these parameters (assumed valid; the env validates them)."""
-    rng = np.random.Generator(np.random.PCG64(seed))
-    n = n_agents
-    key_sets, partners, domains = _design(rng, n, family)
-    values = _values(rng, n, family, key_sets)
-
+def _agents(rng: np.random.Generator, n: int, key_sets: list[list[int]],
+            values: list[dict[int, int]], partners: list[int],
+            domains: list[int]) -> list[AgentContext]:
+    """Each agent's context: its component, task, status lines and facts in a drawn order."""
     components = rng.permutation(len(COMPONENTS))[:n].tolist()
     agents = []
     for i in range(n):
@@ -361,8 +358,14 @@ def generate(seed: int, n_agents: int, family: str, decisions: int) -> Scenario:
                 partner=partners[i],
             )
         )
+    return agents
 
-    # Interleaved request order: each agent appears D times, its decisions in its own order.
+
+def _requests(rng: np.random.Generator, n: int, family: str, decisions: int,
+              key_sets: list[list[int]], values: list[dict[int, int]],
+              partners: list[int]) -> list[Decision]:
+    """The decision requests in interleaved order, each with the wrong options it offers."""
+    # each agent appears D times, its decisions in its own order
     order = np.repeat(np.arange(n), decisions)[rng.permutation(n * decisions)].tolist()
     key_cycles: list[list[int]] = [[] for _ in range(n)]
     last_decided: dict[tuple[int, int], int] = {}  # (agent, key) -> latest request index
@@ -408,6 +411,17 @@ def generate(seed: int, n_agents: int, family: str, decisions: int) -> Scenario:
             )
         )
         last_decided[(agent, key)] = index
+    return requests
+
+
+def generate(seed: int, n_agents: int, family: str, decisions: int) -> Scenario:
+    """The scenario of `seed` for these parameters (assumed valid; the env validates them)."""
+    rng = np.random.Generator(np.random.PCG64(seed))
+    n = n_agents
+    key_sets, partners, domains = _design(rng, n, family)
+    values = _values(rng, n, family, key_sets)
+    agents = _agents(rng, n, key_sets, values, partners, domains)
+    requests = _requests(rng, n, family, decisions, key_sets, values, partners)
     return Scenario(
         seed=seed,
         n_agents=n,

@@ -20,7 +20,7 @@ from envs.workflow.generator import generate_into, reset_batch
 from envs.workflow.kernel import allocate_rows, execute_into, first_invalid_action
 from envs.workflow.kernel import warm_up as kernel_warm_up
 from envs.workflow.layout import DONE, NO_FAILURE, SEED
-from envs.workflow.params import P_N, WorkflowSpec
+from envs.workflow.params import P_N, WorkflowParams
 
 
 @jit
@@ -96,7 +96,7 @@ def warm_up() -> None:
         return
     kernel_warm_up()
     with compiling("StatefulWorkflow vector", (step_batch, step_batch_reset_now)):
-        params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
+        params = WorkflowParams(n_ops=2, depth=1, width=1, candidates=2).to_params()
         task, state, work, obs = allocate_rows(params, 1)
         reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
         step_batch(params, np.zeros((1, 2), dtype=np.int64), task, state, work, obs,

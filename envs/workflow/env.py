@@ -32,7 +32,7 @@ from envs.workflow.layout import (
     task_from_row,
     work_offsets,
 )
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from envs.workflow.text import render_text
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ __all__ = ["StatefulWorkflowEnv", "WorkflowTask", "observation_space_for"]
 
 
 class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
-    """Seed 003's workflow task family; every WorkflowSpec field is a constructor kwarg.
+    """Seed 003's workflow task family; every WorkflowParams field is a constructor kwarg.
 
     ## Description
     An agent completes N operations with execute(v, a): v is an operation identifier, a one
@@ -98,7 +98,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
 
     def __init__(self, render_mode: str | None = None, **spec_kwargs: Any) -> None:
         check_render_mode(render_mode, self.metadata["render_modes"])
-        self.params = WorkflowSpec.from_kwargs(**spec_kwargs)
+        self.params = WorkflowParams.from_kwargs(**spec_kwargs)
         warm_up()
         self.render_mode = render_mode
         spec = self.params

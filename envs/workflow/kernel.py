@@ -157,10 +157,10 @@ def warm_up() -> None:
     if _warmed_up:
         return
     from envs.workflow.generator import reset_batch
-    from envs.workflow.params import WorkflowSpec
+    from envs.workflow.params import WorkflowParams
 
     with compiling("StatefulWorkflow", (reset_batch, execute_into, generate_into)):
-        params = WorkflowSpec(n_ops=2, depth=1, width=1, candidates=2).to_params()
+        params = WorkflowParams(n_ops=2, depth=1, width=1, candidates=2).to_params()
         task, state, work, obs = allocate_rows(params, 1)
         reset_batch(params, np.zeros(1, dtype=np.int64), task, state, work, obs)
         execute_into(params, 0, 0, task, state, work, obs, 0)

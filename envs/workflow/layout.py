@@ -22,7 +22,7 @@ import numpy as np
 from gymnasium import spaces
 
 from envs._core.numba_setup import jit
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 # Fields of a `state` row.
 SEED = 0  # task seed of the current episode
@@ -109,9 +109,9 @@ class ObsField:
     length: Callable[[int, int], int] | None
     space: str
     low: int = 0
-    high: int | Callable[[WorkflowSpec], int] = 1
+    high: int | Callable[[WorkflowParams], int] = 1
 
-    def space_for(self, spec: WorkflowSpec) -> spaces.Space:
+    def space_for(self, spec: WorkflowParams) -> spaces.Space:
         n, b = spec.n_ops, spec.candidates
         high = self.high(spec) if callable(self.high) else self.high
         if self.space == "discrete":
@@ -145,7 +145,7 @@ OBS_FIELDS: tuple[ObsField, ...] = (
 )
 
 
-def observation_space_for(spec: WorkflowSpec) -> spaces.Dict:
+def observation_space_for(spec: WorkflowParams) -> spaces.Dict:
     """The observation space of one env: fixed shapes that SB3's MultiInputPolicy takes as is."""
     return spaces.Dict({f.name: f.space_for(spec) for f in OBS_FIELDS})
 
@@ -229,7 +229,7 @@ class WorkflowTask:
     """
 
     seed: int
-    spec: WorkflowSpec
+    spec: WorkflowParams
     initial_registers: np.ndarray
     prereq: np.ndarray
     query: np.ndarray
@@ -238,7 +238,7 @@ class WorkflowTask:
     codes: np.ndarray
 
 
-def task_from_row(spec: WorkflowSpec, row: np.ndarray, seed: int = -1,
+def task_from_row(spec: WorkflowParams, row: np.ndarray, seed: int = -1,
                   initial_registers: np.ndarray | None = None) -> WorkflowTask:
     """The 2-D task of a `task` row (read-only views of a private copy)."""
     n, b = spec.n_ops, spec.candidates

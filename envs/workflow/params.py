@@ -8,7 +8,7 @@ fails at construction with a ValueError that names the parameter and what is all
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -17,11 +17,11 @@ from envs._core.params import EnvParams
 
 # Each categorical knob's levels, in code order: the spec encodes a level as its index here,
 # and the generator compares with the named codes below, so the two cannot drift apart.
-FAMILIES = ("chains", "barriers")
+GRAPH_SHAPES = ("chains", "barriers")
 LOCALITIES = ("balanced", "clustered", "concentrated")
 UPDATES = ("additive", "static")
 LABELS = ("random", "reversed")
-CHAINS, BARRIERS = (FAMILIES.index(level) for level in ("chains", "barriers"))
+CHAINS, BARRIERS = (GRAPH_SHAPES.index(level) for level in ("chains", "barriers"))
 BALANCED, CLUSTERED, CONCENTRATED = (
     LOCALITIES.index(level) for level in ("balanced", "clustered", "concentrated")
 )
@@ -46,7 +46,7 @@ N_PARAMS = 11
 
 
 @dataclass(frozen=True)
-class WorkflowSpec(EnvParams):
+class WorkflowParams(EnvParams):
     """One level of every factor of the workflow task family (seed 003, sections 3 and 7).
 
     family: "chains" (N/depth disjoint chains) or "barriers" (depth layers, each depending on
@@ -83,7 +83,7 @@ class WorkflowSpec(EnvParams):
         # Normalised in place (numpy integers and bools to Python's), as a frozen dataclass
         # allows only through object.__setattr__, so equal settings compare equal and the
         # spaces built from them take plain ints.
-        family = check_choice("family", self.family, FAMILIES)
+        family = check_choice("family", self.family, GRAPH_SHAPES)
         n = check_int("n_ops", self.n_ops, 1, MAX_OPS, f"in 1..{MAX_OPS}")
         divisors = [d for d in range(1, n + 1) if n % d == 0]
         allowed_depths = f"a divisor of n_ops={n}: {divisors}"
@@ -119,7 +119,7 @@ class WorkflowSpec(EnvParams):
         params = np.zeros(N_PARAMS, dtype=np.int64)
         params[P_N] = self.n_ops
         params[P_DEPTH] = self.depth
-        params[P_FAMILY] = FAMILIES.index(self.family)
+        params[P_FAMILY] = GRAPH_SHAPES.index(self.family)
         params[P_WIDTH] = self.width
         params[P_B] = self.candidates
         params[P_PERIOD] = self.snapshot_period
@@ -129,3 +129,15 @@ class WorkflowSpec(EnvParams):
         params[P_UPDATES] = UPDATES.index(self.updates)
         params[P_LABELS] = LABELS.index(self.labels)
         return params
+
+
+def __getattr__(name: str) -> Any:
+    """`WorkflowSpec`, the old name docs/API.md promised, as a deprecated alias of
+    WorkflowParams (named like DacsParams: one pattern for every family's params)."""
+    if name == "WorkflowSpec":
+        import warnings
+
+        warnings.warn("envs.workflow.params.WorkflowSpec is deprecated; use WorkflowParams",
+                      DeprecationWarning, stacklevel=2)
+        return WorkflowParams
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -1,5 +1,5 @@
 """The registered StatefulWorkflow ids: each is data, the kwargs that distinguish it from
-WorkflowSpec's defaults (seed 003's snapshot, history, hidden-resampling and retry conditions).
+WorkflowParams's defaults (seed 003's snapshot, history, hidden-resampling and retry conditions).
 """
 
 from __future__ import annotations

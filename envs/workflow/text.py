@@ -12,10 +12,10 @@ from typing import Any
 import numpy as np
 
 from envs.workflow.layout import FAILURE_NAMES, WorkflowTask
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 
-def describe_rules(spec: WorkflowSpec) -> str:
+def describe_rules(spec: WorkflowParams) -> str:
     """The rules every episode of `spec` follows, as a policy is told them."""
     n, b, w = spec.n_ops, spec.candidates, spec.width
     if spec.snapshot_period == 0:
@@ -87,7 +87,7 @@ def describe_observation(observation: Mapping[str, Any]) -> str:
     return f"registers: {shown}\ncompleted: {done}\nlast update: {last}"
 
 
-def render_text(spec: WorkflowSpec, task: WorkflowTask, observation: Mapping[str, Any]) -> str:
+def render_text(spec: WorkflowParams, task: WorkflowTask, observation: Mapping[str, Any]) -> str:
     """The ansi render: rules, the public task and the current observation."""
     failure = FAILURE_NAMES[int(observation["failure"])]
     return "\n".join(

@@ -29,7 +29,7 @@ from envs.workflow.layout import (
     observation_space_for,
     task_from_row,
 )
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from envs.workflow.text import render_text
 
 if TYPE_CHECKING:
@@ -37,7 +37,7 @@ if TYPE_CHECKING:
 
 
 class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
-    """`num_envs` workflow envs sharing one WorkflowSpec, stepped in numba.
+    """`num_envs` workflow envs sharing one WorkflowParams, stepped in numba.
 
     Actions: an int array of shape (num_envs, 2). Infos: completed_ops, calls, errors, success,
     failure (codes; names in FAILURE_NAMES), task_seed and action_mask, each with its `_key`
@@ -53,7 +53,7 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
                  **spec_kwargs: Any) -> None:
         num_envs = check_int("num_envs", num_envs, 1)
         self.render_mode = check_render_mode(render_mode, self.metadata["render_modes"])
-        self.params = WorkflowSpec.from_kwargs(**spec_kwargs)
+        self.params = WorkflowParams.from_kwargs(**spec_kwargs)
         warm_up()
         self.num_envs = num_envs
         self._viewer: WorkflowViewer | None = None

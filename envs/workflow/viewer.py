@@ -25,7 +25,7 @@ from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
 from envs.workflow.layout import FAILURE_NAMES, WorkflowTask
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 WIDTH_PX, HEIGHT_PX, DPI = 640, 400, 100  # even sides, as video encoders want
 COLUMN_ROWS = 8  # a depth level with more operations wraps into further columns
@@ -79,7 +79,7 @@ class WorkflowViewer:
         self._figure = Figure(figsize=(WIDTH_PX / DPI, HEIGHT_PX / DPI), dpi=DPI)
         self._canvas = FigureCanvasAgg(self._figure)
 
-    def render(self, spec: WorkflowSpec, task: WorkflowTask,
+    def render(self, spec: WorkflowParams, task: WorkflowTask,
                observation: Mapping[str, Any]) -> np.ndarray:
         """The state as an (HEIGHT_PX, WIDTH_PX, 3) uint8 array."""
         figure = self._figure
@@ -102,7 +102,7 @@ class WorkflowViewer:
         self._figure.clear()
 
     @staticmethod
-    def _status(spec: WorkflowSpec, observation: Mapping[str, Any]) -> str:
+    def _status(spec: WorkflowParams, observation: Mapping[str, Any]) -> str:
         done = int(np.count_nonzero(observation["completed"]))
         reg, delta = (int(x) for x in observation["last_update"])
         last = f"x[{reg}] += {delta}" if reg >= 0 else "none"
@@ -113,7 +113,7 @@ class WorkflowViewer:
                 f"failure {failure or 'none'}")
 
     @staticmethod
-    def _draw_graph(axes: Any, spec: WorkflowSpec, task: WorkflowTask,
+    def _draw_graph(axes: Any, spec: WorkflowParams, task: WorkflowTask,
                     observation: Mapping[str, Any]) -> None:
         n = spec.n_ops
         x, y, columns, tallest = node_positions(task.prereq)
@@ -141,7 +141,7 @@ class WorkflowViewer:
                     ncol=3, fontsize=7, frameon=False)
 
     @staticmethod
-    def _draw_registers(axes: Any, spec: WorkflowSpec, observation: Mapping[str, Any]) -> None:
+    def _draw_registers(axes: Any, spec: WorkflowParams, observation: Mapping[str, Any]) -> None:
         values = observation["registers"]
         updated = int(observation["last_update"][0])
         for r in range(8):

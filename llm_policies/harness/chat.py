@@ -13,7 +13,7 @@ from typing import Any
 
 from llm_policies.client.transport import ChatResult
 from llm_policies.harness.base import Judged, consequence, json_format, reask_text
-from llm_policies.harness.conversation import Conversation, Message, Window, check_window
+from llm_policies.harness.conversation import Conversation, Message, MessageWindow, check_window
 from llm_policies.harness.json_action import judge_text
 from llm_policies.text_actions import TEXT_FAILURES
 
@@ -69,7 +69,7 @@ class ChatHarness:
             return [{"role": "system", "content": rules}, {"role": "user", "content": opening}]
         return [{"role": "user", "content": rules + "\n\n" + opening}]
 
-    def prompt(self, observation: Any, info: dict[str, Any]) -> Window:
+    def prompt(self, observation: Any, info: dict[str, Any]) -> MessageWindow:
         if self.conversation is None:
             self.conversation = Conversation(self._head(observation))
         elif self._pending is not None:  # the outcome of the previous answer
@@ -80,7 +80,7 @@ class ChatHarness:
             self._pending = None
         return self.conversation.window(self.window)
 
-    def reask(self, result: ChatResult, judged: Judged) -> Window:
+    def reask(self, result: ChatResult, judged: Judged) -> MessageWindow:
         if self.conversation is None:
             raise RuntimeError("reask() before prompt()")
         reply = self.reply_message(result)

@@ -38,7 +38,7 @@ def message_tokens(message: Mapping[str, Any]) -> int:
 
 
 @dataclass(frozen=True)
-class Window:
+class MessageWindow:
     """The messages of one call: `text_tokens` is the sum of their message_tokens and
     `dropped` the exchanges left out to fit the window."""
 
@@ -64,7 +64,7 @@ class Conversation:
         messages = [dict(reply), *(dict(m) for m in answers)]
         self.exchanges.append((messages, sum(message_tokens(m) for m in messages)))
 
-    def window(self, budget: int | None) -> Window:
+    def window(self, budget: int | None) -> MessageWindow:
         """The head and the newest exchanges whose tokens, with the head's, stay within
         `budget` (None: every exchange); the newest exchange is always kept."""
         check_window(budget)
@@ -77,4 +77,4 @@ class Conversation:
         messages = list(self.head)
         for exchange, _ in self.exchanges[len(self.exchanges) - kept:]:
             messages.extend(exchange)
-        return Window(messages, total, len(self.exchanges) - kept)
+        return MessageWindow(messages, total, len(self.exchanges) - kept)

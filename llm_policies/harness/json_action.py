@@ -10,7 +10,7 @@ from typing import Any
 
 from llm_policies.client.transport import ChatResult
 from llm_policies.harness.base import Judged, json_format, reask_text
-from llm_policies.harness.conversation import Window, message_tokens
+from llm_policies.harness.conversation import MessageWindow, message_tokens
 from llm_policies.text_actions import parse_json_action
 
 
@@ -39,23 +39,23 @@ class JsonHarness:
         self._messages: list[dict[str, Any]] = []
         self._tokens = 0
 
-    def prompt(self, observation: Any, info: dict[str, Any]) -> Window:
+    def prompt(self, observation: Any, info: dict[str, Any]) -> MessageWindow:
         if self._pending is not None:  # the outcome of the previous answer
             self.renderer.record(self._pending, observation, info)
         rendered = self.renderer.render(observation)
         self._messages, self._tokens = list(rendered.messages), rendered.text_tokens
-        return Window(rendered.messages, rendered.text_tokens, 0)
+        return MessageWindow(rendered.messages, rendered.text_tokens, 0)
 
     def judge(self, result: ChatResult) -> Judged:
         return judge_text(self.renderer.fields, result.text)
 
-    def reask(self, result: ChatResult, judged: Judged) -> Window:
+    def reask(self, result: ChatResult, judged: Judged) -> MessageWindow:
         again = f"Answer again with exactly one JSON object {json_format(self.renderer.fields)}."
         added = [{"role": "assistant", "content": result.text},
                  {"role": "user", "content": reask_text(judged.status, again)}]
         self._messages = [*self._messages, *added]
         self._tokens += sum(message_tokens(m) for m in added)
-        return Window(self._messages, self._tokens, 0)
+        return MessageWindow(self._messages, self._tokens, 0)
 
     def accept(self, result: ChatResult, judged: Judged) -> None:
         self._pending = judged.parsed

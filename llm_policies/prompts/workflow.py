@@ -35,7 +35,7 @@ import numpy as np
 
 from envs._core.tokens import count
 from envs.workflow.layout import FAILURE_NAMES, TASK_ROW, RowView, task_from_row, task_offsets
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from envs.workflow.text import describe_rules, describe_task
 from llm_policies.prompts.budget import Assembly, assemble
 
@@ -60,7 +60,7 @@ _RESAMPLED_RULE = (
 )
 
 
-def action_fields(spec: WorkflowSpec) -> tuple[tuple[str, int], ...]:
+def action_fields(spec: WorkflowParams) -> tuple[tuple[str, int], ...]:
     """The JSON fields of a StatefulWorkflow answer with their exclusive upper bounds."""
     return (("operation", spec.n_ops), ("candidate", spec.candidates))
 
@@ -81,7 +81,7 @@ class Rendered:
     assembly: Assembly | None = None
 
 
-def _intro(spec: WorkflowSpec) -> list[str]:
+def _intro(spec: WorkflowParams) -> list[str]:
     """The rules every harness states first: the call, the public rules, hidden registers."""
     n, b = spec.n_ops, spec.candidates
     return [
@@ -93,7 +93,7 @@ def _intro(spec: WorkflowSpec) -> list[str]:
 
 
 @functools.cache
-def _system(spec: WorkflowSpec) -> tuple[str, int]:
+def _system(spec: WorkflowParams) -> tuple[str, int]:
     n, b = spec.n_ops, spec.candidates
     if spec.error_allowance == 0:
         text_failure = "Such a reply ends the episode like any failed call."
@@ -117,7 +117,7 @@ def _system(spec: WorkflowSpec) -> tuple[str, int]:
     return text, count(text)
 
 
-def conversation_rules(spec: WorkflowSpec, answer: str) -> str:
+def conversation_rules(spec: WorkflowParams, answer: str) -> str:
     """The public rules of `spec` for a conversation, ending with the harness's `answer`
     instruction (which says how a reply is given and what an invalid one costs)."""
     lines = [
@@ -136,7 +136,7 @@ def conversation_rules(spec: WorkflowSpec, answer: str) -> str:
     return "\n".join(lines)
 
 
-def opening_prompt(spec: WorkflowSpec, observation: Mapping[str, Any]) -> str:
+def opening_prompt(spec: WorkflowParams, observation: Mapping[str, Any]) -> str:
     """The first turn of a conversation: the public task, then the initial registers and the
     observation block as `decision_prompt` prints them, with no history."""
     return "\n".join([
@@ -146,7 +146,7 @@ def opening_prompt(spec: WorkflowSpec, observation: Mapping[str, Any]) -> str:
     ])
 
 
-def result_prompt(spec: WorkflowSpec, k: int, entry: Mapping[str, Any],
+def result_prompt(spec: WorkflowParams, k: int, entry: Mapping[str, Any],
                   observation: Mapping[str, Any]) -> str:
     """The turn after call k (1-based, `entry` as in `decision_prompt`'s history): its history
     line, then the observation block of the new observation."""
@@ -154,13 +154,13 @@ def result_prompt(spec: WorkflowSpec, k: int, entry: Mapping[str, Any],
                        *observation_lines(spec, observation, called=True)])
 
 
-def system_prompt(spec: WorkflowSpec) -> str:
+def system_prompt(spec: WorkflowParams) -> str:
     """The public rules of `spec` and the answer format (cached per spec)."""
     return _system(spec)[0]
 
 
 @functools.lru_cache(maxsize=256)
-def _task_text(spec: WorkflowSpec, key: bytes) -> str:
+def _task_text(spec: WorkflowParams, key: bytes) -> str:
     return describe_task(task_from_row(spec, np.frombuffer(key, dtype=np.int8)))
 
 
@@ -169,14 +169,14 @@ def _row_view(n: int, b: int) -> RowView:
     return RowView(n, b)
 
 
-def _task_key(spec: WorkflowSpec, observation: Mapping[str, Any]) -> bytes:
+def _task_key(spec: WorkflowParams, observation: Mapping[str, Any]) -> bytes:
     """The observation's public task as its `task` row (layout.OBS_FIELDS), a cache key."""
     n, b = spec.n_ops, spec.candidates
     row = np.empty(task_offsets(n, b)[-1], dtype=np.int8)
     return _row_view(n, b).write_row(observation, TASK_ROW, row).tobytes()
 
 
-def _history_line(spec: WorkflowSpec, i: int, entry: Mapping[str, Any]) -> str:
+def _history_line(spec: WorkflowParams, i: int, entry: Mapping[str, Any]) -> str:
     line = f"{i}. execute({int(entry['operation'])}, {int(entry['candidate'])}) -> "
     line += str(entry["outcome"])
     update = entry.get("update")
@@ -195,7 +195,7 @@ def _registers(values: Sequence[int]) -> str:
 
 
 def decision_prompt(
-    spec: WorkflowSpec, observation: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
+    spec: WorkflowParams, observation: Mapping[str, Any], history: Sequence[Mapping[str, Any]],
     initial: Sequence[int] | None = None,
 ) -> str:
     """The public task, the current observation and the history for one decision, and from
@@ -225,7 +225,7 @@ def decision_prompt(
     return "\n".join(lines)
 
 
-def _task_lines(spec: WorkflowSpec, observation: Mapping[str, Any]) -> list[str]:
+def _task_lines(spec: WorkflowParams, observation: Mapping[str, Any]) -> list[str]:
     return [
         "Task (op v: after <prerequisites>; query x[query[v]]; update x[update[v]] += "
         "delta[v]; codes [codes[v][0] .. codes[v][b-1]]):",
@@ -233,7 +233,7 @@ def _task_lines(spec: WorkflowSpec, observation: Mapping[str, Any]) -> list[str]
     ]
 
 
-def observation_lines(spec: WorkflowSpec, observation: Mapping[str, Any], *,
+def observation_lines(spec: WorkflowParams, observation: Mapping[str, Any], *,
                       called: bool) -> list[str]:
     """The "Observation:" block, one text for every harness so their prompts cannot drift.
 
@@ -255,7 +255,7 @@ def observation_lines(spec: WorkflowSpec, observation: Mapping[str, Any], *,
 
 
 def render(
-    spec: WorkflowSpec,
+    spec: WorkflowParams,
     observation: Mapping[str, Any],
     history: Sequence[Mapping[str, Any]],
     *,
@@ -320,7 +320,7 @@ class WorkflowRenderer:
 
     schema = ACTION_SCHEMA
 
-    def __init__(self, spec: WorkflowSpec, *, budget: int | None = None, q: float = 0.0,
+    def __init__(self, spec: WorkflowParams, *, budget: int | None = None, q: float = 0.0,
                  coordination: str = "", order: str = "reason_first",
                  system_role: bool = True) -> None:
         self.spec = spec

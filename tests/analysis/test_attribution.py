@@ -40,7 +40,7 @@ from analysis.diagnose.attribution import (
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import run_controller
 from controllers.workflow.mechanisms import CONTROLLERS
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import (
     BadScheduler,
     Guesser,
@@ -86,7 +86,7 @@ def candidate_failures(traces: list[Trace]) -> list[Decision]:
 def constructed(slot: int, failure: str | None = "candidate") -> Decision:
     """Op 0 reads register 0 (now 6, residue 2; initially 1; it was 5 after leaving 1), codes
     are slot numbers, b = 4, width 4; the other active registers hold 3, 7 and 0."""
-    spec = WorkflowSpec(n_ops=1, depth=1, width=4, candidates=4)
+    spec = WorkflowParams(n_ops=1, depth=1, width=4, candidates=4)
     observation = {"query_register": np.array([0]), "codes": np.array([0, 1, 2, 3])}
     return Decision(index=3, spec=spec, observation=observation, action=(0, slot),
                     failure=failure, known=(6, 3, 7, 0, 5, 5, 5, 5),
@@ -184,7 +184,7 @@ def test_categories_partition_decisions(kwargs: dict[str, Any], seed: int,
 def test_replay_reproduces_the_batched_runner(controller: str, preset: str, b: int,
                                               seed: int) -> None:
     kwargs = {**envs.WORKFLOW_PRESETS[preset], "candidates": b}
-    spec = WorkflowSpec(**kwargs)
+    spec = WorkflowParams(**kwargs)
     run = run_controller(spec, controller, np.array([seed]),
                          trace_length=spec.n_ops + spec.error_allowance)
     actions = tuple((int(op), int(slot)) for op, slot in run["trace"][0] if op >= 0)
@@ -236,10 +236,10 @@ def test_wrong_register_is_explained_by_binding(width: int) -> None:
 @pytest.mark.parametrize("kwargs", [{}, HISTORY, {**HISTORY, "candidates": 8, "width": 8}],
                          ids=["snapshot", "history", "history-b8-w8"])
 def test_exact_controller_has_no_failures_to_attribute(kwargs: dict[str, Any]) -> None:
-    policy = ReferencePolicy("exact", WorkflowSpec(**kwargs))
+    policy = ReferencePolicy("exact", WorkflowParams(**kwargs))
     result = attribution_counts(play(policy, kwargs, SEEDS))
     assert result.counts == dict.fromkeys(COUNT_KEYS, 0)
-    assert result.successes == result.decisions == len(SEEDS) * WorkflowSpec(**kwargs).n_ops
+    assert result.successes == result.decisions == len(SEEDS) * WorkflowParams(**kwargs).n_ops
 
 
 @pytest.mark.parametrize("b", [2, 4, 8])

@@ -18,12 +18,12 @@ from analysis.diagnose.faults import (
     REPEATED_SUCCESS,
     FaultInjector,
 )
-from analysis.studies.attribution_bench.design import Design
+from analysis.studies.attribution_bench.design import BenchDesign
 from analysis.studies.attribution_bench.report import check, kappa, score
 from analysis.studies.attribution_bench.run import Case, cases, play
 
 # history with R = 2 (b = 3) and a snapshot every other success with R = 0 (b = 8)
-SMALL = Design(configurations=(DEFAULT_BATTERY[0], DEFAULT_BATTERY[2]), episodes=28)
+SMALL = BenchDesign(configurations=(DEFAULT_BATTERY[0], DEFAULT_BATTERY[2]), episodes=28)
 
 
 @pytest.fixture(scope="module")

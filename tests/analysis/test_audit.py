@@ -17,8 +17,8 @@ from hypothesis import strategies as st
 
 from analysis.audit import audit, audit_graph, audit_table, closed_forms, divisors
 
-FAMILIES = ("chains", "barriers")
-CASES = [(f, n, d) for n in (4, 8, 12, 16) for f in FAMILIES for d in divisors(n)]
+GRAPH_SHAPES = ("chains", "barriers")
+CASES = [(f, n, d) for n in (4, 8, 12, 16) for f in GRAPH_SHAPES for d in divisors(n)]
 
 
 def free_graph_ready_mean(n: int) -> Fraction:
@@ -43,7 +43,7 @@ def test_audit_matches_closed_forms(family: str, n_ops: int, depth: int) -> None
 @pytest.mark.parametrize("n_ops", [4, 8, 12, 16])
 def test_audit_table_rows(n_ops: int) -> None:
     rows = audit_table(n_ops)
-    expected = [(f, d) for f in FAMILIES for d in divisors(n_ops)]
+    expected = [(f, d) for f in GRAPH_SHAPES for d in divisors(n_ops)]
     assert [(r["family"], r["depth"]) for r in rows] == expected
     for row in rows:
         assert set(row) == {"family", "depth", "edges", "masks", "orders", "ready_nodes"}

@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.predictions import predict_instances
 from analysis.studies.reproduce.design import grid_configurations, grid_seeds
+from analysis.studies.reproduce.predictions import predict_instances
 from controllers.workflow.batched import run_controller
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 TOLERANCE_SD = 4.5
 
@@ -29,32 +29,32 @@ def _assert_agrees(success: np.ndarray, predicted: np.ndarray, label: object) ->
 
 
 OFF_GRID = [
-    (WorkflowSpec(n_ops=12, depth=3, candidates=3, width=3, snapshot_period=0), "cache-2"),
-    (WorkflowSpec(n_ops=12, depth=3, candidates=5, width=5, snapshot_period=3), "cache-4"),
-    (WorkflowSpec(n_ops=6, depth=2, family="barriers", candidates=6), "scan-2"),
-    (WorkflowSpec(n_ops=6, depth=3, candidates=7, snapshot_period=0), "scan-4"),
-    (WorkflowSpec(n_ops=6, depth=6, candidates=5), "cache-2+scan-4"),
-    (WorkflowSpec(n_ops=6, depth=2, family="barriers"), "random-schedule"),
-    (WorkflowSpec(n_ops=6, depth=3), "random-schedule"),
-    (WorkflowSpec(n_ops=4, depth=1, candidates=3), "uniform-candidate"),
-    (WorkflowSpec(n_ops=6, depth=2, candidates=3, error_allowance=3), "uniform-candidate"),
-    (WorkflowSpec(n_ops=6, depth=2, candidates=5, error_allowance=5), "eliminate"),
-    (WorkflowSpec(n_ops=10, depth=5, candidates=4, error_allowance=4, snapshot_period=0,
-                  width=6), "cache-2+eliminate"),
-    (WorkflowSpec(n_ops=10, depth=2, candidates=6, error_allowance=7), "scan-1+eliminate"),
-    (WorkflowSpec(n_ops=6, depth=3, candidates=8, hidden_resampling=True,
-                  snapshot_period=3), "exact"),
-    (WorkflowSpec(n_ops=5, depth=5, candidates=2, hidden_resampling=True,
-                  snapshot_period=2), "cache-2"),
-    (WorkflowSpec(n_ops=12, depth=4, candidates=4, snapshot_period=3, width=8), "stale-8"),
-    (WorkflowSpec(n_ops=8, depth=2, candidates=8, snapshot_period=0), "sham-check-4"),
-    (WorkflowSpec(n_ops=8, depth=2, candidates=6, snapshot_period=0), "fixed-check-4"),
+    (WorkflowParams(n_ops=12, depth=3, candidates=3, width=3, snapshot_period=0), "cache-2"),
+    (WorkflowParams(n_ops=12, depth=3, candidates=5, width=5, snapshot_period=3), "cache-4"),
+    (WorkflowParams(n_ops=6, depth=2, family="barriers", candidates=6), "scan-2"),
+    (WorkflowParams(n_ops=6, depth=3, candidates=7, snapshot_period=0), "scan-4"),
+    (WorkflowParams(n_ops=6, depth=6, candidates=5), "cache-2+scan-4"),
+    (WorkflowParams(n_ops=6, depth=2, family="barriers"), "random-schedule"),
+    (WorkflowParams(n_ops=6, depth=3), "random-schedule"),
+    (WorkflowParams(n_ops=4, depth=1, candidates=3), "uniform-candidate"),
+    (WorkflowParams(n_ops=6, depth=2, candidates=3, error_allowance=3), "uniform-candidate"),
+    (WorkflowParams(n_ops=6, depth=2, candidates=5, error_allowance=5), "eliminate"),
+    (WorkflowParams(n_ops=10, depth=5, candidates=4, error_allowance=4, snapshot_period=0,
+                    width=6), "cache-2+eliminate"),
+    (WorkflowParams(n_ops=10, depth=2, candidates=6, error_allowance=7), "scan-1+eliminate"),
+    (WorkflowParams(n_ops=6, depth=3, candidates=8, hidden_resampling=True,
+                    snapshot_period=3), "exact"),
+    (WorkflowParams(n_ops=5, depth=5, candidates=2, hidden_resampling=True,
+                    snapshot_period=2), "cache-2"),
+    (WorkflowParams(n_ops=12, depth=4, candidates=4, snapshot_period=3, width=8), "stale-8"),
+    (WorkflowParams(n_ops=8, depth=2, candidates=8, snapshot_period=0), "sham-check-4"),
+    (WorkflowParams(n_ops=8, depth=2, candidates=6, snapshot_period=0), "fixed-check-4"),
 ]
 
 
 @pytest.mark.parametrize(("spec", "controller"), OFF_GRID,
                          ids=[f"{c}-{i}" for i, (_, c) in enumerate(OFF_GRID)])
-def test_simulation_agrees_with_prediction_beyond_the_papers_grid(spec: WorkflowSpec,
+def test_simulation_agrees_with_prediction_beyond_the_papers_grid(spec: WorkflowParams,
                                                                   controller: str) -> None:
     seeds = np.arange(50_000, 54_000)
     success = run_controller(spec, controller, seeds)["success"]

@@ -73,7 +73,7 @@ def test_run_json_summarises_the_batched_runs_episodes(
     import numpy as np
 
     from controllers.workflow.batched import run_controller
-    from envs.workflow.params import WorkflowSpec
+    from envs.workflow.params import WorkflowParams
 
     argv = ["run", "--env", "StatefulWorkflow-v0", "--env-kwargs",
             '{"snapshot_period": 0, "candidates": 8}', "--policy", "scan-4", "--episodes", "40",
@@ -85,7 +85,7 @@ def test_run_json_summarises_the_batched_runs_episodes(
     assert summary["run"] == {"env": "StatefulWorkflow-v0", "policy": "scan-4",
                               "env_kwargs": {"snapshot_period": 0, "candidates": 8},
                               "task_seeds": [7, 46]}
-    batched = run_controller(WorkflowSpec(snapshot_period=0, candidates=8), "scan-4",
+    batched = run_controller(WorkflowParams(snapshot_period=0, candidates=8), "scan-4",
                              np.arange(7, 47))
     assert summary["episodes"] == 40
     assert summary["success"] == batched["success"].mean()

@@ -25,7 +25,7 @@ from analysis.diagnose.likelihood import build_model, outcome_count
 from analysis.diagnose.run import diagnose_policy, mechanism_model
 from analysis.training import TrainConfig, train
 from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import HiddenController
 
 HERE = Path(__file__).resolve()
@@ -73,7 +73,7 @@ def test_adaptive_names_an_opaque_controller_before_the_budget(
     assert sum(played.values()) == result["episodes"]
 
 
-def adaptive_battery() -> list[WorkflowSpec]:
+def adaptive_battery() -> list[WorkflowParams]:
     from analysis.diagnose.battery import DEFAULT_BATTERY
 
     return list(DEFAULT_BATTERY)
@@ -83,8 +83,8 @@ def test_the_design_plays_where_the_leaders_differ() -> None:
     """Two hypotheses that a snapshot after every success cannot tell apart (every value is
     shown) and history can: the first round goes to history, and information is zero where
     the two predict the same outcomes."""
-    snapshot = WorkflowSpec(width=8, candidates=3, snapshot_period=1)
-    history = WorkflowSpec(width=8, candidates=3, snapshot_period=0)
+    snapshot = WorkflowParams(width=8, candidates=3, snapshot_period=1)
+    history = WorkflowParams(width=8, candidates=3, snapshot_period=0)
     pair = [m for m in reference_mechanisms() if m.name in ("exact", "cache-2")]
     model = build_model([snapshot, history], simulations=256, candidates=pair)
     counts = [np.zeros(outcome_count(s)) for s in model.battery]
@@ -233,7 +233,7 @@ def test_the_parsimony_rule_gives_a_failure_mode_the_rankings_prior_odds() -> No
     from analysis.diagnose.hypotheses import families
     from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, simulate_codes
 
-    spec = WorkflowSpec(depth=2, width=4, candidates=3, snapshot_period=0,
+    spec = WorkflowParams(depth=2, width=4, candidates=3, snapshot_period=0,
                         hidden_resampling=True, error_allowance=2)
     mode = next(m for m in families()["perseverate-p"] if m.params["p"] == 100)
     pair = [*(m for m in reference_mechanisms() if m.name == "exact"), mode]

@@ -22,7 +22,7 @@ from analysis.diagnose.logs import read_log
 from analysis.diagnose.run import logged_traces, mechanism_model
 from controllers.tracing import Traced
 from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import HiddenController, WrongRegister
 
 HERE = Path(__file__).resolve()
@@ -178,7 +178,7 @@ def test_the_text_oracle_is_diagnosed_through_the_text_harness(
     assert sum(e["record"]["calls"] for e in episodes) >= 12 * 8
     # the call lines give the traces back, and without the trace lines the same diagnosis
     for logged in read_log(log).values():
-        spec = WorkflowSpec.from_kwargs(**logged.run["env_kwargs"])
+        spec = WorkflowParams.from_kwargs(**logged.run["env_kwargs"])
         from_calls = dataclasses.replace(logged, actions={})
         assert logged_traces(spec, from_calls) == logged_traces(spec, logged) != {}
     calls_only = tmp_path / "calls.jsonl"

@@ -336,12 +336,12 @@ def test_a_log_of_another_env_beside_dacs_runs_is_one_line(
         capsys: pytest.CaptureFixture[str]) -> None:
     from controllers.rollout import rollout
     from controllers.workflow.adapter import ReferencePolicy
-    from envs.workflow.params import WorkflowSpec
+    from envs.workflow.params import WorkflowParams
 
     monkeypatch.chdir(tmp_path)
     write_log(Path("run.jsonl"), ("uniform", BATTERY[0]))
     env = gym.make("StatefulWorkflow-v0")
-    rollout(env, ReferencePolicy("exact", WorkflowSpec()), 1, log=Path("run.jsonl"),
+    rollout(env, ReferencePolicy("exact", WorkflowParams()), 1, log=Path("run.jsonl"),
             resume=True)
     workflow = complete_kwargs({}, "StatefulWorkflow-v0")
     for argv in (["--log", "run.jsonl"], ["--env", "DACSSteering-v0", "--log", "run.jsonl"]):

@@ -13,11 +13,11 @@ from analysis.cli.main import main
 from analysis.diagnose.battery import DEFAULT_BATTERY
 from analysis.diagnose.faults import ENV_FAILURE, INVALID_REPLY, Label, label_of
 from analysis.export.who_and_when import AGENT, read_label
-from analysis.studies.attribution_bench.design import Design
+from analysis.studies.attribution_bench.design import BenchDesign
 from analysis.studies.attribution_bench.run import play
 from controllers.policy import EpisodeRecord
 
-DESIGN = Design(configurations=(DEFAULT_BATTERY[0], DEFAULT_BATTERY[2]), episodes=14)
+DESIGN = BenchDesign(configurations=(DEFAULT_BATTERY[0], DEFAULT_BATTERY[2]), episodes=14)
 
 
 def test_export_round_trips_the_injected_labels(tmp_path: Path,

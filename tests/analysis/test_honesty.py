@@ -31,7 +31,7 @@ from analysis.diagnose.likelihood import (
 )
 from analysis.diagnose.run import diagnose_policy, label
 from controllers.workflow.mechanisms import CONTROLLERS
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import Guesser, play
 from tests.analysis.heldout_agents import FAILURE_MODE, HELD_OUT, LAPSE
 
@@ -97,7 +97,7 @@ def test_a_forecast_holds_what_the_agent_then_does(model: MechanismModel) -> Non
     best = Hypothesis.of_fit(model, ranked[0])
     unseen = {"n_ops": 12, "depth": 3, "width": 6, "candidates": 5, "snapshot_period": 3}
     predicted = forecast(model, best, plausible(model, ranked), unseen)
-    spec = WorkflowSpec.from_kwargs(**unseen)
+    spec = WorkflowParams.from_kwargs(**unseen)
     codes = simulate_codes(spec, row, np.arange(7 * 10**6, 7 * 10**6 + 4000, dtype=np.int64))
     observed = float(np.mean((codes // (spec.error_allowance + 2)) % (spec.n_ops + 1)
                              == spec.n_ops))

@@ -8,7 +8,7 @@ import math
 import pytest
 
 from analysis.plotting import caption_of
-from analysis.studies.live_agents import figure4, synthetic_rows
+from analysis.studies.dacs_study.live_agents import figure4, synthetic_rows
 
 pytestmark = pytest.mark.timeout(120)
 

@@ -265,13 +265,17 @@ def test_every_harness_plays_every_cell_on_the_same_task_seeds(tmp_path: Path) -
 
 def test_the_report_has_one_row_per_harness_with_its_cost_from_the_call_lines(
         tmp_path: Path) -> None:
-    from analysis.studies.llm_study.report import answered_calls, format_summary, summarise
+    from analysis.studies.llm_study.report import (
+        answered_calls,
+        format_study_summary,
+        summarise_study,
+    )
     from analysis.studies.llm_study.run import run_design
 
     log, calls = tmp_path / "study.jsonl", []
     results = run_design("fractional", 0, 2, _priced_oracle_factory(calls),
                          harnesses=HARNESS_ORDER, log=log)
-    summary = summarise(results, resamples=200, calls=answered_calls(log))
+    summary = summarise_study(results, resamples=200, calls=answered_calls(log))
     assert list(summary["harnesses"]) == list(HARNESS_ORDER)
     assert "episodes" not in summary  # no pooling across harnesses
     lines = _standing_ok_calls(log)
@@ -295,7 +299,7 @@ def test_the_report_has_one_row_per_harness_with_its_cost_from_the_call_lines(
     # The conversation harnesses resend the exchanges, so their calls cost more than json's.
     assert summary["harnesses"]["chat"]["cost_usd"] > summary["harnesses"]["json"]["cost_usd"]
     assert [c["harness"] for c in summary["harness_contrasts"]] == ["tools", "chat"]
-    table = format_summary("fractional", summary).splitlines()
+    table = format_study_summary("fractional", summary).splitlines()
     assert table[0].startswith("| Harness | Episodes | Success | Valid replies | First failures"
                                " | Median latency | Tokens / decision | Cost (USD) |")
     rows = table[2:5]
@@ -326,7 +330,7 @@ def test_a_replayed_episode_costs_once_in_the_report(tmp_path: Path) -> None:
     """Positive control of counting each decision once: a provider failure on the third call
     ends an episode after two paid answers; retrying it replays them, and the report's cost is
     the sum over the calls that stand, not over every answered line."""
-    from analysis.studies.llm_study.report import answered_calls, summarise
+    from analysis.studies.llm_study.report import answered_calls, summarise_study
     from analysis.studies.llm_study.run import run_design
 
     log, calls = tmp_path / "study.jsonl", []
@@ -334,7 +338,7 @@ def test_a_replayed_episode_costs_once_in_the_report(tmp_path: Path) -> None:
                harnesses=("json",), log=log)
     results = run_design("fractional", 0, 1, _priced_oracle_factory(calls),
                          harnesses=("json",), log=log, resume=True, retry_failed=True)
-    summary = summarise(results, resamples=200, calls=answered_calls(log))
+    summary = summarise_study(results, resamples=200, calls=answered_calls(log))
     every_ok = [c for c in _calls(log) if c["status"] == "ok"]
     standing = _standing_ok_calls(log)
     assert len(every_ok) == len(standing) + 2
@@ -345,12 +349,16 @@ def test_a_replayed_episode_costs_once_in_the_report(tmp_path: Path) -> None:
 
 def test_a_single_json_study_keeps_the_top_level_shape_and_unknown_cost(tmp_path: Path) -> None:
     from analysis.llm_runs import oracle_policy_factory
-    from analysis.studies.llm_study.report import answered_calls, format_summary, summarise
+    from analysis.studies.llm_study.report import (
+        answered_calls,
+        format_study_summary,
+        summarise_study,
+    )
     from analysis.studies.llm_study.run import run_design
 
     log = tmp_path / "study.jsonl"
     results = run_design("fractional", 0, 1, lambda _harness: oracle_policy_factory(), log=log)
-    summary = summarise(results, resamples=200, calls=answered_calls(log))
+    summary = summarise_study(results, resamples=200, calls=answered_calls(log))
     assert {"episodes", "success", "mean_completed", "decisions", "schema_valid_rate",
             "first_failures", "median_decision_latency_s", "mean_decision_latency_s",
             "response_format", "decoding", "calls_by_response_format",
@@ -361,7 +369,7 @@ def test_a_single_json_study_keeps_the_top_level_shape_and_unknown_cost(tmp_path
     assert summary["cost_usd"] is None and summary["success_per_usd"] is None
     assert summary["calls_without_cost"] == summary["decisions"] > 0
     assert summary["tokens_per_decision"]["provider"] is None
-    row = format_summary("fractional", summary).splitlines()[2]
+    row = format_study_summary("fractional", summary).splitlines()[2]
     assert row.endswith("| n/a |") and row.startswith("| json | 8 |")
 
 

@@ -48,7 +48,7 @@ from controllers.rollout import rollout
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import episode_columns
 from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS, K_LAPSE
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 REPEATS = 8
 RECOVERY_REPEATS = 20
@@ -115,7 +115,7 @@ def test_play_aliases_are_merged_and_named(model: MechanismModel) -> None:
 
 
 def test_outcome_codes_read_names_and_codes_alike() -> None:
-    spec = WorkflowSpec(error_allowance=2)
+    spec = WorkflowParams(error_allowance=2)
     names = np.array([None, "candidate", "dependency", None], dtype=object)
     codes = np.array([0, 2, 1, 0])
     completed, errors = np.array([8, 3, 0, 8]), np.array([0, 3, 3, 2])
@@ -128,7 +128,7 @@ def test_outcome_codes_read_names_and_codes_alike() -> None:
 
 
 def test_log_likelihood_is_n_log_smoothed_p() -> None:
-    spec = WorkflowSpec(snapshot_period=1)  # exact succeeds on every task
+    spec = WorkflowParams(snapshot_period=1)  # exact succeeds on every task
     exact = Mechanism("exact", REFERENCE, {}, CONTROLLERS["exact"])
     uniform = Mechanism("uniform-candidate", REFERENCE, {}, CONTROLLERS["uniform-candidate"])
     model = build_model([spec], candidates=[exact, uniform])
@@ -209,7 +209,7 @@ def test_no_episodes_leave_every_parameter_inside(model: MechanismModel) -> None
 
 
 def test_choose_battery_picks_the_configuration_that_separates() -> None:
-    snapshot, history = WorkflowSpec(snapshot_period=1), WorkflowSpec(snapshot_period=0)
+    snapshot, history = WorkflowParams(snapshot_period=1), WorkflowParams(snapshot_period=0)
     pair = [Mechanism(n, REFERENCE, {}, CONTROLLERS[n]) for n in ("exact", "cache-2")]
     chosen = choose_battery([snapshot, history], simulations=256, candidates=pair,
                             targets=["exact", "cache-2"])
@@ -243,7 +243,7 @@ def test_lapse_is_a_field_of_the_row_in_parts_of_ten_thousand() -> None:
     with pytest.raises(ValueError, match="probability"):
         lapse_units(1.5)
     # Epsilon 1: every slot is uniform, so exact never succeeds at N = 8, b = 4 but by luck.
-    spec = WorkflowSpec(snapshot_period=1)
+    spec = WorkflowParams(snapshot_period=1)
     codes = simulate_codes(spec, with_lapse(CONTROLLERS["exact"], 1.0),
                            np.arange(2000, dtype=np.int64))
     assert (codes == outcome_codes(spec, [0], [8], [0])[0]).sum() == 0

@@ -13,10 +13,10 @@ import pytest
 from analysis.diagnose import model_cache
 from analysis.diagnose.hypotheses import reference_mechanisms
 from analysis.diagnose.likelihood import build_model, lapse_log_p
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
-BATTERY = (WorkflowSpec(width=8, candidates=3, snapshot_period=0),
-           WorkflowSpec(width=4, candidates=4, snapshot_period=1, error_allowance=1))
+BATTERY = (WorkflowParams(width=8, candidates=3, snapshot_period=0),
+           WorkflowParams(width=4, candidates=4, snapshot_period=1, error_allowance=1))
 CANDIDATES = [m for m in reference_mechanisms() if m.name in ("exact", "cache-2", "scan-2")]
 
 

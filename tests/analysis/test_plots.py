@@ -28,7 +28,7 @@ from analysis.plotting import (
     seed_text,
 )
 from analysis.studies.reproduce.design import condition_label, grid_configurations
-from analysis.studies.reproduce.report import profile_figures
+from analysis.studies.reproduce.figures import profile_figures
 from controllers.workflow.batched import run_many
 
 PNG = b"\x89PNG\r\n\x1a\n"

@@ -1,4 +1,5 @@
-"""Analytic predictions (analysis/predictions.py) against algebra, brute force and the env.
+"""Analytic predictions (analysis/studies/reproduce/predictions.py) against algebra, brute force
+and the env.
 
 Expected values come from enumeration (analysis.audit), scipy, brute-force sums over failure
 tuples, a plain-Python re-derivation on `env.unwrapped.task`, and Monte Carlo play of small
@@ -18,10 +19,10 @@ from hypothesis import strategies as st
 from scipy import stats
 
 import envs  # noqa: F401  (registers StatefulWorkflow-v0)
-from analysis import predictions as P
 from analysis.audit import audit, divisors
-from analysis.studies.reproduce.design import Configuration, grid_configurations
-from envs.workflow.params import WorkflowSpec
+from analysis.studies.reproduce import predictions as P
+from analysis.studies.reproduce.design import GridConfiguration, grid_configurations
+from envs.workflow.params import WorkflowParams
 
 ENV_ID = "envs:StatefulWorkflow-v0"
 SEEDS = np.arange(0, 64, dtype=np.int64)
@@ -92,8 +93,8 @@ def test_scan_per_decision_and_ceiling() -> None:
 # --- instance predictions -----------------------------------------------------------------
 
 DETERMINISTIC_SPECS = [
-    WorkflowSpec(family=f, n_ops=n, depth=d, width=w, candidates=b, snapshot_period=h,
-                 updates=u, locality=loc)
+    WorkflowParams(family=f, n_ops=n, depth=d, width=w, candidates=b, snapshot_period=h,
+                   updates=u, locality=loc)
     for f, (n, d), w, b, h, u, loc in [
         ("chains", (8, 4), 4, 4, 0, "additive", "balanced"),
         ("barriers", (8, 2), 8, 8, 1, "additive", "clustered"),
@@ -106,15 +107,15 @@ DETERMINISTIC_SPECS = [
 
 @pytest.mark.parametrize("spec", DETERMINISTIC_SPECS)
 @pytest.mark.parametrize("controller", ["exact", "residue-8", "precomputed-plan", "indexed"])
-def test_positive_controls_predict_one(spec: WorkflowSpec, controller: str) -> None:
+def test_positive_controls_predict_one(spec: WorkflowParams, controller: str) -> None:
     assert np.all(P.predict_instances(spec, controller, SEEDS) == 1.0)
 
 
 @pytest.mark.parametrize(("n", "b"), [(4, 2), (8, 4), (8, 8)])
 @pytest.mark.parametrize("period", [0, 1])
 def test_elimination_controllers_certain_at_worst_case_budget(n: int, b: int, period: int) -> None:
-    spec = WorkflowSpec(n_ops=n, depth=4, candidates=b, snapshot_period=period,
-                        error_allowance=n * (b - 1))
+    spec = WorkflowParams(n_ops=n, depth=4, candidates=b, snapshot_period=period,
+                          error_allowance=n * (b - 1))
     for controller in ("eliminate", "cache-2+eliminate", "scan-1+eliminate"):
         assert np.allclose(P.predict_instances(spec, controller, SEEDS), 1.0)
     assert np.all(P.predict_instances(spec.replace(error_allowance=0), "eliminate", SEEDS)
@@ -124,14 +125,14 @@ def test_elimination_controllers_certain_at_worst_case_budget(n: int, b: int, pe
 @pytest.mark.parametrize("controller", ["exact", "cache-2", "cache-4", "residue-8", "indexed"])
 @pytest.mark.parametrize("width", [4, 8])
 def test_snapshot_every_step_beats_hidden_resampling(controller: str, width: int) -> None:
-    spec = WorkflowSpec(depth=4, width=width, snapshot_period=1, hidden_resampling=True)
+    spec = WorkflowParams(depth=4, width=width, snapshot_period=1, hidden_resampling=True)
     assert np.all(P.predict_instances(spec, controller, SEEDS) == 1.0)
 
 
 @pytest.mark.parametrize("period", [0, 1, 2, 3, 4])
 @pytest.mark.parametrize("b", [2, 4, 8])
 def test_exact_attains_hidden_ceiling(period: int, b: int) -> None:
-    spec = WorkflowSpec(depth=4, candidates=b, snapshot_period=period, hidden_resampling=True)
+    spec = WorkflowParams(depth=4, candidates=b, snapshot_period=period, hidden_resampling=True)
     for controller in ("exact", "cache-2"):
         values = P.predict_instances(spec, controller, SEEDS)
         assert np.allclose(values, P.hidden_ceiling(8, b, period), rtol=1e-12)
@@ -144,7 +145,7 @@ def test_exact_attains_hidden_ceiling(period: int, b: int) -> None:
 def test_closed_forms_agree_with_kernel() -> None:
     """The kernel's generic rules reproduce the closed forms `predict` uses directly."""
     for r in (0, 2, 8):
-        spec = WorkflowSpec(depth=4, candidates=4, snapshot_period=1, error_allowance=r)
+        spec = WorkflowParams(depth=4, candidates=4, snapshot_period=1, error_allowance=r)
         task, work = P._generate(spec, SEEDS)
         out = P._run_kernel(spec, ["uniform-candidate", "eliminate"], task, work)
         assert np.allclose(out[0], P.replacement_retry_success(8, 0.25, r), rtol=1e-10)
@@ -153,14 +154,14 @@ def test_closed_forms_agree_with_kernel() -> None:
 
 @pytest.mark.parametrize(("s", "b", "n"), [(1, 4, 4), (2, 8, 4), (4, 8, 4), (1, 2, 8)])
 def test_scan_instance_mean_approaches_ensemble(s: int, b: int, n: int) -> None:
-    spec = WorkflowSpec(n_ops=n, depth=2, candidates=b, width=4, snapshot_period=0)
+    spec = WorkflowParams(n_ops=n, depth=2, candidates=b, width=4, snapshot_period=0)
     values = P.predict_instances(spec, f"scan-{s}", np.arange(20_000, 24_000))
     target = P.scan_ensemble_success(n, s, b)
     se = values.std(ddof=1) / math.sqrt(len(values))
     assert abs(values.mean() - target) < 5 * se + 1e-9
 
 
-def reference_instance(spec: WorkflowSpec, controller: str, seed: int) -> float:
+def reference_instance(spec: WorkflowParams, controller: str, seed: int) -> float:
     """Plain-Python re-derivation on the env's 2-D WorkflowTask (R = 0, no hidden)."""
     env = gym.make(ENV_ID, **spec.as_dict())
     env.reset(seed=seed)
@@ -199,7 +200,7 @@ def reference_instance(spec: WorkflowSpec, controller: str, seed: int) -> float:
 @pytest.mark.parametrize(
     "controller", ["cache-2", "scan-1", "scan-2", "cache-2+scan-4", "stale-8", "exact"]
 )
-def test_kernel_matches_reference_on_env_task(spec: WorkflowSpec, controller: str) -> None:
+def test_kernel_matches_reference_on_env_task(spec: WorkflowParams, controller: str) -> None:
     seeds = np.arange(100, 106)
     got = P.predict_instances(spec, controller, seeds)
     want = [reference_instance(spec, controller, int(s)) for s in seeds]
@@ -252,7 +253,7 @@ def play(env: gym.Env, seed: int, rng: np.random.Generator, cache: int, limit: i
 def test_monte_carlo_play_matches_instance_prediction(
     controller: str, spec_kwargs: dict, cache: int, limit: int, eliminate: bool
 ) -> None:
-    spec = WorkflowSpec(depth=4, **spec_kwargs)
+    spec = WorkflowParams(depth=4, **spec_kwargs)
     seeds = np.arange(300, 340)
     predicted = P.predict_instances(spec, controller, seeds)
     seed = int(seeds[np.argmin(np.abs(predicted - 0.5))])  # most informative instance
@@ -282,27 +283,27 @@ def test_all_grids_in_unit_interval_and_not_derived_labels() -> None:
 
 
 def test_predict_means_instance_predictions() -> None:
-    spec = WorkflowSpec(depth=4, snapshot_period=2)
-    configs = [Configuration("t", "x", spec, c) for c in ("cache-2", "scan-1", "stale-8")]
-    configs.append(Configuration("t", "x", spec.replace(candidates=8), "cache-2"))
+    spec = WorkflowParams(depth=4, snapshot_period=2)
+    configs = [GridConfiguration("t", "x", spec, c) for c in ("cache-2", "scan-1", "stale-8")]
+    configs.append(GridConfiguration("t", "x", spec.replace(candidates=8), "cache-2"))
     got = P.predict(configs, SEEDS)
     want = [P.predict_instances(c.spec, c.controller, SEEDS).mean() for c in configs]
     assert np.allclose(got, want, rtol=1e-12)
 
 
 def test_not_derived_cases_are_nan() -> None:
-    hidden_retry = WorkflowSpec(hidden_resampling=True, error_allowance=2)
+    hidden_retry = WorkflowParams(hidden_resampling=True, error_allowance=2)
     for controller in ("exact", "uniform-candidate", "eliminate", "cache-2"):
         assert np.all(np.isnan(P.predict_instances(hidden_retry, controller, SEEDS)))
-    for spec in (WorkflowSpec(error_allowance=1), WorkflowSpec(hidden_resampling=True)):
+    for spec in (WorkflowParams(error_allowance=1), WorkflowParams(hidden_resampling=True)):
         assert np.all(np.isnan(P.predict_instances(spec, "random-schedule", SEEDS)))
-    assert np.all(np.isnan(P.predict_instances(WorkflowSpec(), "next-use-2", SEEDS)))
+    assert np.all(np.isnan(P.predict_instances(WorkflowParams(), "next-use-2", SEEDS)))
     assert np.all(np.isnan(
-        P.predict_instances(WorkflowSpec(hidden_resampling=True), "precomputed-plan", SEEDS)))
+        P.predict_instances(WorkflowParams(hidden_resampling=True), "precomputed-plan", SEEDS)))
 
 
 def test_random_schedule_and_uniform_use_closed_forms() -> None:
-    spec = WorkflowSpec(family="barriers", n_ops=8, depth=2, candidates=4)
+    spec = WorkflowParams(family="barriers", n_ops=8, depth=2, candidates=4)
     assert np.all(P.predict_instances(spec, "random-schedule", SEEDS)
                   == P.random_schedule_success("barriers", 8, 2))
     assert np.allclose(P.predict_instances(spec, "uniform-candidate", SEEDS), 4.0**-8)
@@ -312,10 +313,10 @@ def test_unknown_controller_raises() -> None:
     allowed = " | ".join(repr(c) for c in P.CONTROLLERS)
     message = f"controller must be one of {allowed}; got 'cache-3'"
     with pytest.raises(ValueError) as caught:
-        P.predict_instances(WorkflowSpec(), "cache-3", SEEDS)
+        P.predict_instances(WorkflowParams(), "cache-3", SEEDS)
     assert str(caught.value) == message
     with pytest.raises(ValueError) as caught:
-        P.predict([Configuration("t", "x", WorkflowSpec(), "cache-3")], SEEDS)
+        P.predict([GridConfiguration("t", "x", WorkflowParams(), "cache-3")], SEEDS)
     assert str(caught.value) == message
     assert len(P.CONTROLLERS) == 19
 

@@ -1,4 +1,5 @@
-"""Behaviour of analysis.fits: family recovery, AIC choice, theta, bootstrap, tables.
+"""Behaviour of analysis.studies.rcwt.fits and the rcwt report's fit tables: family recovery,
+AIC choice, theta, bootstrap, tables.
 
 All data here are synthetic: generated from known curves so that the fitted parameters have a
 known truth. No number from the paper's output tables appears in this file.
@@ -16,10 +17,10 @@ from hypothesis import strategies as st
 from scipy.optimize import least_squares
 from scipy.stats import norm
 
-from analysis.fits import (
+from analysis.studies.rcwt.fits import (
     BOUNDS,
+    CURVE_FAMILIES,
     CURVES,
-    FAMILIES,
     MIN_DROP,
     PARAM_NAMES,
     R2_MIN,
@@ -27,14 +28,12 @@ from analysis.fits import (
     bootstrap_theta,
     fit_all,
     fit_family,
-    fit_table,
     identify,
-    plot_fits,
     predict_p0,
-    read_rows,
     stratified_indices,
     theta,
 )
+from analysis.studies.rcwt.report import fit_table, plot_fits, read_rows
 
 NOISE = 0.01
 P_GRID = np.linspace(0.0, 0.98, 80)
@@ -81,7 +80,7 @@ def test_the_forms_are_the_artifacts() -> None:
         "logistic": 3, "power_law": 2, "exponential": 2, "quadratic": 3, "piecewise_linear": 3}
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CURVE_FAMILIES)
 def test_each_family_recovers_its_own_parameters(family: str) -> None:
     truth, tolerance = RECOVERY[family]
     p, score = _synthetic(family, truth)
@@ -95,7 +94,7 @@ def test_each_family_recovers_its_own_parameters(family: str) -> None:
     assert fit.r2 > 0.95
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CURVE_FAMILIES)
 def test_noise_free_off_grid_truths_are_recovered_far_inside_the_grid_step(family: str) -> None:
     """On exact curves the least-squares optimum is the truth; a fit that stops at its
     search grid misses it by up to half a grid step (>= 0.0019 in p0 and p_star here)."""
@@ -108,7 +107,7 @@ def test_noise_free_off_grid_truths_are_recovered_far_inside_the_grid_step(famil
     assert fit.rmse < 1e-6
 
 
-@pytest.mark.parametrize("family", [f for f in FAMILIES if f != "quadratic"])
+@pytest.mark.parametrize("family", [f for f in CURVE_FAMILIES if f != "quadratic"])
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_noisy_fits_reach_the_optimum_an_independent_solver_finds_from_the_truth(
         family: str, seed: int) -> None:
@@ -128,7 +127,7 @@ def test_noisy_fits_reach_the_optimum_an_independent_solver_finds_from_the_truth
         assert fit.params[name] == pytest.approx(value, rel=1e-3, abs=1e-4), name
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", CURVE_FAMILIES)
 def test_aic_is_the_gaussian_likelihood_criterion(family: str) -> None:
     """AIC = 2k - 2 log L with Gaussian errors at the ML variance RSS/n, computed here from
     scipy.stats.norm on the residuals (k: the curve's own parameters)."""
@@ -145,7 +144,7 @@ def test_aic_is_the_gaussian_likelihood_criterion(family: str) -> None:
 def test_logistic_wins_aic_on_a_sharp_cliff() -> None:
     p, score = _synthetic("logistic", {"R0": 0.95, "k": 80.0, "p0": 0.84}, seed=3, noise=0.02)
     fits = fit_all(p, score, 4096)
-    assert set(fits) == set(FAMILIES)
+    assert set(fits) == set(CURVE_FAMILIES)
     best = min(fits.values(), key=lambda fit: fit.aic)
     assert best.family == "logistic"
 
@@ -283,7 +282,7 @@ def test_stratified_resampling_keeps_each_stratum_size(sizes: list[int], seed: i
 ])
 def test_degenerate_data_does_not_raise(p: list[float], score: list[float]) -> None:
     fits = fit_all(p, score, 4096)
-    assert set(fits) == set(FAMILIES)
+    assert set(fits) == set(CURVE_FAMILIES)
     for fit in fits.values():
         assert isinstance(fit, FitResult)
         if fit.n < 3:
@@ -337,7 +336,7 @@ def test_fit_table_csv_round_trip(tmp_path) -> None:
         assert entry["p0"] == pytest.approx(true["p0"], abs=GRID_STEP / 4)
         assert entry["R0"] == pytest.approx(true["R0"], abs=0.02)
         assert entry["theta"] == pytest.approx(theta(entry["p0"], 4096))
-        assert set(entry["families"]) == set(FAMILIES)
+        assert set(entry["families"]) == set(CURVE_FAMILIES)
         for fam in entry["families"].values():
             assert set(fam) >= {"params", "r2", "rmse", "aic"}
         assert entry["families"]["logistic"]["r2"] == entry["r2"]

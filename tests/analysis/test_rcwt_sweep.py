@@ -17,9 +17,9 @@ import pytest
 
 from analysis.cli.main import main
 from analysis.cli.rcwt import add_parser
-from analysis.fits import fit_family, fit_table, read_rows, theta
 from analysis.studies.rcwt.design import assemble_trial, build_trials, layout_cliff
-from analysis.studies.rcwt.report import write_csv, write_outputs
+from analysis.studies.rcwt.fits import fit_family, theta
+from analysis.studies.rcwt.report import fit_table, read_rows, write_csv, write_outputs
 from analysis.studies.rcwt.run import FlatReader, LLMAnswer, run_sweep
 from controllers.runlog import ResumeNeeded
 from envs._core.tokens import count

@@ -12,15 +12,15 @@ import pytest
 
 from analysis.stats import bootstrap_weights, paired_bootstrap, wilson_interval
 from analysis.studies.reproduce.design import GRID_NAMES, grid_configurations
+from analysis.studies.reproduce.figures import plot_profiles
 from analysis.studies.reproduce.report import (
     APPENDIX_TABLES,
     SUMMARY_KEYS,
     controller_name,
-    plot_profiles,
     summary_rows,
-    tables_markdown,
     write_results_csv,
 )
+from analysis.studies.reproduce.tables import tables_markdown
 
 N_SEEDS = 16
 INT_FIELDS = ("completed", "calls", "errors", "checks", "lookups", "prep_entries",
@@ -305,7 +305,7 @@ def test_plot_profiles_for_one_grid(tmp_path: Path) -> None:
 
 def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
                                                             weights: np.ndarray) -> None:
-    from analysis.studies.reproduce.report import FOLLOW_ON_CONTRASTS
+    from analysis.studies.reproduce.tables import FOLLOW_ON_CONTRASTS
 
     text = tables_markdown(ALL, all_episodes, None, weights)
     section = text[text.index("### F.1. Follow-on paired contrasts"):]

@@ -19,22 +19,22 @@ from analysis.stats import (
     paired_bootstrap,
     wilson_interval,
 )
-from analysis.studies.reproduce.design import Configuration, grid_configurations
-from envs.workflow.params import WorkflowSpec
+from analysis.studies.reproduce.design import GridConfiguration, grid_configurations
+from envs.workflow.params import WorkflowParams
 
 PRIMARY = grid_configurations("primary")
 
 
-def _level(config: Configuration, factor: str) -> int:
+def _level(config: GridConfiguration, factor: str) -> int:
     spec = config.spec
     return spec.snapshot_period if factor == "observation" else getattr(spec, factor)
 
 
-def _levels(configs: list[Configuration], factor: str) -> list[int]:
+def _levels(configs: list[GridConfiguration], factor: str) -> list[int]:
     return sorted({_level(c, factor) for c in configs if c.grid == "primary"})
 
 
-def _endpoints(configs: list[Configuration], factor: str) -> tuple[int, int]:
+def _endpoints(configs: list[GridConfiguration], factor: str) -> tuple[int, int]:
     """(high, low) level of a factor; observation: history (0) is high, snapshot (1) low."""
     if factor == "observation":
         return 0, 1
@@ -172,7 +172,7 @@ def test_effect_rows_cover_every_factor_set_and_sum_to_zero() -> None:
         }
 
 
-def _pattern_success(configs: list[Configuration], value, n_seeds: int = 4) -> np.ndarray:
+def _pattern_success(configs: list[GridConfiguration], value, n_seeds: int = 4) -> np.ndarray:
     rates = np.array([value(c) for c in configs])
     return np.repeat(rates[:, None], n_seeds, axis=1)
 
@@ -186,7 +186,7 @@ def test_additive_pattern_has_no_interactions(seed: int) -> None:
     }
     offset = {(c.spec.family, c.controller): rng.uniform(0.4, 0.6) for c in PRIMARY}
 
-    def value(c: Configuration) -> float:
+    def value(c: GridConfiguration) -> float:
         total = offset[(c.spec.family, c.controller)]
         return total + sum(level_effect[(f, _level(c, f))] for f in EFFECT_FACTORS)
 
@@ -211,7 +211,7 @@ def test_multiplicative_pattern_has_analytic_effects(seed: int) -> None:
     u = {(f, level): rng.uniform(0.2, 1.0) for f in EFFECT_FACTORS
          for level in _levels(PRIMARY, f)}
 
-    def value(c: Configuration) -> float:
+    def value(c: GridConfiguration) -> float:
         return float(np.prod([u[(f, _level(c, f))] for f in EFFECT_FACTORS]))
 
     success = _pattern_success(PRIMARY, value)
@@ -230,7 +230,7 @@ def test_multiplicative_pattern_has_analytic_effects(seed: int) -> None:
 def test_width_by_observation_interaction_is_the_difference_of_differences() -> None:
     """I = [S(w8, history) - S(w1, history)] - [S(w8, snapshot) - S(w1, snapshot)] on a
     pattern that fails only at wide width without refreshes."""
-    def value(c: Configuration) -> float:
+    def value(c: GridConfiguration) -> float:
         return 0.0 if (c.spec.width == 8 and c.spec.snapshot_period == 0) else 1.0
 
     success = _pattern_success(PRIMARY, value)
@@ -245,12 +245,12 @@ def test_width_by_observation_interaction_is_the_difference_of_differences() -> 
 
 def test_effects_on_a_small_factorial_and_other_grids_are_ignored() -> None:
     configs = [
-        Configuration("primary", f"d{d}_b{b}_w{w}_p{p}",
-                      WorkflowSpec(family="chains", n_ops=4, depth=d, width=w, candidates=b,
-                                   snapshot_period=p), "exact")
+        GridConfiguration("primary", f"d{d}_b{b}_w{w}_p{p}",
+                      WorkflowParams(family="chains", n_ops=4, depth=d, width=w, candidates=b,
+                                     snapshot_period=p), "exact")
         for d, b, w, p in itertools.product((1, 2, 4), (2, 4), (1, 4), (1, 0))
     ]
-    extra = Configuration("work", "x", WorkflowSpec(), "exact")
+    extra = GridConfiguration("work", "x", WorkflowParams(), "exact")
     all_configs = [extra, *configs]
     rng = np.random.default_rng(5)
     success = (rng.random((len(all_configs), 32)) < 0.5).astype(float)

@@ -11,10 +11,10 @@ import envs  # noqa: F401  (registers the ids)
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import episode_columns, run_controller
 from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 
-def failures_per_episode(spec: WorkflowSpec, controller: str, seeds: np.ndarray
+def failures_per_episode(spec: WorkflowParams, controller: str, seeds: np.ndarray
                          ) -> list[list[str]]:
     """The failure category of every failed call, episode by episode, read from the infos of
     gym.make's env stepped by the per-step adapter."""
@@ -37,7 +37,7 @@ def test_the_batched_runner_records_the_first_failure_not_the_last() -> None:
     # random-schedule fails on dependencies (it ignores prerequisites) and, with hidden
     # resampling between snapshots, on candidates, so with an allowance of 6 one episode
     # often fails in both categories, in either order.
-    spec = WorkflowSpec(snapshot_period=2, hidden_resampling=True, error_allowance=6)
+    spec = WorkflowParams(snapshot_period=2, hidden_resampling=True, error_allowance=6)
     seeds = np.arange(200)
     failures = failures_per_episode(spec, "random-schedule", seeds)
     first = [f[0] if f else None for f in failures]
@@ -51,7 +51,7 @@ def test_the_batched_runner_records_the_first_failure_not_the_last() -> None:
 
 
 def test_episode_columns_survive_chunk_boundaries(monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = WorkflowSpec(error_allowance=2, snapshot_period=0)
+    spec = WorkflowParams(error_allowance=2, snapshot_period=0)
     seeds = np.arange(1000, 1037)
     whole, whole_counters = episode_columns(spec, "cache-2", seeds)
     chunks: list[tuple[int, int]] = []

@@ -15,7 +15,7 @@ from analysis.cli import main
 from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller, parse_window
 from controllers.registry import make_reference_policy
 from controllers.rollout import rollout
-from envs.dacs.scenario import FAMILIES
+from envs.dacs.scenario import SCENARIOS
 
 
 def _play(env: gym.Env, policy: Any, seed: int) -> list[dict[str, Any]]:
@@ -43,7 +43,7 @@ def _play(env: gym.Env, policy: Any, seed: int) -> list[dict[str, Any]]:
     return steps
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", SCENARIOS)
 @pytest.mark.parametrize("mode", ["dacs", "flat"])
 def test_readers_are_perfect_when_everything_fits(family: str, mode: str) -> None:
     env = gym.make("DACSSteering-v0", n_agents=10, family=family, decisions=4,
@@ -53,7 +53,7 @@ def test_readers_are_perfect_when_everything_fits(family: str, mode: str) -> Non
                for r in records)
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", SCENARIOS)
 def test_dacs_reader_is_perfect_at_n10_whenever_the_focused_block_fits(family: str) -> None:
     """Seed 002's rule: F(a_i) is never cut, so the requester's facts are always in a dacs
     window that fits F(a_i) plus the request: perfect at W = 768 for every decision (N = 10,

@@ -25,16 +25,16 @@ from controllers.policy import EpisodeRecord
 from controllers.rollout import batched_spec, rollout, rollout_parallel
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.mechanisms import CONTROLLER_NAMES
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 SPECS = [
-    WorkflowSpec(),
-    WorkflowSpec(snapshot_period=0, width=8, candidates=8, error_allowance=3),
-    WorkflowSpec(snapshot_period=2, hidden_resampling=True, error_allowance=4),
-    WorkflowSpec(family="barriers", depth=2, snapshot_period=0, labels="reversed",
-                 error_allowance=2, candidates=3),
-    WorkflowSpec(n_ops=16, depth=4, snapshot_period=1, locality="clustered", width=8,
-                 updates="static", error_allowance=1),
+    WorkflowParams(),
+    WorkflowParams(snapshot_period=0, width=8, candidates=8, error_allowance=3),
+    WorkflowParams(snapshot_period=2, hidden_resampling=True, error_allowance=4),
+    WorkflowParams(family="barriers", depth=2, snapshot_period=0, labels="reversed",
+                   error_allowance=2, candidates=3),
+    WorkflowParams(n_ops=16, depth=4, snapshot_period=1, locality="clustered", width=8,
+                   updates="static", error_allowance=1),
 ]
 EPISODES = 40
 
@@ -46,7 +46,7 @@ def play_lines(path: Path) -> list[str]:
             if json.loads(line).get("type") != "session"]
 
 
-def make_env(spec: WorkflowSpec, **make_kwargs: Any) -> gym.Env:
+def make_env(spec: WorkflowParams, **make_kwargs: Any) -> gym.Env:
     return gym.make("StatefulWorkflow-v0", **spec.as_dict(), **make_kwargs)
 
 
@@ -160,7 +160,7 @@ def _per_step_only(env: gym.Env, policy: Any, monkeypatch: pytest.MonkeyPatch) -
 
 def test_wrapped_envs_and_other_policies_play_step_by_step(
         monkeypatch: pytest.MonkeyPatch) -> None:
-    spec = WorkflowSpec(error_allowance=3, snapshot_period=0)
+    spec = WorkflowParams(error_allowance=3, snapshot_period=0)
     bare = rollout(make_env(spec), ReferencePolicy("exact", spec), 15, seed=2)
     timed = make_env(spec, max_episode_steps=3)
     limited = _per_step_only(timed, ReferencePolicy.for_env("exact", timed), monkeypatch)
@@ -177,7 +177,7 @@ def test_wrapped_envs_and_other_policies_play_step_by_step(
 
 
 def test_the_bare_env_and_gym_make_default_wrappers_take_the_batched_path() -> None:
-    spec = WorkflowSpec()
+    spec = WorkflowParams()
     core = make_env(spec).unwrapped
     assert batched_spec(core, ReferencePolicy("exact", spec)) == spec
     checked = gym.make("StatefulWorkflow-v0", disable_env_checker=True)

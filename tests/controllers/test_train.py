@@ -111,6 +111,27 @@ def test_one_hot_encoding_equals_the_identity_matrix_rows() -> None:
             np.testing.assert_array_equal(encoded_batch[key][i], reference)
 
 
+def test_the_layout_cache_is_bounded_and_keyed_by_the_space_object() -> None:
+    """Spaces made without end (an env per trial) keep at most LAYOUT_CACHE_SIZE layouts, a
+    space in use gets its own layout back, and a new space never gets another's."""
+    import numpy as np
+
+    from controllers.sb3 import observation
+
+    observation._cached_layout.cache_clear()
+    first = gym.make("StatefulWorkflow-v0", candidates=5).observation_space
+    layout = observation._layout(first)
+    assert observation._layout(first) is layout
+    for candidates in [2, 3, 4] * observation.LAYOUT_CACHE_SIZE:
+        space = gym.make("StatefulWorkflow-v0", candidates=candidates).observation_space
+        assert observation._layout(space).total == observation._build_layout(space).total
+    info = observation._cached_layout.cache_info()
+    assert info.currsize == observation.LAYOUT_CACHE_SIZE
+    again = observation._layout(first)
+    assert again is not layout and again.total == layout.total
+    np.testing.assert_array_equal(again.offsets, layout.offsets)
+
+
 # -- hyperparameter validation and resumable runs ------------------------------------------
 TINY = {"n_steps": 64, "batch_size": 64, "n_epochs": 2}  # 2 envs: one rollout = 128 steps
 

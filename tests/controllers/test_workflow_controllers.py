@@ -19,16 +19,16 @@ from controllers.rollout import rollout
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import run_controller
 from controllers.workflow.mechanisms import CONTROLLER_NAMES, controller_params
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 SPECS = [
-    WorkflowSpec(),
-    WorkflowSpec(snapshot_period=0, width=8, candidates=8),
-    WorkflowSpec(family="barriers", depth=2, snapshot_period=2, width=2, candidates=3),
-    WorkflowSpec(snapshot_period=0, error_allowance=8, candidates=8),
-    WorkflowSpec(snapshot_period=2, hidden_resampling=True),
-    WorkflowSpec(n_ops=16, depth=4, snapshot_period=4, locality="clustered", width=8),
-    WorkflowSpec(n_ops=4, depth=2, labels="reversed", updates="static", snapshot_period=0),
+    WorkflowParams(),
+    WorkflowParams(snapshot_period=0, width=8, candidates=8),
+    WorkflowParams(family="barriers", depth=2, snapshot_period=2, width=2, candidates=3),
+    WorkflowParams(snapshot_period=0, error_allowance=8, candidates=8),
+    WorkflowParams(snapshot_period=2, hidden_resampling=True),
+    WorkflowParams(n_ops=16, depth=4, snapshot_period=4, locality="clustered", width=8),
+    WorkflowParams(n_ops=4, depth=2, labels="reversed", updates="static", snapshot_period=0),
 ]
 SEEDS = np.arange(5, 29)
 
@@ -53,7 +53,7 @@ class _Recorder:
         return self.policy.episode_counters()
 
 
-def _spec_kwargs(spec: WorkflowSpec) -> dict[str, Any]:
+def _spec_kwargs(spec: WorkflowParams) -> dict[str, Any]:
     return spec.as_dict()
 
 
@@ -78,7 +78,7 @@ def test_batched_runner_and_policy_adapter_play_identical_trajectories(name: str
        family=st.sampled_from(["chains", "barriers"]))
 @settings(max_examples=25, deadline=None)
 def test_sham_check_plays_exactly_as_scan_1(b: int, period: int, width: int, family: str) -> None:
-    spec = WorkflowSpec(family=family, candidates=b, width=width, snapshot_period=period)
+    spec = WorkflowParams(family=family, candidates=b, width=width, snapshot_period=period)
     sham = run_controller(spec, "sham-check-4", SEEDS, trace_length=8)
     scan = run_controller(spec, "scan-1", SEEDS, trace_length=8)
     np.testing.assert_array_equal(sham["trace"], scan["trace"])
@@ -87,7 +87,7 @@ def test_sham_check_plays_exactly_as_scan_1(b: int, period: int, width: int, fam
 
 
 specs = st.builds(
-    lambda family, depth_exp, width, b, period, locality, updates, labels, r: WorkflowSpec(
+    lambda family, depth_exp, width, b, period, locality, updates, labels, r: WorkflowParams(
         family=family, n_ops=8, depth=2**depth_exp, width=width, candidates=b,
         snapshot_period=period, locality=locality, updates=updates, labels=labels,
         error_allowance=r),
@@ -101,7 +101,7 @@ specs = st.builds(
 
 @given(spec=specs)
 @settings(max_examples=40, deadline=None)
-def test_unrestricted_controllers_never_fail_on_deterministic_tasks(spec: WorkflowSpec) -> None:
+def test_unrestricted_controllers_never_fail_on_deterministic_tasks(spec: WorkflowParams) -> None:
     # Residues mod b survive updates mod 8 only when b divides 8 (paper 7.2).
     residue = ("residue-8",) if 8 % spec.candidates == 0 else ()
     for name in ("exact", "precomputed-plan", "indexed", *residue):
@@ -116,8 +116,8 @@ def test_unrestricted_controllers_never_fail_on_deterministic_tasks(spec: Workfl
 def test_elimination_always_succeeds_at_the_worst_case_allowance(
         b: int, n_depth: tuple[int, int], period: int) -> None:
     n, depth = n_depth
-    spec = WorkflowSpec(n_ops=n, depth=depth, candidates=b, snapshot_period=period,
-                        error_allowance=n * (b - 1))
+    spec = WorkflowParams(n_ops=n, depth=depth, candidates=b, snapshot_period=period,
+                          error_allowance=n * (b - 1))
     result = run_controller(spec, "eliminate", SEEDS)
     assert result["success"].all()
     assert (result["errors"] <= n * (b - 1)).all()
@@ -139,7 +139,7 @@ class Decision:
     failure: str | None
 
 
-def _decisions(name: str, spec: WorkflowSpec, seed: int) -> list[Decision]:
+def _decisions(name: str, spec: WorkflowParams, seed: int) -> list[Decision]:
     env = gym.make("StatefulWorkflow-v0", **_spec_kwargs(spec))
     core = env.unwrapped
     policy = ReferencePolicy.for_env(name, env)
@@ -172,7 +172,7 @@ def _schedule(prereq: np.ndarray) -> list[int]:
 
 
 deterministic_specs = st.builds(
-    lambda family, n_depth, width, b, period, updates, r: WorkflowSpec(
+    lambda family, n_depth, width, b, period, updates, r: WorkflowParams(
         family=family, n_ops=n_depth[0], depth=n_depth[1], width=width, candidates=b,
         snapshot_period=period, updates=updates, error_allowance=r),
     st.sampled_from(["chains", "barriers"]),
@@ -188,7 +188,7 @@ SCANS = {"scan-1": 1, "scan-2": 2, "scan-4": 4, "exact": 8, "scan-1+eliminate": 
        name=st.sampled_from(sorted(SCANS)))
 @settings(max_examples=150, deadline=None)
 def test_a_scan_checks_slots_in_order_and_guesses_only_among_unexamined_slots(
-        spec: WorkflowSpec, seed: int, name: str) -> None:
+        spec: WorkflowParams, seed: int, name: str) -> None:
     """Every decision of a full-retention scan (its values are exact on these tasks): if
     the right slot c is among the first s = min(limit, b), it takes c after c + 1 checks
     (slots 0, 1, .. in order); otherwise it pays s checks and guesses a slot >= s, never an
@@ -218,14 +218,14 @@ def test_a_scan_checks_slots_in_order_and_guesses_only_among_unexamined_slots(
 def test_a_scan_1_guess_reaches_every_unexamined_slot() -> None:
     """Positive control for the property above: over many guesses every unexamined slot is
     chosen (a guess confined to fewer slots would pass the per-decision checks)."""
-    spec = WorkflowSpec(n_ops=16, depth=1, candidates=4, snapshot_period=1, error_allowance=40)
+    spec = WorkflowParams(n_ops=16, depth=1, candidates=4, snapshot_period=1, error_allowance=40)
     chosen: set[int] = set()
     for seed in range(20):
         chosen |= {d.slot for d in _decisions("scan-1", spec, seed) if d.right >= 1}
     assert chosen == {1, 2, 3}
 
 
-def _next_use_cache(spec: WorkflowSpec, decisions: list[Decision], query: np.ndarray,
+def _next_use_cache(spec: WorkflowParams, decisions: list[Decision], query: np.ndarray,
                     schedule: list[int]) -> list[bool]:
     """Whether next-use-2 holds the queried value at each decision, from the rule in
     docs/CONTROLLERS.md and the public schedule alone: a snapshot at position t refills the
@@ -257,7 +257,7 @@ def _next_use_cache(spec: WorkflowSpec, decisions: list[Decision], query: np.nda
        seed=st.integers(0, 2**63 - 1))
 @settings(max_examples=200, deadline=None)
 def test_next_use_2_knows_a_value_exactly_when_the_earliest_next_use_cache_holds_it(
-        spec: WorkflowSpec, seed: int) -> None:
+        spec: WorkflowParams, seed: int) -> None:
     """Per decision: when the cache computed from the public schedule holds the queried
     register (or the registers are shown) next-use-2 takes the right slot after the checks
     of an in-order scan; otherwise it guesses (no checks). b divides 8 here, so cached
@@ -285,8 +285,8 @@ def test_next_use_2_keeps_the_registers_used_soonest(seed: int) -> None:
     by no further use of 0 or 2, and 1 (used at 7) stays. Guesses: at 3 and 6 only, the
     fewest any 2-entry cache can manage here (Belady); evicting the soonest-used register
     instead guesses at 3, 4, 5, 6 and 7."""
-    spec = WorkflowSpec(n_ops=8, depth=8, width=3, candidates=8, snapshot_period=0,
-                        error_allowance=64)
+    spec = WorkflowParams(n_ops=8, depth=8, width=3, candidates=8, snapshot_period=0,
+                          error_allowance=64)
     env = gym.make("StatefulWorkflow-v0", **_spec_kwargs(spec))
     env.reset(seed=seed)
     task = env.unwrapped.task
@@ -303,33 +303,33 @@ def test_next_use_2_keeps_the_registers_used_soonest(seed: int) -> None:
 
 
 def test_residue_tracking_breaks_when_b_does_not_divide_8() -> None:
-    spec = WorkflowSpec(candidates=3, width=1, snapshot_period=0)
+    spec = WorkflowParams(candidates=3, width=1, snapshot_period=0)
     assert not run_controller(spec, "residue-8", np.arange(200))["success"].all()
     assert run_controller(spec, "exact", np.arange(200))["success"].all()
 
 
 def test_counters_follow_the_paper_definitions() -> None:
-    spec = WorkflowSpec(width=4, candidates=8)
+    spec = WorkflowParams(width=4, candidates=8)
     plan = run_controller(spec, "precomputed-plan", SEEDS)
     assert (plan["prep_entries"] == 8 * 8).all() and (plan["lookups"] == 8).all()
     assert (plan["plan_slots"] == 8).all() and (plan["checks"] == 0).all()
     indexed = run_controller(spec, "indexed", SEEDS)
     assert (indexed["prep_entries"] == 64).all() and (indexed["checks"] == 0).all()
-    fixed = run_controller(WorkflowSpec(candidates=4), "fixed-check-4", SEEDS)
+    fixed = run_controller(WorkflowParams(candidates=4), "fixed-check-4", SEEDS)
     assert (fixed["checks"] == 4 * fixed["calls"]).all()
     exact = run_controller(spec, "exact", SEEDS)
     assert (exact["cache_entries"] == 4).all() and (exact["value_bits"] == 12).all()
     residue = run_controller(spec, "residue-8", SEEDS)
     assert (residue["value_bits"] == 4 * 3).all()  # log2(8) bits per residue
-    cache = run_controller(WorkflowSpec(width=8), "cache-2", SEEDS)
+    cache = run_controller(WorkflowParams(width=8), "cache-2", SEEDS)
     assert (cache["cache_entries"] == 2).all()
-    nxt = run_controller(WorkflowSpec(n_ops=16, depth=4, snapshot_period=0, width=8), "next-use-2",
-                         SEEDS)
+    nxt = run_controller(WorkflowParams(n_ops=16, depth=4, snapshot_period=0, width=8),
+                         "next-use-2", SEEDS)
     assert (nxt["cache_entries"] == 2).all()  # filled by the first snapshot, never above 2
 
 
 def test_hidden_resampling_blinds_every_controller_between_snapshots() -> None:
-    spec = WorkflowSpec(snapshot_period=0, hidden_resampling=True, candidates=8)
+    spec = WorkflowParams(snapshot_period=0, hidden_resampling=True, candidates=8)
     exact = run_controller(spec, "exact", np.arange(2000))
     # The first decision is visible; the second is a guess among 8 slots.
     assert (exact["completed"] >= 1).all()
@@ -338,7 +338,7 @@ def test_hidden_resampling_blinds_every_controller_between_snapshots() -> None:
 
 
 def test_reference_policy_is_a_policy_and_rejects_unknown_names() -> None:
-    assert isinstance(ReferencePolicy("exact", WorkflowSpec()), Policy)
+    assert isinstance(ReferencePolicy("exact", WorkflowParams()), Policy)
     with pytest.raises(ValueError) as error:
         controller_params("oracle")
     assert str(error.value) == (
@@ -376,7 +376,7 @@ def test_parallel_rollout_equals_sequential(tmp_path: Any) -> None:
     def make_env() -> gym.Env:
         return gym.make("StatefulWorkflow-v0", snapshot_period=0, candidates=8)
 
-    sequential = rollout(make_env(), ReferencePolicy("scan-4", WorkflowSpec(
+    sequential = rollout(make_env(), ReferencePolicy("scan-4", WorkflowParams(
         snapshot_period=0, candidates=8)), episodes=30, seed=3)
     parallel = rollout_parallel(make_env, lambda env: ReferencePolicy.for_env("scan-4", env),
                                 episodes=30, seed=3, workers=3, log=tmp_path / "p.jsonl")

@@ -13,7 +13,7 @@ import pytest
 import envs  # noqa: F401
 from envs.dacs.params import DacsParams
 from envs.workflow.env import StatefulWorkflowEnv
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 BAD_PARAMETERS = [
     ({"family": "tree"}, "family must be one of 'chains' | 'barriers'; got 'tree'"),
@@ -58,7 +58,7 @@ def test_bad_parameter_names_parameter_and_allowed_values(kwargs: dict, message:
 
 def test_unknown_parameter_lists_the_known_ones() -> None:
     with pytest.raises(ValueError, match=r"^unknown StatefulWorkflow parameter\(s\) \['colour'\]"):
-        WorkflowSpec.from_kwargs(colour="red")
+        WorkflowParams.from_kwargs(colour="red")
     known = sorted(DacsParams().as_dict())
     message = f"unknown DACSSteering parameter(s) ['colour']; allowed: {known}"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
@@ -80,7 +80,7 @@ NUMPY_KNOBS = {"n_ops": np.int64(8), "depth": np.int32(4), "width": np.uint8(3),
 def test_numpy_workflow_knobs_are_accepted_and_normalised() -> None:
     plain = {key: value.item() for key, value in NUMPY_KNOBS.items()}
     env = gym.make("StatefulWorkflow-v0", **NUMPY_KNOBS)
-    assert env.unwrapped.params == WorkflowSpec(**plain)
+    assert env.unwrapped.params == WorkflowParams(**plain)
     for key, value in plain.items():
         assert type(getattr(env.unwrapped.params, key)) is type(value), key
     assert env.action_space == gym.spaces.MultiDiscrete([8, 4])

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import envs  # noqa: F401  (registers DACSSteering-v0)
 from envs._core import tokens
 from envs.dacs.env import DACSSteeringEnv
-from envs.dacs.scenario import FAMILIES, KEYS, VALUES, generate
+from envs.dacs.scenario import KEYS, SCENARIOS, VALUES, generate
 from envs.dacs.window import CONTEXT_MODES, ORDERS, registry_block
 
 ENV_ID = "DACSSteering-v0"
@@ -44,7 +44,7 @@ def oracle(env: DACSSteeringEnv) -> int:
 
 CHECK_KWARGS = [
     {},
-    *({"family": f} for f in FAMILIES),
+    *({"family": f} for f in SCENARIOS),
     *({"context_mode": m} for m in CONTEXT_MODES),
     {"order": "requester_first", "context_mode": "flat", "n_agents": 10},
     {"agent_chosen_focus": True, "focus_cost": 0.1},
@@ -110,7 +110,7 @@ def test_reset_seed_selects_scenario() -> None:
 
 
 def test_oracle_is_perfect_and_metrics_are_complete() -> None:
-    for family in FAMILIES:
+    for family in SCENARIOS:
         env = make(family=family, n_agents=4, decisions=4)
         steps = play(env, 2, oracle)
         assert all(step[1] == 1.0 for step in steps[1:])
@@ -149,7 +149,7 @@ def test_render_ansi_is_the_window() -> None:
 @given(
     seed=st.integers(0, 2**32),
     n=st.integers(3, 10),
-    family=st.sampled_from(FAMILIES),
+    family=st.sampled_from(SCENARIOS),
     d=st.integers(1, 15),
 )
 def test_registry_entries_never_exceed_200_tokens(seed: int, n: int, family: str, d: int) -> None:
@@ -185,7 +185,7 @@ def test_registry_entries_stay_small_along_cascade_episodes(seed: int, n: int, d
 @given(
     seed=st.integers(0, 2**32),
     n=st.integers(3, 10),
-    family=st.sampled_from(FAMILIES),
+    family=st.sampled_from(SCENARIOS),
     mode=st.sampled_from(CONTEXT_MODES),
     order=st.sampled_from(ORDERS),
     w=st.one_of(st.sampled_from([128, 300, 301, 1000, 4096]), st.integers(128, 6000)),
@@ -234,7 +234,7 @@ def visible_fact_agents(window: Any) -> set[int]:
     return {agent for agent, _, _ in window.visible_facts}
 
 
-@pytest.mark.parametrize("family", FAMILIES)
+@pytest.mark.parametrize("family", SCENARIOS)
 @pytest.mark.parametrize("seed", [0, 1])
 def test_layout_with_a_huge_window(family: str, seed: int) -> None:
     for mode in CONTEXT_MODES:
@@ -383,7 +383,7 @@ def focused_block_text(env: DACSSteeringEnv, agent: int) -> str:
 @given(
     seed=st.integers(0, 2**32),
     n=st.integers(3, 10),
-    family=st.sampled_from(FAMILIES),
+    family=st.sampled_from(SCENARIOS),
     order=st.sampled_from(ORDERS),
     w=st.integers(128, 3000),
 )

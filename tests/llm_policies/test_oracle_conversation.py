@@ -23,7 +23,7 @@ import envs  # noqa: F401  (registers the ids)
 from controllers.dacs.readers import dacs_controller, parse_window
 from controllers.rollout import rollout
 from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from llm_policies.client.transport import ToolCall
 from llm_policies.families import text_family
 from llm_policies.harness import CONVERSATION_HARNESSES
@@ -92,7 +92,7 @@ def _observation_block(text: str) -> list[str]:
     return lines[lines.index("Observation:"):lines.index("History:")]
 
 
-def _contract_opening(spec: WorkflowSpec, observation: Any) -> str:
+def _contract_opening(spec: WorkflowParams, observation: Any) -> str:
     """The contract's opening, from the json prompt's own lines: the task header and lines,
     the initial registers, then the observation block."""
     lines = workflow.decision_prompt(spec, observation, []).split("\n")
@@ -101,7 +101,7 @@ def _contract_opening(spec: WorkflowSpec, observation: Any) -> str:
     return "\n".join([*head, workflow.INITIAL_HEADER, block[1], *block])
 
 
-def _contract_result(spec: WorkflowSpec, history: list[dict[str, Any]], observation: Any,
+def _contract_result(spec: WorkflowParams, history: list[dict[str, Any]], observation: Any,
                      initial: list[int]) -> str:
     """The contract's result of the last call: the json prompt's history line of that call,
     then its observation block."""

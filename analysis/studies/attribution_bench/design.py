@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from analysis.diagnose.battery import DEFAULT_BATTERY
 from analysis.diagnose.faults import CAUSES
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 # Indices into DEFAULT_BATTERY (its docstring's table).
 CONFIGURATION_INDICES = (0, 6, 2, 4, 3, 7)
@@ -26,11 +26,11 @@ BASE = "exact"
 
 
 @dataclass(frozen=True)
-class Design:
+class BenchDesign:
     """Configurations, episodes per configuration, first task seed, base controller and
     causes."""
 
-    configurations: tuple[WorkflowSpec, ...] = tuple(DEFAULT_BATTERY[i]
+    configurations: tuple[WorkflowParams, ...] = tuple(DEFAULT_BATTERY[i]
                                                     for i in CONFIGURATION_INDICES)
     episodes: int = EPISODES
     seed: int = 0

@@ -20,13 +20,13 @@ from analysis.diagnose.attribution import ENV_ID, Trace
 from analysis.diagnose.faults import FaultInjector, Label, label_of
 from analysis.diagnose.run import env_kwargs, label, logged_traces, text_decoder
 from analysis.llm_runs import make_text_env
-from analysis.studies.attribution_bench.design import Design
+from analysis.studies.attribution_bench.design import BenchDesign
 from controllers.logreader import read_log
 from controllers.policy import EpisodeRecord
 from controllers.rollout import rollout_parallel
 from controllers.runlog import RunLog
 from controllers.tracing import Traced
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 
 @dataclass(frozen=True)
@@ -35,17 +35,17 @@ class Case:
     unlabelled)."""
 
     run_id: str
-    spec: WorkflowSpec
+    spec: WorkflowParams
     record: EpisodeRecord
     trace: Trace
     label: Label | None
 
 
-def run_name(spec: WorkflowSpec) -> str:
+def run_name(spec: WorkflowParams) -> str:
     return f"attribution-bench {label(spec)}"
 
 
-def play(design: Design, log: Path, *, resume: bool = False, workers: int = 1,
+def play(design: BenchDesign, log: Path, *, resume: bool = False, workers: int = 1,
          on_record: Callable[[EpisodeRecord], None] | None = None) -> None:
     """Every configuration's episodes of `design`, written to `log` as they finish (resume
     continues an interrupted run without replaying what the log holds)."""
@@ -57,7 +57,7 @@ def play(design: Design, log: Path, *, resume: bool = False, workers: int = 1,
             def make_env(kwargs: dict = kwargs) -> gym.Env:
                 return make_text_env(ENV_ID, **kwargs)
 
-            def make_policy(env: gym.Env, spec: WorkflowSpec = spec) -> Traced:
+            def make_policy(env: gym.Env, spec: WorkflowParams = spec) -> Traced:
                 injector = FaultInjector(spec, base=design.base, causes=design.causes)
                 return Traced(injector, text_decoder(env))
 
@@ -76,7 +76,7 @@ def cases(log: Path) -> list[Case]:
         if logged.run.get("env") != ENV_ID:
             continue
         kwargs = dict(logged.run.get("env_kwargs", {}))
-        spec = WorkflowSpec.from_kwargs(**kwargs)
+        spec = WorkflowParams.from_kwargs(**kwargs)
         traces = logged_traces(spec, logged)
         for seed in sorted(logged.episodes):
             if seed not in traces:

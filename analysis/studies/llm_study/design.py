@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 # (name, spec field, low, high); feedback is "high" for snapshot, as the paper's contrast is
 # snapshot minus history.
@@ -34,7 +34,7 @@ class Cell:
     """One condition of a design: its factor levels (0 low, 1 high) and task spec."""
 
     levels: dict[str, int]
-    spec: WorkflowSpec
+    spec: WorkflowParams
 
 
 def design_cells(design: str) -> list[Cell]:
@@ -54,5 +54,5 @@ def design_cells(design: str) -> list[Cell]:
         for (name, field, low, high), level in zip(factors, row, strict=True):
             kwargs[field] = high if level else low
             levels[name] = level
-        cells.append(Cell(levels, WorkflowSpec(**kwargs)))
+        cells.append(Cell(levels, WorkflowParams(**kwargs)))
     return cells

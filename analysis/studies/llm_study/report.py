@@ -171,9 +171,9 @@ def harness_contrasts(results: Sequence[CellRun], resamples: int = 2000
     return out
 
 
-def summarise(results: Sequence[CellRun], resamples: int = 2000,
-              calls: Sequence[dict[str, Any]] = (),
-              response_format: str | None = None) -> dict[str, Any]:
+def summarise_study(results: Sequence[CellRun], resamples: int = 2000,
+                    calls: Sequence[dict[str, Any]] = (),
+                    response_format: str | None = None) -> dict[str, Any]:
     """The `diagym llm-study --json` object: "harnesses" maps each harness to its figures
     (`harness_summary`; `calls` are the run log's `answered_calls`), "harness_contrasts"
     compares them; a study of one harness also has that harness's figures at the top level,
@@ -284,7 +284,7 @@ def _harness_lines(design: str, h: dict[str, Any], summary: dict[str, Any]) -> l
     return lines
 
 
-def format_summary(design: str, summary: dict[str, Any]) -> str:
+def format_study_summary(design: str, summary: dict[str, Any]) -> str:
     """Markdown: the harness table, the harness contrasts, then per harness the lines and
     the table in the shape of Table 9 (local) or Table 8 (fractional)."""
     lines = [*harness_table(summary), ""]

@@ -23,7 +23,7 @@ from analysis.studies.llm_study.design import Cell, design_cells
 from controllers.episodes import Episodes
 from controllers.rollout import rollout_parallel
 from controllers.runlog import RunLog
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 from llm_policies.harness import HARNESSES
 
 ENV_ID = "StatefulWorkflow-v0"
@@ -39,7 +39,7 @@ class CellRun:
     episodes: Episodes
 
 
-def text_env(spec: WorkflowSpec) -> Any:
+def text_env(spec: WorkflowParams) -> Any:
     """The cell's task behind the text-action wrapper (what a chat model plays)."""
     from analysis.llm_runs import make_text_env
 
@@ -69,7 +69,7 @@ def run_design(design: str, first_seed: int, n_seeds: int,
                make_policy: Callable[[str], Callable[[Any], Any]], *,
                harnesses: Sequence[str] = (BASELINE,), log: Path | None = None,
                resume: bool = False, workers: int = 1, progress: bool = False,
-               make_env: Callable[[WorkflowSpec], Any] = text_env, run_name: str | None = None,
+               make_env: Callable[[WorkflowParams], Any] = text_env, run_name: str | None = None,
                retry_failed: bool = False, executor: Any = None) -> list[CellRun]:
     """Every cell in every harness on seeds first_seed .. first_seed + n_seeds - 1, in one
     shared run log; make_policy(harness) is the runner's make_policy(env) for that harness.

@@ -13,12 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.workflow.params import WorkflowSpec
-
-PRIMARY_SEEDS = np.arange(0, 256, dtype=np.int64)
-FOLLOW_ON_SEEDS = np.arange(10_000, 10_256, dtype=np.int64)
-
-FAMILIES = ("chains", "barriers")
+from analysis.studies.seeds import FOLLOW_ON_SEEDS, PRIMARY_SEEDS
+from envs.workflow.params import GRAPH_SHAPES, WorkflowParams
 
 PRIMARY_CONTROLLERS = (
     "exact", "cache-2", "cache-4", "scan-1", "scan-4", "cache-2+scan-4", "random-schedule",
@@ -41,44 +37,44 @@ GRID_CHOICES = (*GRID_NAMES, "all")  # what `diagym reproduce --grid` accepts
 
 
 @dataclass(frozen=True)
-class Configuration:
+class GridConfiguration:
     """One row of a grid: where it belongs, the appendix-style condition label, the task
     spec and the controller."""
 
     grid: str
     condition: str
-    spec: WorkflowSpec
+    spec: WorkflowParams
     controller: str
 
 
 def _both_endpoints(
     grid: str, controllers: tuple[str, ...], conditions: list[tuple[str, dict]],
     candidates: tuple[int, ...] = (4, 8), widths: tuple[int, ...] = (4, 8),
-) -> list[Configuration]:
+) -> list[GridConfiguration]:
     """Every condition x family x b x w x controller, with Table 2's default b and w."""
     rows = []
     for (condition, kwargs), family, b, w, controller in itertools.product(
-        conditions, FAMILIES, candidates, widths, controllers
+        conditions, GRAPH_SHAPES, candidates, widths, controllers
     ):
-        spec = WorkflowSpec(family=family, candidates=b, width=w, **kwargs)
-        rows.append(Configuration(grid, condition, spec, controller))
+        spec = WorkflowParams(family=family, candidates=b, width=w, **kwargs)
+        rows.append(GridConfiguration(grid, condition, spec, controller))
     return rows
 
 
-def primary() -> list[Configuration]:
+def primary() -> list[GridConfiguration]:
     """2 families x 4 depths x b in {2, 4, 8} x w in {1, 2, 4, 8} x snapshot/history x 8."""
     rows = []
     for family, depth, b, w, period, controller in itertools.product(
-        FAMILIES, (1, 2, 4, 8), (2, 4, 8), (1, 2, 4, 8), (1, 0), PRIMARY_CONTROLLERS
+        GRAPH_SHAPES, (1, 2, 4, 8), (2, 4, 8), (1, 2, 4, 8), (1, 0), PRIMARY_CONTROLLERS
     ):
-        spec = WorkflowSpec(family=family, n_ops=8, depth=depth, width=w, candidates=b,
-                            snapshot_period=period)
+        spec = WorkflowParams(family=family, n_ops=8, depth=depth, width=w, candidates=b,
+                              snapshot_period=period)
         condition = f"d{depth}_b{b}_w{w}_p{period}"
-        rows.append(Configuration("primary", condition, spec, controller))
+        rows.append(GridConfiguration("primary", condition, spec, controller))
     return rows
 
 
-def work() -> list[Configuration]:
+def work() -> list[GridConfiguration]:
     conditions = [
         (f"n{n}_p{p}", {"n_ops": n, "depth": d, "snapshot_period": p})
         for n in (4, 8, 16) for d in (2, 4) for p in (0, 1)
@@ -86,12 +82,12 @@ def work() -> list[Configuration]:
     return _both_endpoints("work", WORK_CONTROLLERS, conditions, widths=(4,))
 
 
-def memory() -> list[Configuration]:
+def memory() -> list[GridConfiguration]:
     conditions = [(f"p{p}", {"n_ops": 16, "depth": 4, "snapshot_period": p}) for p in (0, 4)]
     return _both_endpoints("memory", MEMORY_CONTROLLERS, conditions)
 
 
-def observation() -> list[Configuration]:
+def observation() -> list[GridConfiguration]:
     conditions = [
         (f"p{p}_shock{int(h)}", {"depth": 4, "snapshot_period": p, "hidden_resampling": h})
         for p in (0, 1, 2, 4) for h in (False, True)
@@ -99,7 +95,7 @@ def observation() -> list[Configuration]:
     return _both_endpoints("observation", OBSERVATION_CONTROLLERS, conditions)
 
 
-def recovery() -> list[Configuration]:
+def recovery() -> list[GridConfiguration]:
     conditions = [
         (f"r{r}_p{p}", {"depth": 4, "error_allowance": r, "snapshot_period": p})
         for r in (0, 2, 8, 56) for p in (0, 1)
@@ -107,7 +103,7 @@ def recovery() -> list[Configuration]:
     return _both_endpoints("recovery", RECOVERY_CONTROLLERS, conditions)
 
 
-def locality() -> list[Configuration]:
+def locality() -> list[GridConfiguration]:
     conditions = [
         (f"{where}_{how}", {"n_ops": 16, "depth": 4, "snapshot_period": 0,
                             "locality": where, "updates": how})
@@ -116,7 +112,7 @@ def locality() -> list[Configuration]:
     return _both_endpoints("locality", LOCALITY_CONTROLLERS, conditions)
 
 
-def selection() -> list[Configuration]:
+def selection() -> list[GridConfiguration]:
     conditions = [(f"b{b}", {"depth": 4, "snapshot_period": 1}) for b in (2, 4, 8)]
     rows = []
     for (condition, kwargs), b in zip(conditions, (2, 4, 8), strict=True):
@@ -125,7 +121,7 @@ def selection() -> list[Configuration]:
     return rows
 
 
-def labels() -> list[Configuration]:
+def labels() -> list[GridConfiguration]:
     conditions = [
         (f"reverse{int(rev)}_p{p}",
          {"depth": 4, "labels": "reversed" if rev else "random", "snapshot_period": p})
@@ -162,7 +158,7 @@ def knob_text(knob: str, value: object) -> str:
     return f"{symbol} = {value}"
 
 
-def condition_label(config: Configuration) -> str:
+def condition_label(config: GridConfiguration) -> str:
     """The condition of a configuration in words: "r0_p0" -> "R = 0, history"."""
     return ", ".join(knob_text(knob, getattr(config.spec, knob))
                      for knob in CONDITION_KNOBS[config.grid])
@@ -174,7 +170,7 @@ _BUILDERS = {
 }
 
 
-def grid_configurations(name: str) -> list[Configuration]:
+def grid_configurations(name: str) -> list[GridConfiguration]:
     """The configurations of one grid, or of every grid for name="all"."""
     if name == "all":
         return [row for grid in GRID_NAMES for row in _BUILDERS[grid]()]

@@ -1,10 +1,11 @@
 """Seed 003's whole study in one call: run the grids, predict, summarise, tabulate, plot.
 
 This is the pipeline behind `diagym reproduce` and `make demo`: the batched runner
-(controllers/workflow/batched.py) plays every configuration, analysis/predictions.py derives
-what each should score, analysis/stats.py and this study's report.py turn the episodes into
-results.csv, tables.md and the profile plots. Each stage is its own module; this one only
-wires them and times them, so the benchmark and the command line report the same stages.
+(controllers/workflow/batched.py) plays every configuration, this study's predictions.py
+derives what each should score, analysis/stats.py and this study's report.py, tables.py and
+figures.py turn the episodes into results.csv, tables.md and the profile plots. Each stage is
+its own module; this one only wires them and times them, so the benchmark and the command
+line report the same stages.
 """
 
 from __future__ import annotations
@@ -17,25 +18,22 @@ from typing import Any
 import numpy as np
 
 from analysis.audit import audit_table
-from analysis.predictions import predict
 from analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
 from analysis.studies.reproduce.design import (
     GRID_CHOICES,
     GRID_NAMES,
-    Configuration,
+    GridConfiguration,
     grid_configurations,
     grid_seeds,
 )
-from analysis.studies.reproduce.report import (
-    plot_profiles,
-    summary_rows,
-    tables_markdown,
-    write_results_csv,
-)
+from analysis.studies.reproduce.figures import plot_profiles
+from analysis.studies.reproduce.predictions import predict
+from analysis.studies.reproduce.report import summary_rows, write_results_csv
+from analysis.studies.reproduce.tables import tables_markdown
 from controllers.executors import Executor, LocalExecutor
 from controllers.provenance import write_provenance
 from controllers.workflow.batched import ControllerAbort, run_many
-from envs.workflow.params import WorkflowSpec
+from envs.workflow.params import WorkflowParams
 
 
 @dataclass
@@ -72,7 +70,7 @@ def _table1_markdown() -> str:
 POSITIVE_CONTROLS = ("exact", "residue-8", "precomputed-plan", "indexed")
 
 
-def check_positive_controls(configs: list[Configuration], success: np.ndarray) -> None:
+def check_positive_controls(configs: list[GridConfiguration], success: np.ndarray) -> None:
     """Abort like the paper's runner when a designated positive control fails: the
     unrestricted controllers on deterministic tasks, and elimination with R >= N(b-1)."""
     for config, wins in zip(configs, success, strict=True):
@@ -90,7 +88,7 @@ def check_positive_controls(configs: list[Configuration], success: np.ndarray) -
             )
 
 
-Shard = tuple[tuple[tuple[WorkflowSpec, str], ...], np.ndarray]
+Shard = tuple[tuple[tuple[WorkflowParams, str], ...], np.ndarray]
 
 
 def play_shard(shard: Shard) -> dict[str, np.ndarray]:
@@ -100,7 +98,7 @@ def play_shard(shard: Shard) -> dict[str, np.ndarray]:
     return run_many(pairs, seeds)
 
 
-def shards(grid: list[Configuration], seeds: np.ndarray, workers: int) -> list[Shard]:
+def shards(grid: list[GridConfiguration], seeds: np.ndarray, workers: int) -> list[Shard]:
     """The grid's configurations in order, about four shards per worker."""
     size = max(1, -(-len(grid) // (4 * workers)))
     pairs = [(config.spec, config.controller) for config in grid]
@@ -109,13 +107,13 @@ def shards(grid: list[Configuration], seeds: np.ndarray, workers: int) -> list[S
 
 def run_grids(names: tuple[str, ...], progress: bool = False,
               executor: Executor | None = None
-              ) -> tuple[list[Configuration], dict[str, np.ndarray], np.ndarray]:
+              ) -> tuple[list[GridConfiguration], dict[str, np.ndarray], np.ndarray]:
     """Configurations, stacked episode arrays (configs, 256 seeds) and predictions; with
     `progress`, one step per configuration (analysis.progress: a bar, or log lines).
     `executor` (controllers.executors) plays the shards of configurations (default: one at a
     time here); the arrays come back in configuration order either way."""
     executor = LocalExecutor() if executor is None else executor
-    configs: list[Configuration] = []
+    configs: list[GridConfiguration] = []
     parts: list[dict[str, np.ndarray]] = []
     predicted: list[np.ndarray] = []
     grids = {name: grid_configurations(name) for name in names}

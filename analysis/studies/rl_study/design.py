@@ -15,7 +15,7 @@ width in FULL_WIDTHS and candidate count in FULL_CANDIDATES.
 
 from __future__ import annotations
 
-from analysis.studies.reproduce.design import FOLLOW_ON_SEEDS
+from analysis.studies.seeds import FOLLOW_ON_SEEDS
 
 ENV_ID = "StatefulWorkflow-v0"
 PRESET = {"n_ops": 4, "depth": 2, "candidates": 2}

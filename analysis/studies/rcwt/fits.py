@@ -57,19 +57,17 @@ share is always the realised one here.
 
 from __future__ import annotations
 
-import csv
 import math
 import warnings
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any, NamedTuple
 
 import numpy as np
 from scipy.optimize import OptimizeWarning, curve_fit
 from scipy.special import expit
 
-FAMILIES = ("logistic", "power_law", "exponential", "quadratic", "piecewise_linear")
+CURVE_FAMILIES = ("logistic", "power_law", "exponential", "quadratic", "piecewise_linear")
 PARAM_NAMES: dict[str, tuple[str, ...]] = {
     "logistic": ("R0", "k", "p0"),
     "power_law": ("R0", "alpha"),
@@ -393,7 +391,7 @@ def fit_family(family: str, p: Any, score: Any, cells: Any | None = None) -> Fit
     cells: a label per row naming its design cell (e.g. the target q), for the cell-mean R^2
     the identification rule reads; by default each distinct p is a cell."""
     if family not in _FITTERS:
-        raise ValueError(f"family must be one of {', '.join(FAMILIES)}; got {family!r}")
+        raise ValueError(f"family must be one of {', '.join(CURVE_FAMILIES)}; got {family!r}")
     p, score, labels = _clean(p, score, cells)
     if p.size < MIN_POINTS:
         return _nan_result(family, int(p.size))
@@ -415,7 +413,7 @@ def fit_all(p: Any, score: Any, window: int | None = None,
     same arguments here as to `bootstrap_theta`, and is validated when given."""
     if window is not None and window <= 0:
         raise ValueError(f"window must be positive, got {window}")
-    return {family: fit_family(family, p, score, cells) for family in FAMILIES}
+    return {family: fit_family(family, p, score, cells) for family in CURVE_FAMILIES}
 
 
 def best_family(fits: Mapping[str, FitResult]) -> str | None:
@@ -510,155 +508,3 @@ def bootstrap_theta(p: Any, score: Any, order: Any | None, window: float,
     lo, hi = (float(v) for v in np.percentile(draws, [tail, 100.0 - tail]))
     return ThetaBootstrap(p0_hat, (lo, hi), float(theta(p0_hat, window)),
                           (float(theta(hi, window)), float(theta(lo, window))))
-
-
-# --------------------------------------------------------------------------- tables
-
-
-def read_rows(path: str | Path) -> list[dict[str, Any]]:
-    """Rows of a CSV with header model,p,score[,order][,q]; p, score and q as floats (q, the
-    target ratio of a sweep's row, names its cell for the cell-mean R^2)."""
-    with open(path, newline="") as handle:
-        reader = csv.DictReader(handle)
-        missing = {"model", "p", "score"} - set(reader.fieldnames or ())
-        if missing:
-            raise ValueError(f"{path}: missing column(s) {sorted(missing)}")
-        rows = []
-        for line, raw in enumerate(reader, start=2):
-            try:
-                row: dict[str, Any] = {"model": raw["model"], "p": float(raw["p"]),
-                                       "score": float(raw["score"])}
-            except (TypeError, ValueError) as error:
-                raise ValueError(f"{path}:{line}: bad p/score value") from error
-            if raw.get("order"):
-                row["order"] = raw["order"]
-            if raw.get("q"):
-                try:
-                    row["q"] = float(raw["q"])
-                except ValueError as error:
-                    raise ValueError(f"{path}:{line}: bad q value") from error
-            rows.append(row)
-    return rows
-
-
-def _json_float(value: float) -> float | None:
-    return float(value) if math.isfinite(value) else None
-
-
-def _group(rows: Iterable[Mapping[str, Any]]
-           ) -> dict[str, tuple[list[float], list[float], list[float] | None]]:
-    """Per model: p, score, and the rows' q as cell labels (None unless every row has q)."""
-    groups: dict[str, tuple[list[float], list[float], list[Any]]] = {}
-    for row in rows:
-        ps, ss, qs = groups.setdefault(str(row["model"]), ([], [], []))
-        ps.append(float(row["p"]))
-        ss.append(float(row["score"]))
-        qs.append(row.get("q"))
-    return {model: (ps, ss, qs if all(q is not None for q in qs) else None)
-            for model, (ps, ss, qs) in groups.items()}
-
-
-def _family_entry(fit: FitResult, best_aic: float) -> dict[str, Any]:
-    delta = fit.aic - best_aic if math.isfinite(fit.aic) and math.isfinite(best_aic) else math.nan
-    return {
-        "identified": fit.identified,
-        "not_identified": list(fit.reasons),
-        "params": ({k: _json_float(v) for k, v in fit.params.items()} if fit.identified
-                   else None),
-        "k": fit.k,
-        "r2": _json_float(fit.r2),
-        "r2_cells": _json_float(fit.r2_cells),
-        "rmse": _json_float(fit.rmse),
-        "aic": _json_float(fit.aic),
-        "delta_aic": _json_float(delta),
-    }
-
-
-def fit_table(rows: Iterable[Mapping[str, Any]], window: float) -> dict[str, dict[str, Any]]:
-    """Per model (in order of first appearance): the logistic's p0, k, R0 and theta when it is
-    identified (else None, with the reasons under "not_identified"), its R^2 (rows and cell
-    means; a `q` in every row of a model names the cells), every family's R^2 / RMSE / AIC /
-    delta AIC and params (None when not identified), and the family with the lowest AIC.
-    Non-finite numbers become None so the result is strict JSON. An `order`
-    column, if present, does not affect the point fits."""
-    table: dict[str, dict[str, Any]] = {}
-    for model, (ps, ss, qs) in _group(rows).items():
-        fits = fit_all(ps, ss, int(window), qs)
-        lg = fits["logistic"]
-        best = best_family(fits)
-        best_aic = fits[best].aic if best is not None else math.nan
-
-        def shown(name: str, fit: FitResult = lg) -> float | None:
-            return _json_float(fit.params[name]) if fit.identified else None
-
-        table[model] = {
-            "identified": lg.identified,
-            "not_identified": list(lg.reasons),
-            "p0": shown("p0"),
-            "k": shown("k"),
-            "R0": shown("R0"),
-            "theta": _json_float(theta(lg.params["p0"], window)) if lg.identified else None,
-            "r2": _json_float(lg.r2),
-            "r2_cells": _json_float(lg.r2_cells),
-            "n": lg.n,
-            "best_family": best,
-            "best_family_identified": fits[best].identified if best is not None else False,
-            "families": {name: _family_entry(fit, best_aic) for name, fit in fits.items()},
-        }
-    return table
-
-
-# --------------------------------------------------------------------------- plot
-
-
-def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | Path) -> Path:
-    """One panel per model: scores against p, every family's fitted curve (dotted when not
-    identified), and a vertical line at the logistic p0 annotated with theta when it is
-    identified. Uses the Agg canvas directly (no pyplot state), so it is safe in headless
-    and threaded runs."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    groups = _group(rows)
-    n_models = max(len(groups), 1)
-    from analysis.plotting import CITATIONS, add_caption, save
-
-    fig = Figure(figsize=(4.2 * n_models, 3.6), constrained_layout=True)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, n_models, squeeze=False)[0]
-    styles = {"logistic": "-", "power_law": "--", "exponential": "-.", "quadratic": ":",
-              "piecewise_linear": (0, (5, 1, 1, 1))}
-    for ax, (model, (ps, ss, qs)) in zip(axes, groups.items(), strict=False):
-        p_arr, s_arr = np.asarray(ps), np.asarray(ss)
-        ax.scatter(p_arr, s_arr, color="black", s=18, zorder=3, label="data")
-        fits = fit_all(p_arr, s_arr, int(window), qs)
-        finite = p_arr[np.isfinite(p_arr)]
-        lo = float(finite.min()) if finite.size else 0.0
-        hi = float(finite.max()) if finite.size else 1.0
-        grid = np.linspace(lo, hi if hi > lo else lo + 1.0, 400)
-        for name, fit in fits.items():
-            if math.isfinite(fit.params[PARAM_NAMES[name][0]]):
-                r2 = f"{fit.r2:.3f}" if math.isfinite(fit.r2) else "nan"
-                note = "" if fit.identified else ", not identified"
-                ax.plot(grid, fit.predict(grid), linestyle=styles[name], linewidth=1.2,
-                        alpha=1.0 if fit.identified else 0.4,
-                        label=f"{name} (R²={r2}{note})")
-        lg = fits["logistic"]
-        if lg.identified:
-            p0 = lg.params["p0"]
-            ax.axvline(p0, color="grey", linewidth=0.8)
-            ax.annotate(f"p0 = {p0:.3f}\nθ = {theta(p0, window):.0f} tokens",
-                        xy=(p0, 0.5), xytext=(-6, 0), textcoords="offset points",
-                        ha="right", fontsize=8)
-        ax.set_title(model, fontsize=10)
-        ax.set_xlabel(f"realised coordination share p = c/W (W = {window:g})")
-        ax.set_ylabel("effective score R")
-        # below its own panel: a legend beside the last panel would not say which panel's
-        # R² it lists
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.2), frameon=False)
-    cells = sum(len(ps) for ps, _, _ in groups.values())
-    add_caption(fig, f"Effective score against the realised coordination share, {cells} sweep "
-                     f"cells over {len(groups)} model(s) at W = {window:g} tokens, each family "
-                     "fitted by least squares (analysis/fits.py); faint curves are not "
-                     f"identified. {CITATIONS['000']}", width=60 * n_models)
-    return save(fig, out_png)

@@ -57,13 +57,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from analysis.studies.reproduce.design import Configuration, grid_seeds
+from analysis.studies.reproduce.design import GridConfiguration, grid_seeds
 from envs._core.bits import smallest_ready
 from envs._core.numba_setup import jit
 from envs.workflow.generator import reset_batch
 from envs.workflow.kernel import allocate_rows
 from envs.workflow.layout import task_offsets, work_offsets
-from envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, WorkflowSpec
+from envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, WorkflowParams
 
 CONTROLLERS = (
     "exact", "cache-2", "cache-4", "scan-1", "scan-2", "scan-4", "cache-2+scan-4",
@@ -129,7 +129,7 @@ def random_schedule_success(family: str, n: int, depth: int) -> float:
     """P(a uniformly random operation order is valid) (B.1): chains (d!)^-k, barriers
     (k!)^d / N!, k = N / d. The random scheduler retains every value, so this is its R = 0
     success without hidden resampling."""
-    spec = WorkflowSpec(family=family, n_ops=n, depth=depth)  # validates, naming parameters
+    spec = WorkflowParams(family=family, n_ops=n, depth=depth)  # validates, naming parameters
     k, d = spec.layer_size, spec.depth
     if spec.family == "chains":
         value = Fraction(1, math.factorial(d) ** k)
@@ -182,7 +182,7 @@ def elimination_retry_success(per_op_counts: Sequence[int], r: int) -> float:
     return float(min(1.0, dist[: r + 1].sum()))
 
 
-def not_derived_reason(spec: WorkflowSpec, controller: str) -> str | None:
+def not_derived_reason(spec: WorkflowParams, controller: str) -> str | None:
     """Why (spec, controller) has no exact prediction, or None when it has one."""
     check_controller(controller)
     if controller == "next-use-2":
@@ -196,7 +196,7 @@ def not_derived_reason(spec: WorkflowSpec, controller: str) -> str | None:
     return None
 
 
-def _closed_form(spec: WorkflowSpec, controller: str) -> float | None:
+def _closed_form(spec: WorkflowParams, controller: str) -> float | None:
     """The instance-independent prediction, when the controller has one."""
     n, b, r = spec.n_ops, spec.candidates, spec.error_allowance
     if controller == "random-schedule":
@@ -328,12 +328,12 @@ def _instances_kernel(params: np.ndarray, task: np.ndarray, work: np.ndarray,
             out[c, i] = min(prob, 1.0)
 
 
-def _task_key(spec: WorkflowSpec) -> WorkflowSpec:
+def _task_key(spec: WorkflowParams) -> WorkflowParams:
     """The spec fields the generator reads: tasks do not depend on h, hidden or R."""
     return spec.replace(snapshot_period=1, hidden_resampling=False, error_allowance=0)
 
 
-def _generate(spec: WorkflowSpec, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _generate(spec: WorkflowParams, seeds: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(task, work) rows of every seed, straight after reset."""
     params = spec.to_params()
     task, state, work, obs = allocate_rows(params, len(seeds))
@@ -341,7 +341,7 @@ def _generate(spec: WorkflowSpec, seeds: np.ndarray) -> tuple[np.ndarray, np.nda
     return task, work
 
 
-def _run_kernel(spec: WorkflowSpec, controllers: Sequence[str], task: np.ndarray,
+def _run_kernel(spec: WorkflowParams, controllers: Sequence[str], task: np.ndarray,
                 work: np.ndarray) -> np.ndarray:
     """(len(controllers), rows) instance predictions from the kernel (no closed forms)."""
     params = spec.to_params()
@@ -361,7 +361,7 @@ def _as_seeds(seeds: Sequence[int] | np.ndarray) -> np.ndarray:
     return arr
 
 
-def _predict_group(spec: WorkflowSpec, controllers: Sequence[str], rows: int,
+def _predict_group(spec: WorkflowParams, controllers: Sequence[str], rows: int,
                    tasks: Callable[[], tuple[np.ndarray, np.ndarray]]) -> np.ndarray:
     """(len(controllers), rows): NaN, closed form or kernel, per controller; `tasks()` is
     called only when some controller needs the generated tasks."""
@@ -381,7 +381,7 @@ def _predict_group(spec: WorkflowSpec, controllers: Sequence[str], rows: int,
     return out
 
 
-def predict_instances(spec: WorkflowSpec, controller: str,
+def predict_instances(spec: WorkflowParams, controller: str,
                       seeds: Sequence[int] | np.ndarray) -> np.ndarray:
     """Instance-conditional success probability of `controller` on the task of each seed
     (shape (len(seeds),)), NaN where not derived (`not_derived_reason`)."""
@@ -396,7 +396,7 @@ def predict_instances(spec: WorkflowSpec, controller: str,
                           lambda: _generate(_task_key(spec), seeds))[0]
 
 
-def predict(configs: Sequence[Configuration],
+def predict(configs: Sequence[GridConfiguration],
             seeds: Sequence[int] | np.ndarray | None = None) -> np.ndarray:
     """Mean instance prediction over `seeds` for each configuration (NaN if not derived).
 
@@ -406,7 +406,7 @@ def predict(configs: Sequence[Configuration],
         check_controller(config.controller)
     blocks: dict[str, np.ndarray] = {}
     fixed = None if seeds is None else _as_seeds(seeds)
-    groups: dict[tuple[WorkflowSpec, str], dict[WorkflowSpec, list[int]]] = {}
+    groups: dict[tuple[WorkflowParams, str], dict[WorkflowParams, list[int]]] = {}
     for index, config in enumerate(configs):
         block = "given" if fixed is not None else config.grid
         if block not in blocks:
@@ -419,7 +419,7 @@ def predict(configs: Sequence[Configuration],
         seed_block = blocks[block]
         cache: list[tuple[np.ndarray, np.ndarray]] = []
 
-        def tasks(task_spec: WorkflowSpec = task_spec, seed_block: np.ndarray = seed_block,
+        def tasks(task_spec: WorkflowParams = task_spec, seed_block: np.ndarray = seed_block,
                   cache: list = cache) -> tuple[np.ndarray, np.ndarray]:
             if not cache:
                 cache.append(_generate(task_spec, seed_block))

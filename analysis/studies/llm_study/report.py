@@ -37,7 +37,15 @@ TOKEN_FIELDS = ("provider_prompt_tokens", "provider_completion_tokens", "cl100k_
 def contrasts(results: list[tuple[Cell, Episodes]], resamples: int = 2000
               ) -> list[dict[str, Any]]:
     """Per factor of the design: high-minus-low success (paired over task seeds, bootstrap
-    interval) and completed operations."""
+    interval) and completed operations. None for a design not played through (cells with
+    unequal task seeds, or a factor whose levels hold unequal numbers of cells: a study read
+    part-way from its log), whose marginal differences would mix in the missing cells."""
+    if len({len(rs) for _, rs in results}) != 1:
+        return []
+    for name, *_ in FACTORS:
+        if name in results[0][0].levels and 2 * sum(
+                cell.levels[name] for cell, _ in results) != len(results):
+            return []
     success = np.array([rs.columns["success"] for _, rs in results], dtype=float)  # cells x seeds
     completed = np.array([rs.columns["completed"] for _, rs in results], dtype=float)
     n_seeds = success.shape[1]
@@ -264,7 +272,9 @@ def _harness_lines(design: str, h: dict[str, Any], summary: dict[str, Any]) -> l
                               or "none"),
         "",
     ]
-    if design == "local":
+    if not h["contrasts"]:
+        lines.append("contrasts: not estimated (the design is not played through)")
+    elif design == "local":
         lines += ["| Contrast | Low success | High success | Difference (95% interval) |",
                   "| --- | --- | --- | --- |"]
         for c in h["contrasts"]:

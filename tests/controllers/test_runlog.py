@@ -293,15 +293,20 @@ def test_replayed_calls_are_voided_and_never_counted_twice(tmp_path: Path) -> No
             return rollout(env, make_policy(env), 4, seed=0, log=path, resume=resume)
 
         expected = play(whole, None, False)
+        sent = len(server.requests)
         with pytest.raises(Killed):
             play(log, int(expected[0].calls) + 2, False)  # two decisions into episode 1
         records = play(log, None, True)
+        # the two answered decisions are replayed from the log, not sent again
+        assert len(server.requests) - sent == sent
 
     def outcome(record: EpisodeRecord) -> tuple[Any, ...]:
-        counters = {k: v for k, v in record.counters.items() if k != "latency_s"}
+        counters = {k: v for k, v in record.counters.items()
+                    if k not in ("latency_s", "cache_hits")}
         return record.episode, record.success, record.completed, record.first_failure, counters
 
     assert [outcome(r) for r in records] == [outcome(r) for r in expected]
+    assert [r.counters["cache_hits"] for r in records] == [0, 2, 0, 0]
     calls = [x for x in lines(log) if x["type"] == "call"]
     decided = Counter((x["episode_key"], x["decision"]) for x in calls)
     assert sorted(decided.values())[-1] == 2  # the log still holds the replayed decisions

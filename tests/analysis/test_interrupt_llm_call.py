@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.analysis.test_harness_cli import ENV, oracle_server
+from tests.conftest import scaled
 from tests.llm_fake_server import FakeServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -62,11 +63,11 @@ def test_ctrl_c_during_a_call_stops_at_once_and_resume_keeps_the_decisions(
         process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         try:
-            assert oracle.held.wait(120), process.communicate(timeout=30)
+            assert oracle.held.wait(scaled(120)), process.communicate(timeout=scaled(30))
             time.sleep(0.5)  # the call is in flight
             signalled = time.monotonic()
             process.send_signal(signal.SIGINT)
-            _out, err = process.communicate(timeout=30)
+            _out, err = process.communicate(timeout=scaled(30))
             stopped = time.monotonic() - signalled
         finally:
             if process.poll() is None:
@@ -83,7 +84,7 @@ def test_ctrl_c_during_a_call_stops_at_once_and_resume_keeps_the_decisions(
         oracle.hold.clear()
         asked = oracle.decisions
         resumed = subprocess.run([*argv, "--resume"], cwd=ROOT, capture_output=True,
-                                 text=True, timeout=300)
+                                 text=True, timeout=scaled(300))
     assert resumed.returncode == 0, resumed.stderr
     again = _calls(log)[HELD:]
     assert [call["decision"] for call in again[:HELD + 1]] == list(range(HELD + 1))

@@ -212,20 +212,42 @@ def percent_axis(axis: Any, label: str = "success (%)") -> None:
     axis.grid(axis="y", linewidth=0.4, alpha=0.5)
 
 
-def place_caption(figure: Any) -> None:
+def place_caption(figure: Any, axes_boxes: Sequence[Any] | None = None) -> None:
     """Move the caption just under the lowest axes decoration (tick labels, x label), so a
-    caption never covers rotated labels."""
+    caption never covers rotated labels. `axes_boxes`: the axes' tight boxes in pixels when
+    the caller measured them already (each measure lays every tick label out)."""
     captions = [t for t in figure.texts if t.get_gid() == CAPTION_GID]
     if not captions:
         return
-    renderer = figure.canvas.get_renderer()
-    lowest = min(axis.get_tightbbox(renderer).y0 for axis in figure.axes)
+    if axes_boxes is None:
+        renderer = figure.canvas.get_renderer()
+        axes_boxes = [axis.get_tightbbox(renderer) for axis in figure.axes]
+    lowest = min(box.y0 for box in axes_boxes)
     y = figure.transFigure.inverted().transform((0.0, lowest))[1]
     for text in captions:
         text.set_y(y - 0.03)
 
 
 PAD_INCHES = 0.1  # white space kept around what the figure holds
+
+
+def _tight_box(figure: Any) -> Any:
+    """The caption placed and the figure's tight box in inches, with each axes measured once:
+    Figure.get_tightbbox's union (its non-axes artists and its visible axes), where calling
+    it after place_caption would lay every axes out a second time."""
+    from matplotlib.transforms import Bbox, TransformedBbox
+
+    renderer = figure.canvas.get_renderer()
+    axes_boxes = [axis.get_tightbbox(renderer) for axis in figure.axes if axis.get_visible()]
+    place_caption(figure, axes_boxes)
+    others = [artist.get_tightbbox(renderer) for artist in figure.get_children()
+              if artist not in figure.axes and artist.get_visible() and artist.get_in_layout()]
+    boxes = [box for box in (*others, *axes_boxes)
+             if box is not None and np.isfinite(box.width) and np.isfinite(box.height)
+             and (box.width != 0 or box.height != 0)]
+    if not boxes:
+        return figure.bbox_inches
+    return TransformedBbox(Bbox.union(boxes), figure.dpi_scale_trans.inverted())
 
 
 def save(figure: Any, path: str | Path) -> Path:
@@ -236,8 +258,7 @@ def save(figure: Any, path: str | Path) -> Path:
     measure it (every text's layout again), the larger part of a study's plotting time."""
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    place_caption(figure)
-    bbox = figure.get_tightbbox(figure.canvas.get_renderer()).padded(PAD_INCHES)
+    bbox = _tight_box(figure).padded(PAD_INCHES)
     figure.savefig(path, bbox_inches=bbox,
                    pil_kwargs={"compress_level": 1})  # fast PNG encoding
     return path

@@ -34,8 +34,11 @@ before a resume plays it again it appends a "replay" line for its key, which voi
 earlier line of that episode (its calls, and under retry_failed its episode line). Rewriting
 the log to drop them would risk a finished run's lines to a crash mid-rewrite; the void calls
 also stay readable as what was sent and paid for. `call_totals` is the one sum over call
-lines, counting each decision once and the void ones apart. Reading a finished log for a
-report or a study is controllers/logreader.py's.
+lines, counting each decision once and the void ones apart. The answered calls of an
+episode that has no episode line are kept when the log is read, and `begin_episode` hands
+them to `take_replies`, so a policy can answer the decisions the interrupted attempt had
+completed from the log instead of asking its model again (llm_policies.policy.LLMPolicy).
+Reading a finished log for a report or a study is controllers/logreader.py's.
 """
 
 from __future__ import annotations
@@ -264,6 +267,8 @@ class RunLog:
         self._described: set[str] = set()
         self._episodes: dict[str, EpisodeRecord] = {}
         self._live: set[str] = set()                        # keys with lines not voided
+        self._attempt: dict[str, list[dict[str, Any]]] = {}  # answered calls, no episode yet
+        self._replies: dict[str, list[dict[str, Any]]] = {}  # begin_episode -> take_replies
         self._results: dict[str, dict[str, dict[str, Any]]] = {}
         self.run_id = ""
         self.run: Any = None
@@ -327,7 +332,9 @@ class RunLog:
         if kind == "replay" and isinstance(key, str):
             self._episodes.pop(key, None)
             self._live.discard(key)
+            self._attempt.pop(key, None)
         elif kind == "episode":
+            self._attempt.pop(key, None)
             record = _episode_record(entry)
             if record is None:
                 self.skipped["foreign"] += 1
@@ -336,6 +343,8 @@ class RunLog:
             self._live.add(key)
         elif isinstance(key, str):
             self._live.add(key)
+            if kind == "call" and entry.get("status") == "ok":
+                self._attempt.setdefault(key, []).append(entry)
         if isinstance(run_id, str) and "key" in entry:
             self._results.setdefault(run_id, {}).setdefault(str(entry["key"]), entry)
 
@@ -386,9 +395,18 @@ class RunLog:
 
     def begin_episode(self, key: str) -> None:
         """Called before an episode is played: voids what an earlier attempt at `key` left in
-        the log (its calls, its episode line) with one "replay" line, so nothing counts twice."""
+        the log (its calls, its episode line) with one "replay" line, so nothing counts twice.
+        The answered calls of an attempt that did not finish are kept for `take_replies`."""
         if key in self._live:
+            attempt = self._attempt.pop(key, None)
+            if attempt:
+                self._replies[key] = attempt
             self.write({"type": "replay", "episode_key": key})
+
+    def take_replies(self, key: str) -> list[dict[str, Any]]:
+        """The answered call lines, in order, of the interrupted attempt at `key` that
+        `begin_episode` voided (empty when there was none); each is handed out once."""
+        return self._replies.pop(key, [])
 
     def write(self, entry: dict[str, Any]) -> None:
         with self._lock:

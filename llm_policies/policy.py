@@ -11,18 +11,22 @@ hands the answer to the env's TextActionWrapper, which judges it by the same rul
 Every call is written to the run log as it happens, with the decoding it used, so a killed
 sweep keeps what it paid for; a provider that keeps failing ends the episode as
 `provider_error` instead of losing it. An invalid reply ends the episode, as in seed 003,
-unless `invalid_retries` lets the model answer again.
+unless `invalid_retries` lets the model answer again. A resumed episode that a kill or
+Ctrl-C interrupted replays the answers its call lines hold, as long as each prompt is the one
+logged (the env, seed and harness are deterministic), so the model is asked only the
+decisions it had not answered; a prompt that differs ends the replay (`cache` "log").
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any, Protocol
 
 from controllers.callline import CallLine
 from controllers.policy import EpisodeAborted
 from controllers.runlog import RunLog
 from envs._core import tokens
-from llm_policies.client.transport import ChatResult
+from llm_policies.client.transport import ChatResult, ToolCall
 from llm_policies.families import ToolSpec, text_family
 from llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
 from llm_policies.harness.conversation import MessageWindow
@@ -43,7 +47,8 @@ def decoding(response_format: str | None) -> str | None:
 # Per episode. decisions: model calls answered (re-asks included); schema_valid: those whose
 # reply had the answer's form (in `tools`, exactly one call of an offered function with its
 # integer fields); invalid_retries: the re-asks among them; cache_hits: calls a response
-# cache answered; cost_usd: the priced cost of the calls (0 where unknown).
+# cache or the run log's interrupted attempt answered; cost_usd: the priced cost of the
+# calls (0 where unknown).
 COUNTER_KEYS = (
     "decisions", "schema_valid", "provider_prompt_tokens", "provider_completion_tokens",
     "cl100k_prompt_tokens", "cl100k_completion_tokens", "latency_s", "retries",
@@ -136,6 +141,7 @@ class LLMPolicy:
                                 else getattr(client, "response_format", None))
         self.decoding = decoding(self.response_format)
         self._log: RunLog | None = None
+        self._replies: list[dict[str, Any]] = []
         self.reset()
 
     @classmethod
@@ -186,6 +192,8 @@ class LLMPolicy:
 
     def reset(self, *, seed: int | None = None) -> None:
         self._seed = seed
+        take = getattr(self._log, "take_replies", None) if seed is not None else None
+        self._replies = list(take(self._log.key(seed))) if callable(take) else []
         self._counters: dict[str, float] = dict.fromkeys(COUNTER_KEYS, 0)
         self.harness.reset()
 
@@ -211,7 +219,13 @@ class LLMPolicy:
 
     def _complete(self, messages: list[dict[str, Any]]) -> ChatResult:
         """One call; the tools keyword only when there are tools, so a client written for
-        text replies alone serves the json and chat harnesses."""
+        text replies alone serves the json and chat harnesses. A reply the interrupted
+        attempt logged for this very prompt answers without a call (module docstring)."""
+        if self._replies:
+            replayed = _replayed(self._replies.pop(0), messages)
+            if replayed is not None:
+                return replayed
+            self._replies.clear()  # the episode went another way: ask the model from here
         if self.harness.tools is None:
             return self.client.complete(messages)
         return self.client.complete(messages, tools=self.harness.tools)
@@ -235,7 +249,7 @@ class LLMPolicy:
         counters["latency_s"] += result.latency_s
         counters["retries"] += result.retries
         counters["cost_usd"] += result.cost_usd or 0.0
-        counters["cache_hits"] += result.cache == "hit"
+        counters["cache_hits"] += result.cache in ("hit", "log")
         if self._log is None:
             return
         model_call = CallLine(
@@ -268,3 +282,25 @@ class LLMPolicy:
 
     def episode_counters(self) -> dict[str, float]:
         return dict(self._counters)
+
+
+def _replayed(line: dict[str, Any], messages: list[dict[str, Any]]) -> ChatResult | None:
+    """The answer of a logged call line when its prompt is `messages` (as the log wrote it),
+    with no retries, cost or latency (no call was made); None otherwise."""
+    if line.get("prompt") != json.loads(json.dumps(messages, default=str)):
+        return None
+    try:
+        calls = tuple(ToolCall(id=c["id"], name=c["name"], arguments=c["arguments"])
+                      for c in line.get("tool_calls") or ())
+        return ChatResult(
+            text=str(line["response"]), status="ok", error=None,
+            http_status=line.get("http_status"),
+            prompt_tokens=line.get("provider_prompt_tokens"),
+            completion_tokens=line.get("provider_completion_tokens"), latency_s=0.0,
+            retries=0, response_format=str(line.get("response_format") or "none"),
+            tool_calls=calls, served_model=line.get("served_model"),
+            cached_prompt_tokens=line.get("cached_prompt_tokens"),
+            reasoning=line.get("reasoning"), finish_reason=line.get("finish_reason"),
+            cache="log", cost_usd=0.0)
+    except (KeyError, TypeError):
+        return None

@@ -29,6 +29,8 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 from urllib.parse import quote, quote_plus
 
+from tests.conftest import scaled
+
 ANSWER = '{"operation": 0, "candidate": 0}'
 BOMB_DECODED_BYTES = 1 << 30  # 1 GiB of JSON whitespace inside a 1 MB gzip body
 OVERSIZED_BYTES = 50_000_000
@@ -325,7 +327,7 @@ class FaultServer:
         self._timer.cancel()
         if self._started:
             self._httpd.shutdown()
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=scaled(5))
         self._httpd.server_close()
 
     def __enter__(self) -> FaultServer:

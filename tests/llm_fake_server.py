@@ -29,6 +29,8 @@ from typing import Any
 
 import httpx
 
+from tests.conftest import scaled
+
 
 @dataclass(frozen=True)
 class Reply:
@@ -351,7 +353,7 @@ class FakeServer:
         self._stopping.set()
         if self._started:
             self._httpd.shutdown()
-            self._thread.join(timeout=5)
+            self._thread.join(timeout=scaled(5))
         self._httpd.server_close()
 
     def __enter__(self) -> FakeServer:

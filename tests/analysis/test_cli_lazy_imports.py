@@ -11,6 +11,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.conftest import scaled
+
 ROOT = Path(__file__).resolve().parents[2]
 HEAVY = ("numba", "gymnasium", "envs", "torch", "ray", "scipy", "controllers.registry")
 
@@ -31,7 +33,7 @@ print(json.dumps({{"status": status, "stderr": err.getvalue(),
 
 def _probe(*argv: str) -> dict:
     done = subprocess.run([sys.executable, "-c", PROBE, *argv], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=True)
+                          text=True, timeout=scaled(120), check=True)
     return json.loads(done.stdout)
 
 
@@ -60,7 +62,7 @@ def test_run_help_still_lists_the_programmed_policies() -> None:
     from controllers.registry import POLICY_NAMES
 
     shown = subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--help"], cwd=ROOT,
-                           capture_output=True, text=True, timeout=120, check=True).stdout
+                           capture_output=True, text=True, timeout=scaled(120), check=True).stdout
     flat = " ".join(shown.split()).replace("- ", "-")
     assert all(name in flat for name in POLICY_NAMES)
 

@@ -1,7 +1,7 @@
 """Ctrl-C while a model call is in flight: the command says "stopping" at once, abandons
 the call instead of waiting for the server's answer, and a resumed run keeps the decisions
-the interrupted episode had completed (with --cache-dir they are answered from the cache, so
-the model is not asked them again).
+the interrupted episode had completed: with no --cache-dir they are answered from the log's
+call lines (cache "log"), so the model is not asked them again.
 
 The server is the text oracle behind HTTP (tests/analysis/test_harness_cli.py) that holds
 its fourth decision for a minute: a run that waited for it would fail the time bound."""
@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from tests.analysis.test_harness_cli import ENV, oracle_server
+from tests.conftest import scaled
 from tests.llm_fake_server import FakeServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -25,7 +26,8 @@ HELD = 3  # decisions answered before the one the server holds
 
 
 class SlowOracle:
-    """The oracle server, holding decision HELD + 1 for a minute while `hold` is set."""
+    """The oracle server, holding decision HELD + 1 for a minute while `hold` is set, and
+    counting the decision requests it is sent."""
 
     def __init__(self) -> None:
         self.answer = oracle_server()
@@ -37,9 +39,9 @@ class SlowOracle:
     def __call__(self, request: dict[str, Any]) -> Reply:
         reply = self.answer(request)
         text = "\n".join(str(m.get("content") or "") for m in request.get("messages", []))
-        if "Task (" in text and self.hold.is_set():
+        if "Task (" in text:
             self.decisions += 1
-            if self.decisions > HELD:
+            if self.decisions > HELD and self.hold.is_set():
                 self.held.set()
                 return Reply(content=reply.content, tool_calls=reply.tool_calls, delay=60.0)
         return reply
@@ -53,19 +55,19 @@ def _calls(log: Path) -> list[dict[str, Any]]:
 def test_ctrl_c_during_a_call_stops_at_once_and_resume_keeps_the_decisions(
         tmp_path: Path) -> None:
     oracle = SlowOracle()
-    log, cache = tmp_path / "run.jsonl", tmp_path / "cache"
+    log = tmp_path / "run.jsonl"
     with FakeServer(oracle, models=["fake"]) as server:
         argv = [sys.executable, "-m", "analysis.cli", "run", "--env", ENV, "--policy", "llm",
                 "--base-url", server.base_url, "--model", "fake", "--episodes", "1",
-                "--log", str(log), "--cache-dir", str(cache)]
+                "--log", str(log)]
         process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True)
         try:
-            assert oracle.held.wait(120), process.communicate(timeout=30)
+            assert oracle.held.wait(scaled(120)), process.communicate(timeout=scaled(30))
             time.sleep(0.5)  # the call is in flight
             signalled = time.monotonic()
             process.send_signal(signal.SIGINT)
-            _out, err = process.communicate(timeout=30)
+            _out, err = process.communicate(timeout=scaled(30))
             stopped = time.monotonic() - signalled
         finally:
             if process.poll() is None:
@@ -80,11 +82,12 @@ def test_ctrl_c_during_a_call_stops_at_once_and_resume_keeps_the_decisions(
         assert [call["decision"] for call in _calls(log)] == list(range(HELD))
 
         oracle.hold.clear()
-        resumed = subprocess.run([*argv[:-4], "--log", str(log), "--cache-dir", str(cache),
-                                  "--resume"], cwd=ROOT, capture_output=True, text=True,
-                                 timeout=300)
+        asked = oracle.decisions
+        resumed = subprocess.run([*argv, "--resume"], cwd=ROOT, capture_output=True,
+                                 text=True, timeout=scaled(300))
     assert resumed.returncode == 0, resumed.stderr
     again = _calls(log)[HELD:]
     assert [call["decision"] for call in again[:HELD + 1]] == list(range(HELD + 1))
-    assert [call["cache"] for call in again[:HELD]] == ["hit"] * HELD
-    assert again[HELD]["cache"] != "hit"
+    assert [call["cache"] for call in again[:HELD]] == ["log"] * HELD
+    assert again[HELD]["cache"] != "log"
+    assert oracle.decisions - asked == len(again) - HELD  # the replayed ones were not sent

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from analysis.interrupts import Interrupted, exit_status, interruptible
+from tests.conftest import scaled
 
 DIAGYM = str(Path(sys.executable).with_name("diagym"))
 
@@ -66,7 +67,7 @@ def test_an_interrupted_run_prints_the_resume_command_and_no_traceback(
     try:
         _wait_for_episodes(log, process)
         process.send_signal(signum)
-        _out, err = process.communicate(timeout=60)
+        _out, err = process.communicate(timeout=scaled(60))
     finally:
         if process.poll() is None:
             process.kill()
@@ -89,7 +90,7 @@ def test_an_interrupted_run_without_a_log_says_it_cannot_be_resumed() -> None:
         first = process.stderr.readline()  # the progress line: the run is playing
         assert first.startswith("diagym run: 0/200000"), first
         process.send_signal(signal.SIGTERM)
-        _out, err = process.communicate(timeout=60)
+        _out, err = process.communicate(timeout=scaled(60))
     finally:
         if process.poll() is None:
             process.kill()

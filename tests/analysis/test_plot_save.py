@@ -42,3 +42,12 @@ def test_the_measured_box_is_the_tight_box(tmp_path: Path) -> None:
     tight.savefig(tmp_path / "tight.png", bbox_inches="tight", pad_inches=PAD_INCHES)
     theirs = Image.open(tmp_path / "tight.png").size
     assert abs(ours[0] - theirs[0]) <= 1 and abs(ours[1] - theirs[1]) <= 1, (ours, theirs)
+
+
+def test_the_box_measured_once_is_matplotlibs_tight_box() -> None:
+    from analysis.plotting import _tight_box, place_caption
+
+    ours = _tight_box(_figure()).bounds
+    theirs = _figure()
+    place_caption(theirs)
+    assert ours == theirs.get_tightbbox(theirs.canvas.get_renderer()).bounds

@@ -15,6 +15,7 @@ import pytest
 
 from analysis.cli import main
 from analysis.llm_runs import ChatSettings, PreflightError, preflight
+from tests.conftest import scaled
 from tests.llm_fake_server import completion_body
 
 ANSWER = '{"operation": 0, "candidate": 0}'
@@ -70,7 +71,7 @@ def server() -> Iterator[_Server]:
     finally:
         httpd.shutdown()
         httpd.server_close()
-        thread.join(timeout=5)
+        thread.join(timeout=scaled(5))
 
 
 def _url(httpd: _Server) -> str:

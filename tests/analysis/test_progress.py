@@ -13,6 +13,7 @@ import pytest
 
 from analysis import progress as progress_module
 from analysis.progress import INTERVAL_ENV, progress
+from tests.conftest import scaled
 
 DIAGYM = str(Path(sys.executable).with_name("diagym"))
 
@@ -69,7 +70,7 @@ def test_a_run_whose_stderr_is_a_file_logs_progress_lines(tmp_path: Path) -> Non
     result = subprocess.run(
         [DIAGYM, "run", "--env", "StatefulWorkflow-v0", "--policy", "text-oracle",
          "--episodes", "1500", "--log", str(tmp_path / "run.jsonl")],
-        capture_output=True, text=True, env=env, timeout=240)
+        capture_output=True, text=True, env=env, timeout=scaled(240))
     assert result.returncode == 0, result.stderr
     lines = [line for line in result.stderr.splitlines() if line.startswith("diagym run: ")]
     assert len(lines) >= 3, result.stderr

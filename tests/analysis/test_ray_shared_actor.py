@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 
 from tests.analysis.test_harness_cli import ENV, oracle_server
+from tests.conftest import scaled
 from tests.llm_fake_server import FakeServer, Reply
 
 pytest.importorskip("ray")
@@ -85,14 +86,14 @@ def test_killing_the_shared_limit_actor_is_one_line_and_stdout_stays_json(
         process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE,
                                    stderr=subprocess.PIPE, text=True, env=env)
         try:
-            assert paced.started.wait(240), process.communicate(timeout=60)
-            deadline = time.monotonic() + 60
+            assert paced.started.wait(scaled(240)), process.communicate(timeout=scaled(60))
+            deadline = time.monotonic() + scaled(60)
             while not (hosts := _host_actors(process.pid)) and time.monotonic() < deadline:
                 time.sleep(0.2)
             assert hosts, "no ray::_Host actor found"
             for pid in hosts:
                 os.kill(pid, signal.SIGKILL)
-            out, err = process.communicate(timeout=180)
+            out, err = process.communicate(timeout=scaled(180))
         finally:
             if process.poll() is None:
                 process.kill()
@@ -122,7 +123,7 @@ def test_json_stdout_holds_only_the_json_on_ray(tmp_path: Path) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
          "--policy", f"{policy}:Noisy", "--episodes", "4", "--executor", "ray", "--json"],
-        cwd=ROOT, capture_output=True, text=True, timeout=300,
+        cwd=ROOT, capture_output=True, text=True, timeout=scaled(300),
         env={**os.environ, "RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["episodes"] == 4

@@ -303,6 +303,15 @@ def test_plot_profiles_for_one_grid(tmp_path: Path) -> None:
     assert re.fullmatch(r".*\.png", str(paths[0])) and paths[0].stat().st_size > 0
 
 
+def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path: Path) -> None:
+    configs = [*grid_configurations("recovery"), *grid_configurations("memory")]
+    episodes = synthetic_episodes(len(configs))
+    here = plot_profiles(configs, episodes, tmp_path / "here", workers=1)
+    there = plot_profiles(configs, episodes, tmp_path / "there", workers=2)
+    assert [p.name for p in here] == [p.name for p in there] and len(here) == 2
+    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(here, there, strict=True))
+
+
 def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
                                                             weights: np.ndarray) -> None:
     from analysis.studies.reproduce.tables import FOLLOW_ON_CONTRASTS

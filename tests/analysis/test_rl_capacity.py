@@ -89,14 +89,17 @@ def test_rho_is_a_rank_statistic_with_an_interval_that_flips_with_the_sign(
 def test_the_pipeline_trains_diagnoses_and_resumes_without_retraining(
         tmp_path: Path, capsys: pytest.CaptureFixture[str],
         monkeypatch: pytest.MonkeyPatch) -> None:
+    # rollouts of 8 envs x 32 steps and two epochs: the pipeline, not learning, is checked
     design = capacity.CapacityDesign(arch="mlp", widths=(2, 8), seeds=(0,),
-                                     checkpoints=(1024, 2048), budget=24, episodes=8)
+                                     checkpoints=(256, 512), budget=24, episodes=8,
+                                     hyperparameters={"n_steps": 32, "n_epochs": 2,
+                                                      "batch_size": 64})
     first = capacity.run_capacity(design, tmp_path)
     lines = (tmp_path / RUNS_NAME).read_text().splitlines()
     assert len(lines) == 4 == len(first)
     rows = load_rows(tmp_path)
-    assert {(r.width, r.checkpoint) for r in rows} == {(2, 1024), (2, 2048), (8, 1024),
-                                                       (8, 2048)}
+    assert {(r.width, r.checkpoint) for r in rows} == {(2, 256), (2, 512), (8, 256),
+                                                       (8, 512)}
     for r in rows:
         assert r.steps >= r.checkpoint and r.diagnosis_episodes == 24 and r.episodes == 8
         assert r.retention_low <= r.retention <= r.retention_high
@@ -104,12 +107,13 @@ def test_the_pipeline_trains_diagnoses_and_resumes_without_retraining(
         assert r.verdict.startswith("retention")
     config = json.loads((tmp_path / "mlp_h8_s0" / "config.json").read_text())
     assert config["hyperparameters"]["policy_kwargs"] == {"lstm_hidden_size": 8}
+    assert config["hyperparameters"]["n_steps"] == 32
 
     def no_training(*args: object, **kwargs: object) -> None:
         raise AssertionError("a finished checkpoint was trained again")
 
     monkeypatch.setattr(capacity, "train", no_training)
-    argv = ["rl-study", "--capacity", "2,8", "--arch", "mlp", "--checkpoints", "1024,2048",
+    argv = ["rl-study", "--capacity", "2,8", "--arch", "mlp", "--checkpoints", "256,512",
             "--episodes", "8", "--out", str(tmp_path), "--json"]
     assert main(argv) == 0
     printed = json.loads(capsys.readouterr().out)

@@ -26,6 +26,7 @@ from controllers.rollout import batched_spec, rollout, rollout_parallel
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.mechanisms import CONTROLLER_NAMES
 from envs.workflow.params import WorkflowParams
+from tests.conftest import scaled
 
 SPECS = [
     WorkflowParams(),
@@ -241,7 +242,7 @@ def test_a_failing_worker_stops_the_episodes_not_yet_started() -> None:
             if seed == 1:
                 failed.set()
                 raise RuntimeError("cost limit reached")
-            assert failed.wait(timeout=60)
+            assert failed.wait(timeout=scaled(60))
 
         def act(self, observation: Any, info: dict[str, Any]) -> Any:
             return np.array([0, 0])

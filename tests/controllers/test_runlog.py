@@ -27,6 +27,7 @@ from controllers.runlog import (
     identity,
 )
 from controllers.workflow.adapter import ReferencePolicy
+from tests.conftest import scaled
 from tests.llm_fake_server import FakeServer, Reply, scripted
 
 ENV = "StatefulWorkflow-v0"
@@ -72,7 +73,7 @@ class Stepwise:
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
         if self.started is not None and not self.started.is_set():
             self.started.set()
-            assert self.release is not None and self.release.wait(timeout=120)
+            assert self.release is not None and self.release.wait(timeout=scaled(120))
         if self.seed in self.failing:
             raise EpisodeAborted(PROVIDER_ERROR, "scripted outage")
         return self.inner.act(observation, info)
@@ -94,12 +95,13 @@ def test_a_second_resumer_is_refused_and_every_episode_is_played_once(tmp_path: 
 
     thread = threading.Thread(target=first)
     thread.start()
-    assert started.wait(timeout=120)  # the first resumer is inside an episode, holding the log
+    # the first resumer is inside an episode, holding the log
+    assert started.wait(timeout=scaled(120))
     played: list[EpisodeRecord] = []
     with pytest.raises(LogInUse, match="is being written by another run"):
         rollout(env, Stepwise(env), 8, seed=0, log=log, resume=True, on_record=played.append)
     release.set()
-    thread.join(timeout=120)
+    thread.join(timeout=scaled(120))
     assert not played and len(outcome["records"]) == 8
     keys = episode_keys(log)
     assert len(keys) == len(set(keys)) == 8
@@ -293,15 +295,20 @@ def test_replayed_calls_are_voided_and_never_counted_twice(tmp_path: Path) -> No
             return rollout(env, make_policy(env), 4, seed=0, log=path, resume=resume)
 
         expected = play(whole, None, False)
+        sent = len(server.requests)
         with pytest.raises(Killed):
             play(log, int(expected[0].calls) + 2, False)  # two decisions into episode 1
         records = play(log, None, True)
+        # the two answered decisions are replayed from the log, not sent again
+        assert len(server.requests) - sent == sent
 
     def outcome(record: EpisodeRecord) -> tuple[Any, ...]:
-        counters = {k: v for k, v in record.counters.items() if k != "latency_s"}
+        counters = {k: v for k, v in record.counters.items()
+                    if k not in ("latency_s", "cache_hits")}
         return record.episode, record.success, record.completed, record.first_failure, counters
 
     assert [outcome(r) for r in records] == [outcome(r) for r in expected]
+    assert [r.counters["cache_hits"] for r in records] == [0, 2, 0, 0]
     calls = [x for x in lines(log) if x["type"] == "call"]
     decided = Counter((x["episode_key"], x["decision"]) for x in calls)
     assert sorted(decided.values())[-1] == 2  # the log still holds the replayed decisions

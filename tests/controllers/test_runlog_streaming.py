@@ -11,6 +11,7 @@ from collections import Counter
 from pathlib import Path
 
 from controllers.runlog import MAX_LINE_BYTES, read_entries
+from tests.conftest import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 PEAK = """
@@ -29,7 +30,7 @@ def _padded_log(tmp_path: Path, megabytes: int) -> Path:
     log = tmp_path / "run.jsonl"
     subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
                     "--policy", "cache-2", "--episodes", "3", "--log", str(log)],
-                   cwd=ROOT, check=True, capture_output=True, timeout=300)
+                   cwd=ROOT, check=True, capture_output=True, timeout=scaled(300))
     key = json.loads(log.read_text().splitlines()[-1])["episode_key"]
     line = json.dumps({"type": "call", "episode_key": key, "prompt": "x" * 50_000}).encode()
     with log.open("ab") as sink:
@@ -42,7 +43,7 @@ def test_resume_of_a_large_log_takes_the_memory_of_a_line(tmp_path: Path) -> Non
     log = _padded_log(tmp_path, 100)
     size = log.stat().st_size
     done = subprocess.run([sys.executable, "-c", PEAK, str(log)], cwd=ROOT, check=True,
-                          capture_output=True, text=True, timeout=300)
+                          capture_output=True, text=True, timeout=scaled(300))
     peak = int(done.stdout)
     assert size > 100 * 10**6
     assert peak < 16 * 2**20, f"resume of a {size >> 20} MB log peaked at {peak >> 20} MB"

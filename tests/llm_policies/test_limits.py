@@ -16,6 +16,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from llm_policies.client.limits import AdaptiveLimit
+from tests.conftest import scaled
 
 
 def test_a_429_halves_the_window_down_to_one() -> None:
@@ -135,7 +136,7 @@ def test_threads_never_exceed_the_window_and_do_fill_it() -> None:
     for thread in pool:
         thread.start()
     for thread in pool:
-        thread.join(timeout=30)
+        thread.join(timeout=scaled(30))
     assert errors == [] and not any(t.is_alive() for t in pool)
     assert peak[0] == width
     assert limit.snapshot()["ok"] == threads * rounds and limit.snapshot()["in_flight"] == 0
@@ -163,7 +164,7 @@ def test_a_narrowed_window_admits_one_at_a_time() -> None:
     for thread in pool:
         thread.start()
     for thread in pool:
-        thread.join(timeout=30)
+        thread.join(timeout=scaled(30))
     assert peak[0] == 1 and limit.limit == 1
 
 

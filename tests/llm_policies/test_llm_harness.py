@@ -24,6 +24,7 @@ from llm_policies.client.transport import ChatClient
 from llm_policies.policy import LLMPolicy
 from llm_policies.prompts.workflow import ACTION_SCHEMA
 from llm_policies.text_actions import TEXT_FAILURES, TextActionWrapper, parse_action
+from tests.conftest import scaled
 from tests.llm_fake_server import FakeServer, Reply
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -201,7 +202,7 @@ def test_sigkill_then_resume_leaves_every_episode_exactly_once(tmp_path: Path) -
             Reply(content='{"operation": 1, "candidate": 0}', delay=0.15)]
     with FakeServer(cycling(slow)) as server:
         process = _run_cli(server.base_url, log, resume=False)
-        deadline = time.monotonic() + 60
+        deadline = time.monotonic() + scaled(60)
         while time.monotonic() < deadline:
             if log.exists() and log.read_text().count('"type": "episode"') >= 4:
                 break
@@ -212,7 +213,7 @@ def test_sigkill_then_resume_leaves_every_episode_exactly_once(tmp_path: Path) -
         finished_before = {x["episode_key"] for x in before if x["type"] == "episode"}
         assert 4 <= len(finished_before) < 20
         resumed = _run_cli(server.base_url, log, resume=True)
-        out, err = resumed.communicate(timeout=120)
+        out, err = resumed.communicate(timeout=scaled(120))
     assert resumed.returncode == 0, err.decode()
     assert json.loads(out)["episodes"] == 20
     lines = [json.loads(x) for x in log.read_text().splitlines()]

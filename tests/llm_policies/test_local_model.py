@@ -15,6 +15,7 @@ import pytest
 
 from analysis.cli import main
 from llm_policies.text_actions import TEXT_FAILURES
+from tests.conftest import scaled
 
 ENV_FAILURES = ("dependency", "candidate", "completed")
 # What the [local-llm] extra installs, by importable module: llama-cpp-python, the modules
@@ -104,7 +105,7 @@ def test_serve_local_starts_answers_and_stops_cleanly(key: str) -> None:
         assert [entry["id"] for entry in listed.json()["data"]] == [LOCAL_MODELS[key].name]
     finally:
         process.send_signal(signal.SIGINT)
-        out, err = process.communicate(timeout=60)
+        out, err = process.communicate(timeout=scaled(60))
     assert process.returncode == 0, err
     assert "server stopped" in out
     with pytest.raises(httpx.TransportError):

@@ -16,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from llm_policies.client import local_server
+from tests.conftest import scaled
 
 DIAGYM = str(Path(sys.executable).with_name("diagym"))
 
@@ -75,12 +76,12 @@ def test_an_unknown_model_key_is_refused_with_the_choices() -> None:
 
 def test_serve_local_refuses_an_unknown_model_and_lists_every_model() -> None:
     result = subprocess.run([DIAGYM, "serve-local", "--model", "x"], capture_output=True,
-                            text=True, timeout=120)
+                            text=True, timeout=scaled(120))
     assert result.returncode == 2 and result.stdout == ""
     assert ("invalid choice: 'x' (choose from 'gemma', 'smollm2', 'qwen0.5b', 'qwen1.5b')"
             in result.stderr)
     shown = subprocess.run([DIAGYM, "serve-local", "--help"], capture_output=True, text=True,
-                           timeout=120)
+                           timeout=scaled(120))
     text = " ".join(shown.stdout.split())
     for model in local_server.LOCAL_MODELS.values():
         assert f"{model.key} ({model.title})" in text
@@ -181,7 +182,7 @@ def test_the_server_lists_each_model_under_the_name_its_clients_send() -> None:
 
 def test_serve_local_refuses_a_taken_port_in_one_line(held_port: int) -> None:
     result = subprocess.run([DIAGYM, "serve-local", "--port", str(held_port)],
-                            capture_output=True, text=True, timeout=120)
+                            capture_output=True, text=True, timeout=scaled(120))
     assert result.returncode == 2
     assert result.stdout == ""
     lines = result.stderr.splitlines()
@@ -235,7 +236,7 @@ def test_a_server_that_dies_while_serving_is_reported() -> None:
         assert line.startswith("serving"), process.communicate()
         pid = int(line.split("(pid ")[1].split(";")[0])
         os.kill(pid, signal.SIGKILL)
-        _out, err = process.communicate(timeout=60)
+        _out, err = process.communicate(timeout=scaled(60))
     finally:
         _stop(process)
     assert process.returncode == 2
@@ -254,7 +255,7 @@ def test_serve_local_stops_its_server_on_a_signal(signum: int) -> None:
         pid = int(line.split("(pid ")[1].split(";")[0])
         assert _alive(pid)
         process.send_signal(signum)
-        out, err = process.communicate(timeout=60)
+        out, err = process.communicate(timeout=scaled(60))
     finally:
         _stop(process)
     assert process.returncode == 0, err
@@ -272,7 +273,7 @@ def test_a_local_run_stops_the_server_and_prints_the_resume_command(
                                text=True)
     servers: list[int] = []
     try:
-        deadline = time.monotonic() + 420  # start, speed measurement, probe, first call
+        deadline = time.monotonic() + scaled(420)  # start, speed measurement, probe, first call
         while not (log.exists() and '"type": "call"' in log.read_text()):
             assert process.poll() is None, process.communicate()
             assert time.monotonic() < deadline, "no model call was logged"
@@ -280,7 +281,7 @@ def test_a_local_run_stops_the_server_and_prints_the_resume_command(
         servers = _children(process.pid)
         assert servers, "the run started no server"
         process.send_signal(signum)
-        _out, err = process.communicate(timeout=60)
+        _out, err = process.communicate(timeout=scaled(60))
     finally:
         _stop(process)
         for pid in servers:

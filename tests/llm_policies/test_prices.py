@@ -31,6 +31,7 @@ from llm_policies.client.prices import (
     PriceTable,
 )
 from llm_policies.client.transport import ChatResult, ToolCall
+from tests.conftest import scaled
 from tests.llm_policies.test_cache import ERROR, ScriptedChat, answer
 
 MESSAGES = [{"role": "system", "content": "You pick actions."},
@@ -332,7 +333,7 @@ def test_calls_in_flight_count_at_their_estimates(tmp_path: Path) -> None:
             with done:
                 entered.append(1)
                 done.notify_all()
-            assert release.wait(60)
+            assert release.wait(scaled(60))
             return self.reply
 
     inner = Slow(usage(prompt_tokens=0, completion_tokens=0), max_tokens=1000)
@@ -351,7 +352,7 @@ def test_calls_in_flight_count_at_their_estimates(tmp_path: Path) -> None:
     with ThreadPoolExecutor(max_workers=4) as pool:
         futures = [pool.submit(work, i) for i in range(4)]
         with done:
-            assert done.wait_for(lambda: len(entered) + len(refused) == 4, timeout=60)
+            assert done.wait_for(lambda: len(entered) + len(refused) == 4, timeout=scaled(60))
         release.set()
         for future in futures:
             future.result()

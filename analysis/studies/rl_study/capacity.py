@@ -47,7 +47,9 @@ MEMORY_ARCHS = {"entity-lstm": "recurrent-ppo", "mlp": "recurrent-ppo"}
 @dataclass(frozen=True)
 class CapacityDesign:
     """Which memory architecture, widths, seeds and checkpoints; the diagnosis budget and the
-    held-out episodes per checkpoint."""
+    held-out episodes per checkpoint. `hyperparameters`: algorithm keyword arguments over
+    training's defaults (a shorter rollout lets a check of the pipeline train in seconds);
+    the LSTM width is the design's own."""
 
     arch: str = "entity-lstm"
     widths: tuple[int, ...] = WIDTHS
@@ -56,6 +58,7 @@ class CapacityDesign:
     budget: int = DIAGNOSIS_BUDGET
     episodes: int = EVAL_EPISODES
     env_kwargs: dict[str, Any] = field(default_factory=lambda: dict(HISTORY_PRESET))
+    hyperparameters: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.arch not in MEMORY_ARCHS:
@@ -74,7 +77,8 @@ class CapacityDesign:
         return TrainConfig(algo=MEMORY_ARCHS[self.arch], arch=self.arch, env=ENV_ID,
                            env_kwargs=dict(self.env_kwargs), steps=steps, seed=seed,
                            eval_every=self.checkpoints[0],
-                           hyperparameters={"policy_kwargs": {"lstm_hidden_size": width}})
+                           hyperparameters={**self.hyperparameters,
+                                            "policy_kwargs": {"lstm_hidden_size": width}})
 
 
 @dataclass(frozen=True)

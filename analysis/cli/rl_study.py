@@ -120,13 +120,14 @@ def run(args: argparse.Namespace) -> int:
 
 def run_capacity_study(args: argparse.Namespace) -> int:
     """`rl-study --capacity`: analysis/studies/rl_study/capacity.py, its table printed and
-    written to DIR/capacity.md."""
+    written to DIR/capacity.md (and its tables as data, DIR/capacity.tables.json)."""
     from analysis.studies.rl_study.capacity import CapacityDesign, run_capacity
     from analysis.studies.rl_study.capacity_report import (
         TABLE_NAME,
         format_table,
         lapse_rho,
         retention_rho,
+        write_table,
     )
 
     if args.capacity is None:
@@ -142,7 +143,7 @@ def run_capacity_study(args: argparse.Namespace) -> int:
                             checkpoints=checkpoints, episodes=args.episodes)
     rows = run_capacity(design, args.out)
     table = format_table(rows)
-    (args.out / TABLE_NAME).write_text(table + "\n")
+    write_table(rows, args.out)
     if args.json:
         print(json.dumps({"rows": [dataclasses.asdict(r) for r in rows],
                           "retention_rho": _finite(retention_rho(rows)),

@@ -10,9 +10,10 @@ What each kind adds, section by section:
 * a diagnosis JSON (analysis/diagnose/report.py `to_json` / `dacs_to_json`): its verdicts,
   ranked mechanisms and attribution; success per battery configuration with intervals; and the
   diagnosis PNG beside it, which draws the agent over the best mechanisms' predicted bands.
-* a study directory: provenance.json, its Markdown tables as the headline, its plots as the
-  profile, its CSV tables (the first CSV_ROWS rows), and any run log or diagnosis JSON in it
-  read as above.
+* a study directory: provenance.json, its tables as the headline (the NAME.tables.json a
+  study writes beside its NAME.md, analysis/studies/study_tables.py; a NAME.md without one is
+  noted, not parsed), its plots as the profile, its CSV tables (the first CSV_ROWS rows), and
+  any run log or diagnosis JSON in it read as above.
 
 Bounds: a PNG larger than PNG_BYTES, or beyond FIGURE_BYTES in all, is named, not inlined;
 a text file is cut at TEXT_BYTES. Each cut is stated in the report.
@@ -33,6 +34,14 @@ from analysis.report.logs import LogRun, RunLogFile, holds_an_entry, read_run_lo
 from analysis.report.model import Facts, Figure, Report, Table, Text
 from analysis.report.profile import profile
 from analysis.stats import wilson_interval
+from analysis.studies.study_tables import (
+    TABLES_SUFFIX,
+    Block,
+    Heading,
+    StudyTable,
+    read_study_tables,
+    tables_path,
+)
 from controllers.provenance import PROVENANCE_NAME
 from controllers.runlog import CALL_FIELDS, call_totals
 
@@ -362,10 +371,15 @@ class Builder:
                 self.add_json(file)
             elif file.suffix == ".png" and file.name != DIAGNOSIS_PNG:
                 self.add_figure("profile", file, file.name)
-            elif file.suffix == ".md" and file.name != "diagnosis.md":
-                for item in markdown_items(file.name, clip(file.read_text(encoding="utf-8"),
-                                                           TEXT_BYTES)):
+            elif file.name.endswith(TABLES_SUFFIX):
+                markdown_name = file.name.removesuffix(TABLES_SUFFIX) + ".md"
+                for item in study_table_items(markdown_name, read_study_tables(file)):
                     self.report.add("headline", item)
+            elif (file.suffix == ".md" and file.name != "diagnosis.md"
+                  and not tables_path(file).is_file()):
+                self.report.notes.append(
+                    f"{file}: no {tables_path(file).name} beside it (a study written before "
+                    "studies wrote their tables as data), so its tables are not shown")
             elif file.suffix == ".csv":
                 self.report.add("files", csv_table(file))
             elif file.suffix == ".json":
@@ -391,12 +405,11 @@ def csv_table(path: Path) -> Table:
     return Table(path.name, tuple(header), tuple(rows), note=note)
 
 
-def markdown_items(name: str, text: str) -> list[Table | Text]:
-    """A Markdown file's pipe tables as tables, its headings as titles and the rest as
-    paragraphs, in order; the first item is titled by the file's name."""
+def study_table_items(name: str, blocks: Sequence[Block]) -> list[Table | Text]:
+    """A study's tables (analysis/studies/study_tables.py) as report items in order: each
+    heading titles the item after it (the first is titled by the Markdown's name), a table's
+    caption is its note and any other paragraph is text."""
     items: list[Table | Text] = []
-    prose: list[str] = []
-    block: list[str] = []
     heading = [name]
 
     def title() -> str:
@@ -404,34 +417,13 @@ def markdown_items(name: str, text: str) -> list[Table | Text]:
         heading.clear()
         return text
 
-    def flush_prose() -> None:
-        body = "\n".join(prose).strip()
-        if body:
-            items.append(Text(title(), body, preformatted=False))
-        prose.clear()
-
-    def flush_table() -> None:
-        cells = [[c.strip() for c in line.strip().strip("|").split("|")] for line in block]
-        body = [c for c in cells[1:] if not all(set(x) <= set(":- ") for x in c)]
-        if cells:
-            items.append(Table(title(), tuple(cells[0]), tuple(tuple(c) for c in body)))
-        block.clear()
-
-    for line in text.splitlines():
-        if line.lstrip().startswith("|"):
-            flush_prose()
-            block.append(line)
-            continue
-        if block:
-            flush_table()
-        if line.startswith("#"):
-            flush_prose()
-            heading.append(line.lstrip("#").strip())
-        else:
-            prose.append(line)
-    if block:
-        flush_table()
-    flush_prose()
+    for block in blocks:
+        if isinstance(block, Heading):
+            heading.append(block.text)
+        elif isinstance(block, StudyTable):
+            items.append(Table(title(), block.headers, block.rows, note=block.caption))
+        elif block.strip():
+            items.append(Text(title(), block, preformatted=False))
     return items
 
 

@@ -20,7 +20,8 @@ from analysis.studies.reproduce.report import (
     summary_rows,
     write_results_csv,
 )
-from analysis.studies.reproduce.tables import tables_markdown
+from analysis.studies.reproduce.tables import tables_blocks, tables_markdown
+from analysis.studies.study_tables import StudyTable
 
 N_SEEDS = 16
 INT_FIELDS = ("completed", "calls", "errors", "checks", "lookups", "prep_entries",
@@ -337,3 +338,13 @@ def test_the_report_reads_only_columns_the_batched_runner_writes() -> None:
     from controllers.workflow.batched import EPISODE_KEYS
 
     assert set(RESULT_COLUMNS) <= set(EPISODE_KEYS)
+
+
+def test_the_tables_as_data_are_the_markdown_tables(all_episodes: dict,
+                                                    weights: np.ndarray) -> None:
+    """tables_blocks (what the report reads) and tables_markdown (the file) hold the same rows:
+    the Markdown's data lines, read back here, equal the blocks' rows in order."""
+    blocks = tables_blocks(ALL, all_episodes, None, weights)
+    rows = [list(row) for b in blocks if isinstance(b, StudyTable) for row in b.rows]
+    assert len(rows) > 100
+    assert rows == _table_lines(tables_markdown(ALL, all_episodes, None, weights))

@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 
 from analysis.stats import bootstrap_weights, paired_bootstrap
+from analysis.studies.study_tables import study_table, write_study_tables
 
 RATERS = ("judge", "keyword")
 FIELDS = ("scenario", "rater", "pairs", "dacs", "flat", "difference", "low", "high")
@@ -49,15 +50,14 @@ def paired_rows(scenario: str, entries: Sequence[dict[str, Any]],
 
 
 def write_paired(rows: list[dict[str, Any]], out: Path) -> list[Path]:
-    """phase4_paired.csv and .md in `out`."""
+    """phase4_paired.csv, .md and .tables.json (the Markdown's table as data) in `out`."""
     out.mkdir(parents=True, exist_ok=True)
     with (out / "phase4_paired.csv").open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=FIELDS)
         writer.writeheader()
         writer.writerows(rows)
-    lines = ["| " + " | ".join(FIELDS) + " |", "|" + "---|" * len(FIELDS)]
-    lines += ["| " + " | ".join(f"{row[f]:+.3f}" if f in ("difference", "low", "high")
-                                else f"{row[f]:.3f}" if isinstance(row[f], float)
-                                else str(row[f]) for f in FIELDS) + " |" for row in rows]
-    (out / "phase4_paired.md").write_text("\n".join(lines) + "\n")
-    return [out / "phase4_paired.csv", out / "phase4_paired.md"]
+    cells = [[f"{row[f]:+.3f}" if f in ("difference", "low", "high")
+              else f"{row[f]:.3f}" if isinstance(row[f], float) else row[f] for f in FIELDS]
+             for row in rows]
+    return [out / "phase4_paired.csv",
+            write_study_tables(out / "phase4_paired.md", [study_table(FIELDS, cells)])]

@@ -2,8 +2,8 @@
 names them (s1..s8 with N and D); the efficiency ratio of a cell is the flat arm's mean window
 tokens over the dacs arm's, as in seed 002 (Patel, arXiv:2604.07911).
 
-One function (`table_rows`) computes every row; the printed table, the Markdown file and the
-CSV are three renderings of it, so they cannot disagree."""
+One function (`table_rows`) computes every row; the printed table, the Markdown file, the
+report's tables JSON and the CSV are renderings of it, so they cannot disagree."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from analysis.plotting import (
 from analysis.stats import wilson_interval
 from analysis.studies.dacs_study.design import ENV_ID, cell_label
 from analysis.studies.dacs_study.run import ArmResult
+from analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
 from controllers.provenance import write_provenance
 
 CITATION_002 = CITATIONS["002"]
@@ -87,25 +88,27 @@ def _seeds(results: list[ArmResult]) -> str:
     return seed_text(range(max((r.episodes for r in results), default=0)))
 
 
-def format_table(results: list[ArmResult], window: int | None) -> str:
+def table_blocks(results: list[ArmResult], window: int | None) -> list[Block]:
+    """The table with its caption, as data: the Markdown and the report's JSON both come
+    from it."""
     budget = "no budget (nothing cut)" if window is None else f"W = {window}"
-    lines = [
+    caption = (
         f"{ENV_ID} (seed 002: {CITATION_002}), {budget}: accuracy and wrong-agent "
         f"contamination over all decisions of scenario {_seeds(results)} per arm; window "
         "tokens at steering time; efficiency = flat / dacs mean tokens; invalid = replies "
-        "that were no answer (counted as wrong decisions).",
-        "",
-        "| " + " | ".join(HEADERS) + " |",
-        "| " + " | ".join("---" for _ in HEADERS) + " |",
-    ]
-    lines += ["| " + " | ".join(format_row(row)) + " |" for row in table_rows(results)]
-    return "\n".join(lines)
+        "that were no answer (counted as wrong decisions).")
+    return [study_table(HEADERS, [format_row(row) for row in table_rows(results)], caption)]
+
+
+def format_table(results: list[ArmResult], window: int | None) -> str:
+    return markdown(table_blocks(results, window))
 
 
 def write_table(results: list[ArmResult], window: int | None, out: Path,
                 run: dict[str, Any]) -> tuple[Path, Path]:
     """DIR/dacs_study.csv (table_rows, full precision), DIR/dacs_study.md (the printed
-    table) and DIR/provenance.json (`run`: the command's settings)."""
+    table), DIR/dacs_study.tables.json (the same table as data) and DIR/provenance.json
+    (`run`: the command's settings)."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
     csv_path = out / TABLE_CSV
@@ -114,8 +117,7 @@ def write_table(results: list[ArmResult], window: int | None, out: Path,
         writer.writeheader()
         writer.writerows({k: ("" if v is None else v) for k, v in row.items()}
                          for row in table_rows(results))
-    md_path = out / TABLE_MD
-    md_path.write_text(format_table(results, window) + "\n")
+    md_path = write_study_tables(out / TABLE_MD, table_blocks(results, window))
     write_provenance(out, {"command": "dacs-study", **run, "window": window,
                            "arms": len(results)})
     return csv_path, md_path

@@ -29,7 +29,8 @@ from analysis.studies.reproduce.design import (
 from analysis.studies.reproduce.figures import plot_profiles
 from analysis.studies.reproduce.predictions import predict
 from analysis.studies.reproduce.report import summary_rows, write_results_csv
-from analysis.studies.reproduce.tables import tables_markdown
+from analysis.studies.reproduce.tables import tables_blocks
+from analysis.studies.study_tables import Block, Heading, study_table, write_study_tables
 from controllers.executors import Executor, LocalExecutor
 from controllers.provenance import write_provenance
 from controllers.workflow.batched import ControllerAbort, run_many
@@ -48,23 +49,14 @@ class Reproduction:
     seconds: dict[str, float] = field(default_factory=dict)
 
 
-def _table1_markdown() -> str:
-    rows = audit_table(8)
-    lines = [
-        "## Table 1. Exact structural audit at N = 8",
-        "",
-        "Masks: reachable sets of completed operations; orders: successful operation "
-        "permutations; ready nodes averaged over nonterminal reachable masks.",
-        "",
-        "| Family | d | Edges | Masks | Orders | Ready nodes |",
-        "| --- | --- | --- | --- | --- | --- |",
-    ]
-    lines += [
-        f"| {r['family'].capitalize()} | {r['depth']} | {r['edges']} | {r['masks']} | "
-        f"{r['orders']} | {r['ready_nodes']:.2f} |"
-        for r in rows
-    ]
-    return "\n".join(lines)
+def _table1_blocks() -> list[Block]:
+    rows = [(r["family"].capitalize(), r["depth"], r["edges"], r["masks"], r["orders"],
+             f"{r['ready_nodes']:.2f}") for r in audit_table(8)]
+    caption = ("Masks: reachable sets of completed operations; orders: successful operation "
+               "permutations; ready nodes averaged over nonterminal reachable masks.")
+    return [Heading("Table 1. Exact structural audit at N = 8", level=2),
+            study_table(("Family", "d", "Edges", "Masks", "Orders", "Ready nodes"), rows,
+                        caption)]
 
 
 POSITIVE_CONTROLS = ("exact", "residue-8", "precomputed-plan", "indexed")
@@ -161,9 +153,9 @@ def reproduce(grid: str = "all", out: Path = Path("results"), progress: bool = F
     weights = bootstrap_weights(episodes["success"].shape[1], resamples=resamples)
     rows = summary_rows(configs, episodes, predicted, weights)
     results_csv = write_results_csv(rows, out / "results.csv")
-    tables = tables_markdown(configs, episodes, predicted, weights)
-    tables_md = out / "tables.md"
-    tables_md.write_text(f"# Seed 003 reproduced by diagym\n\n{_table1_markdown()}\n\n{tables}\n")
+    tables_md = write_study_tables(out / "tables.md", [
+        Heading("Seed 003 reproduced by diagym", level=1), *_table1_blocks(),
+        *tables_blocks(configs, episodes, predicted, weights)], end="\n\n")
     seconds["statistics and tables"] = time.perf_counter() - start
 
     start = time.perf_counter()

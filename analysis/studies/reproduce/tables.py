@@ -1,5 +1,6 @@
-"""Seed 003's Markdown tables: Tables 3-6, the appendix's C.1-C.7 and the follow-on contrasts
-(F.1), from the episode arrays, each with its caption; a table appears only for grids present.
+"""Seed 003's tables: Tables 3-6, the appendix's C.1-C.7 and the follow-on contrasts (F.1),
+from the episode arrays, each with its caption; a table appears only for grids present. They
+are built as data (tables_blocks) and rendered to Markdown from it (tables_markdown).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from analysis.studies.reproduce.report import (
     predicted_array,
     validate_episodes,
 )
+from analysis.studies.study_tables import Block, Heading, markdown, study_table
 
 FACTOR_TITLES = {
     "depth": "Depth", "candidates": "Candidates", "width": "Width", "observation": "History",
@@ -46,16 +48,10 @@ def _band(low: float, high: float) -> str:
     return f"[{_pct(low)}, {_pct(high)}]"
 
 
-def _markdown_table(headers: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
-    lines = ["| " + " | ".join(headers) + " |", "| " + " | ".join("---" for _ in headers) + " |"]
-    lines += ["| " + " | ".join(str(cell) for cell in row) + " |" for row in rows]
-    return "\n".join(lines)
-
-
 def _table3(
     configs: Sequence[Any], primary: list[int], success: np.ndarray, prediction: np.ndarray,
     weights: np.ndarray,
-) -> str:
+) -> list[Block]:
     groups = group_indices(primary, lambda i: (configs[i].spec.family, configs[i].controller))
     estimate, low, high = group_bands(success, list(groups.values()), weights)
     rows = []
@@ -72,10 +68,10 @@ def _table3(
         "that average; predicted averaged over the same cells."
     )
     headers = ("Family", "Controller", "Success (%)", "95% interval", "Predicted (%)")
-    return caption + "\n\n" + _markdown_table(headers, rows)
+    return [study_table(headers, rows, caption)]
 
 
-def _table4(configs: Sequence[Any], success: np.ndarray, weights: np.ndarray) -> str:
+def _table4(configs: Sequence[Any], success: np.ndarray, weights: np.ndarray) -> list[Block]:
     effects = endpoint_effects(configs, success, weights)
     main: dict[tuple[str, str], dict[str, float]] = {}
     interactions = []
@@ -96,7 +92,7 @@ def _table4(configs: Sequence[Any], success: np.ndarray, weights: np.ndarray) ->
         "equally within family x controller."
     )
     headers = ("Family", "Controller", *(FACTOR_TITLES[f] for f in EFFECT_FACTORS))
-    text = caption + "\n\n" + _markdown_table(headers, main_rows)
+    main_table = study_table(headers, main_rows, caption)
     inter_rows = [
         (family_title(e["family"]), controller_name(e["controller"]),
          " x ".join(FACTOR_TITLES[f].lower() for f in e["factors"]), e["order"],
@@ -109,12 +105,12 @@ def _table4(configs: Sequence[Any], success: np.ndarray, weights: np.ndarray) ->
         "equally; paired seed-bootstrap 95% bands."
     )
     headers = ("Family", "Controller", "Interaction", "Order", "Estimate (pp)", "95% interval")
-    return text + "\n\n" + caption + "\n\n" + _markdown_table(headers, inter_rows)
+    return [main_table, study_table(headers, inter_rows, caption)]
 
 
 def _table5(
     configs: Sequence[Any], primary: list[int], success: np.ndarray, prediction: np.ndarray,
-) -> str | None:
+) -> list[Block] | None:
     cells = [
         i for i in primary
         if configs[i].controller == "random-schedule"
@@ -146,10 +142,11 @@ def _table5(
         "trials."
     )
     headers = ("Family", "$d$", "Observed (%)", "Wilson interval", "Exact (%)")
-    return caption + "\n\n" + _markdown_table(headers, rows) + "\n\n" + note
+    return [study_table(headers, rows, caption), note]
 
 
-def _table6(configs: Sequence[Any], indices: list[int], episodes: dict[str, np.ndarray]) -> str:
+def _table6(configs: Sequence[Any], indices: list[int],
+            episodes: dict[str, np.ndarray]) -> list[Block]:
     groups = group_indices(indices, lambda i: (configs[i].spec.candidates, configs[i].controller))
     rate = np.asarray(episodes["success"], dtype=np.float64).mean(axis=1)
     checks = np.asarray(episodes["checks"]).sum(axis=1)
@@ -170,13 +167,13 @@ def _table6(configs: Sequence[Any], indices: list[int], episodes: dict[str, np.n
         "= mean lookup calls per episode."
     )
     headers = ("$b$", "Controller", "Success (%)", "Checks/call", "Build entries", "Lookups")
-    return caption + "\n\n" + _markdown_table(headers, rows)
+    return [study_table(headers, rows, caption)]
 
 
 def _appendix_table(
     grid: str, configs: Sequence[Any], indices: list[int], success: np.ndarray,
     calls: np.ndarray, weights: np.ndarray,
-) -> str:
+) -> list[Block]:
     label, title = APPENDIX_TABLES[grid]
     groups = group_indices(indices, lambda i: (configs[i].condition, configs[i].controller))
     estimate, low, high = group_bands(success, list(groups.values()), weights)
@@ -192,7 +189,7 @@ def _appendix_table(
     )
     headers = ("Condition", "Controller", "Success (%)", "Low", "High", "Calls",
                "Condition in words")
-    return f"### {label}. {title}\n\n{caption}\n\n" + _markdown_table(headers, rows)
+    return [Heading(f"{label}. {title}"), study_table(headers, rows, caption)]
 
 
 # Section 7's named paired contrasts: (grid, controller and condition of the plus side,
@@ -216,7 +213,7 @@ FOLLOW_ON_CONTRASTS = (
 
 
 def _follow_on_contrasts(configs: Sequence[Any], by_grid: dict[Any, list[int]],
-                         success: np.ndarray, weights: np.ndarray) -> str | None:
+                         success: np.ndarray, weights: np.ndarray) -> list[Block] | None:
     labels, rows_plus, rows_minus = [], [], []
     for grid, plus_ctrl, plus_cond, minus_ctrl, minus_cond, meaning in FOLLOW_ON_CONTRASTS:
         members = by_grid.get(grid, [])
@@ -244,8 +241,47 @@ def _follow_on_contrasts(configs: Sequence[Any], by_grid: dict[Any, list[int]],
         "band."
     )
     headers = ("Grid", "Contrast", "Measures", "Difference (pp)", "95% interval")
-    return (f"### F.1. Follow-on paired contrasts\n\n{caption}\n\n"
-            + _markdown_table(headers, rows))
+    return [Heading("F.1. Follow-on paired contrasts"), study_table(headers, rows, caption)]
+
+
+def tables_blocks(
+    configs: Sequence[Any],
+    episodes: dict[str, np.ndarray],
+    predicted: np.ndarray | None,
+    weights: np.ndarray,
+) -> list[Block]:
+    """Tables shaped like the paper's Tables 3-6 and C.1-C.7, for grids present, as data with
+    their headings and captions: tables_markdown and the report's JSON both come from it."""
+    validate_episodes(configs, episodes, ("success", "calls", "checks", "lookups", "prep_entries"))
+    prediction = predicted_array(predicted, len(configs))
+    success = np.asarray(episodes["success"], dtype=np.float64)
+    by_grid = group_indices(range(len(configs)), lambda i: configs[i].grid)
+    blocks: list[Block] = [
+        "Seed 003: Anand, Wang and Du, *What Structurally Breaks an Agent? Auditing "
+        "Difficulty in Stateful Tool-Use Workflows*, arXiv:2611.03227."]
+    primary = by_grid.get("primary", [])
+    if primary:
+        blocks += [Heading("Table 3. Measured and predicted success"),
+                   *_table3(configs, primary, success, prediction, weights)]
+        blocks.append(Heading("Table 4. Main contrasts and endpoint interactions"))
+        try:
+            blocks += _table4(configs, success, weights)
+        except ValueError as error:  # e.g. a smoke run over part of the primary grid
+            blocks.append(f"Table 4 omitted: {error}.")
+        table5 = _table5(configs, primary, success, prediction)
+        if table5 is not None:
+            blocks += [Heading("Table 5. Random-schedule calibration"), *table5]
+    if "selection" in by_grid:
+        blocks += [Heading("Table 6. Selection ablation"),
+                   *_table6(configs, by_grid["selection"], episodes)]
+    calls = np.asarray(episodes["calls"]).mean(axis=1)
+    for grid in APPENDIX_TABLES:
+        if grid in by_grid:
+            blocks += _appendix_table(grid, configs, by_grid[grid], success, calls, weights)
+    contrasts = _follow_on_contrasts(configs, by_grid, success, weights)
+    if contrasts is not None:
+        blocks += contrasts
+    return blocks
 
 
 def tables_markdown(
@@ -254,36 +290,5 @@ def tables_markdown(
     predicted: np.ndarray | None,
     weights: np.ndarray,
 ) -> str:
-    """Markdown tables shaped like the paper's Tables 3-6 and C.1-C.7, for grids present."""
-    validate_episodes(configs, episodes, ("success", "calls", "checks", "lookups", "prep_entries"))
-    prediction = predicted_array(predicted, len(configs))
-    success = np.asarray(episodes["success"], dtype=np.float64)
-    by_grid = group_indices(range(len(configs)), lambda i: configs[i].grid)
-    sections = []
-    primary = by_grid.get("primary", [])
-    if primary:
-        sections.append("### Table 3. Measured and predicted success\n\n"
-                        + _table3(configs, primary, success, prediction, weights))
-        try:
-            table4 = _table4(configs, success, weights)
-        except ValueError as error:  # e.g. a smoke run over part of the primary grid
-            table4 = f"Table 4 omitted: {error}."
-        sections.append("### Table 4. Main contrasts and endpoint interactions\n\n" + table4)
-        table5 = _table5(configs, primary, success, prediction)
-        if table5 is not None:
-            sections.append("### Table 5. Random-schedule calibration\n\n" + table5)
-    if "selection" in by_grid:
-        sections.append("### Table 6. Selection ablation\n\n"
-                        + _table6(configs, by_grid["selection"], episodes))
-    calls = np.asarray(episodes["calls"]).mean(axis=1)
-    for grid in APPENDIX_TABLES:
-        if grid in by_grid:
-            sections.append(
-                _appendix_table(grid, configs, by_grid[grid], success, calls, weights)
-            )
-    contrasts = _follow_on_contrasts(configs, by_grid, success, weights)
-    if contrasts is not None:
-        sections.append(contrasts)
-    cited = ("Seed 003: Anand, Wang and Du, *What Structurally Breaks an Agent? Auditing "
-             "Difficulty in Stateful Tool-Use Workflows*, arXiv:2611.03227.")
-    return "\n\n".join([cited, *sections]) + "\n"
+    """tables_blocks as Markdown."""
+    return markdown(tables_blocks(configs, episodes, predicted, weights)) + "\n"

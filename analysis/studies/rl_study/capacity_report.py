@@ -19,11 +19,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 from scipy import stats
 
 from analysis.studies.rl_study.capacity import CapacityRow
+from analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
 
 BOOTSTRAP = 2000
 TABLE_NAME = "capacity.md"
@@ -108,25 +110,35 @@ def _interval(rho: Rho) -> str:
     return f"{rho.rho:+.2f} [{rho.low:+.2f}, {rho.high:+.2f}]{p}"
 
 
-def format_table(rows: Sequence[CapacityRow]) -> str:
+def table_blocks(rows: Sequence[CapacityRow]) -> list[Block]:
     """The per-checkpoint rows, the retention rho at every checkpoint and the lapse rho, as
-    Markdown."""
+    data: the Markdown and the report's JSON both come from it."""
     rows = sorted(rows, key=lambda r: (r.width, r.seed, r.checkpoint))
-    lines = ["| LSTM width | seed | steps | held-out success (%) | cache-k MLE [interval] | "
-             "best fit | epsilon [interval] |",
-             "| --- | --- | --- | --- | --- | --- | --- |"]
-    for r in rows:
-        lines.append(f"| {r.width} | {r.seed} | {r.steps:,} | {100 * r.success:.1f} "
-                     f"[{100 * r.success_low:.1f}, {100 * r.success_high:.1f}] | "
-                     f"{r.retention} [{r.retention_low}, {r.retention_high}] | {r.best} | "
-                     f"{r.epsilon:g} [{r.epsilon_low:.2g}, {r.epsilon_high:.2g}] |")
-    lines += ["", "| checkpoint | runs | retention on width: Spearman rho [95%], p | "
-              "mean epsilon | mean success (%) |", "| --- | --- | --- | --- | --- |"]
+    per_run = [(r.width, r.seed, f"{r.steps:,}",
+                f"{100 * r.success:.1f} [{100 * r.success_low:.1f}, {100 * r.success_high:.1f}]",
+                f"{r.retention} [{r.retention_low}, {r.retention_high}]", r.best,
+                f"{r.epsilon:g} [{r.epsilon_low:.2g}, {r.epsilon_high:.2g}]") for r in rows]
+    per_checkpoint = []
     for checkpoint in sorted({r.checkpoint for r in rows}):
         at = [r for r in rows if r.checkpoint == checkpoint]
-        lines.append(f"| {checkpoint:,} | {len(at)} | {_interval(retention_rho(at))} | "
-                     f"{np.mean([r.epsilon for r in at]):.3f} | "
-                     f"{100 * np.mean([r.success for r in at]):.1f} |")
-    lines += ["", f"Lapse on training steps (every run and checkpoint): Spearman rho "
-              f"{_interval(lapse_rho(rows))}."]
-    return "\n".join(lines)
+        per_checkpoint.append((f"{checkpoint:,}", len(at), _interval(retention_rho(at)),
+                               f"{np.mean([r.epsilon for r in at]):.3f}",
+                               f"{100 * np.mean([r.success for r in at]):.1f}"))
+    return [
+        study_table(("LSTM width", "seed", "steps", "held-out success (%)",
+                     "cache-k MLE [interval]", "best fit", "epsilon [interval]"), per_run),
+        study_table(("checkpoint", "runs", "retention on width: Spearman rho [95%], p",
+                     "mean epsilon", "mean success (%)"), per_checkpoint),
+        f"Lapse on training steps (every run and checkpoint): Spearman rho "
+        f"{_interval(lapse_rho(rows))}.",
+    ]
+
+
+def format_table(rows: Sequence[CapacityRow]) -> str:
+    """table_blocks as Markdown."""
+    return markdown(table_blocks(rows))
+
+
+def write_table(rows: Sequence[CapacityRow], out: Path) -> Path:
+    """DIR/capacity.md and DIR/capacity.tables.json (the same tables as data)."""
+    return write_study_tables(Path(out) / TABLE_NAME, table_blocks(rows))

@@ -19,6 +19,7 @@ from analysis.plotting import (
 )
 from analysis.studies.rl_study.design import ENV_ID, EVAL_SEEDS, FEEDBACK, PRESET
 from analysis.studies.rl_study.run import StudyRow
+from analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
 from controllers.provenance import write_provenance
 
 TABLE_NAME = "rl_study.md"
@@ -36,24 +37,27 @@ def _preset_text() -> str:
     return (f"N={PRESET['n_ops']}, depth {PRESET['depth']}, b={PRESET['candidates']}")
 
 
-def format_rows(rows: list[StudyRow]) -> str:
-    lines = [
-        f"{ENV_ID} (seed 003: {CITATION_003}) with {PRESET} ({_preset_text()}): held-out "
-        f"success on {seed_text(eval_seeds(rows))} (Wilson 95%).",
-        "",
-        "| Agent | Feedback | Width | Train steps | Success (%) | 95% interval | "
-        "Mean completed |",
-        "| --- | --- | --- | --- | --- | --- | --- |",
-    ]
-    for r in rows:
-        lines.append(f"| {r.agent} | {r.feedback} | {r.width} | {r.train_steps:,} | "
-                     f"{100 * r.success:.1f} | [{100 * r.low:.1f}, {100 * r.high:.1f}] | "
-                     f"{r.mean_completed:.2f} |")
+def table_blocks(rows: list[StudyRow]) -> list[Block]:
+    """The table with its caption and the diagnoses, as data: the Markdown and the report's
+    JSON both come from it."""
+    caption = (f"{ENV_ID} (seed 003: {CITATION_003}) with {PRESET} ({_preset_text()}): held-out "
+               f"success on {seed_text(eval_seeds(rows))} (Wilson 95%).")
+    headers = ("Agent", "Feedback", "Width", "Train steps", "Success (%)", "95% interval",
+               "Mean completed")
+    cells = [(r.agent, r.feedback, r.width, f"{r.train_steps:,}", f"{100 * r.success:.1f}",
+              f"[{100 * r.low:.1f}, {100 * r.high:.1f}]", f"{r.mean_completed:.2f}")
+             for r in rows]
+    blocks: list[Block] = [study_table(headers, cells, caption)]
     diagnosed = [r for r in rows if r.diagnosis]  # rl-study --diagnose
     if diagnosed:
-        lines += ["", "What each trained agent fails at (the diagnosis battery of its shape):", ""]
-        lines += [f"- {r.agent}, {r.feedback}, width {r.width}: {r.diagnosis}" for r in diagnosed]
-    return "\n".join(lines)
+        blocks += ["What each trained agent fails at (the diagnosis battery of its shape):",
+                   "\n".join(f"- {r.agent}, {r.feedback}, width {r.width}: {r.diagnosis}"
+                             for r in diagnosed)]
+    return blocks
+
+
+def format_rows(rows: list[StudyRow]) -> str:
+    return markdown(table_blocks(rows))
 
 
 def profile_figure(rows: list[StudyRow]) -> Any:
@@ -91,11 +95,11 @@ def plot_rows(rows: list[StudyRow], out_png: Path) -> Path:
 
 
 def write_report(rows: list[StudyRow], out: Path) -> tuple[Path, Path]:
-    """DIR/rl_study.md, DIR/rl_profile.png and DIR/provenance.json."""
+    """DIR/rl_study.md, DIR/rl_study.tables.json (its tables as data), DIR/rl_profile.png and
+    DIR/provenance.json."""
     out = Path(out)
     out.mkdir(parents=True, exist_ok=True)
-    table = out / TABLE_NAME
-    table.write_text(format_rows(rows) + "\n")
+    table = write_study_tables(out / TABLE_NAME, table_blocks(rows))
     write_provenance(out, {"command": "rl-study", "rows": len(rows),
                            "eval_seeds": [eval_seeds(rows)[0], eval_seeds(rows)[-1]]
                            if rows else []})

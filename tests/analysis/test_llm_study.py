@@ -416,3 +416,20 @@ def test_a_local_run_takes_its_timeouts_from_the_measured_speed(
     assert f"per-call timeout {speed.call_timeout(8192, 64):g} s" in err
     with llm_endpoint(_endpoint_args("--local", "--timeout", "7")) as settings:
         assert (settings.timeout, settings.probe_timeout) == (7.0, 7.0)
+
+
+def test_a_design_not_played_through_gets_no_contrasts(tmp_path: Path) -> None:
+    """A study read part-way (cells missing, or cells with fewer seeds) would mix the missing
+    cells into every marginal difference: its contrasts are not estimated, and the table says
+    so; the whole design's are."""
+    from analysis.llm_runs import oracle_policy_factory
+    from analysis.studies.llm_study.report import format_study_summary, summarise_study
+    from analysis.studies.llm_study.run import run_design
+
+    results = run_design("fractional", 0, 2, lambda _harness: oracle_policy_factory(),
+                         log=tmp_path / "study.jsonl")
+    assert summarise_study(results, resamples=50)["contrasts"] != []
+    partial = summarise_study(results[:5], resamples=50)
+    assert partial["contrasts"] == [] and partial["episodes"] == 10
+    assert "contrasts: not estimated (the design is not played through)" in (
+        format_study_summary("fractional", partial))

@@ -57,7 +57,7 @@ demo: $(STAMP)
 # so an edit anywhere in them compiles afresh; clean-cache only frees the disk.
 test: $(LLM_STAMP) $(CHROMIUM_STAMP)
 	$(BIN)/ruff check .
-	$(BIN)/python -m pytest -q
+	$(BIN)/python -m pytest -q -n auto --dist loadgroup
 
 lint: $(STAMP)
 	$(BIN)/ruff check .

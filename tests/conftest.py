@@ -57,11 +57,35 @@ def scaled(seconds: float) -> float:
     return seconds * time_scale()
 
 
+# Test files that start a whole Ray instance or a llama.cpp server: under pytest-xdist
+# (`make test` runs `-n auto --dist loadgroup`) each kind shares one worker, so two Ray
+# instances or two model servers never compete for the same cores and memory at once.
+SHARED_WORKER_GROUPS = {
+    "ray": ("test_ray_executor.py", "test_ray_shared_actor.py", "test_executors.py",
+            "test_dacs_live_cli.py"),
+    "llama": ("test_local_server.py", "test_local_model.py", "test_live_agents_local.py",
+              "test_local_harnesses.py"),
+}
+
+
+def worker_group(path: str) -> str:
+    """The xdist group of a test file: its shared-worker group, else the file itself (so a
+    file's module-scoped fixtures are built once, on one worker)."""
+    name = path.rsplit("/", 1)[-1]
+    for group, files in SHARED_WORKER_GROUPS.items():
+        if name in files:
+            return group
+    return path
+
+
 def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
     """Every test's time limit (its @pytest.mark.timeout(seconds), else pyproject's
-    `timeout`) is scaled to this machine (time_scale)."""
+    `timeout`) is scaled to this machine (time_scale); every test is put in its file's
+    xdist group (worker_group)."""
     import pytest
 
+    for item in items:
+        item.add_marker(pytest.mark.xdist_group(worker_group(item.nodeid.split("::")[0])))
     scale = time_scale()
     try:
         default = float(config.getini("timeout") or 0)

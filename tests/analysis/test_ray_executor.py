@@ -73,10 +73,17 @@ def _square(x: int) -> int:
     return x * x
 
 
-def _fail_on_zero(x: int) -> int:
+def _fail_on_zero(failed: Path, x: int) -> int:
+    """Unit 0 fails; every other unit ends only after it has (and 0.5 s more), so the units
+    handed back are those in flight beside unit 0, whatever order a loaded machine starts
+    the workers in."""
     if x == 0:
+        failed.touch()
         raise ValueError("unit 0 failed")
-    time.sleep(0.3)
+    deadline = time.monotonic() + 60
+    while not failed.exists() and time.monotonic() < deadline:
+        time.sleep(0.01)
+    time.sleep(0.5)
     return x
 
 
@@ -88,10 +95,12 @@ def test_ray_map_keeps_unit_order_and_hands_each_result_once() -> None:
     assert sorted(seen) == [(x, x * x) for x in range(10)]
 
 
-def test_ray_map_raises_the_units_own_error_and_starts_nothing_after_it() -> None:
+def test_ray_map_raises_the_units_own_error_and_starts_nothing_after_it(
+        tmp_path: Path) -> None:
     handed: list[int] = []
     with pytest.raises(ValueError, match="^unit 0 failed$"):
-        RayExecutor(workers=2).map(_fail_on_zero, range(12),
+        RayExecutor(workers=2).map(functools.partial(_fail_on_zero, tmp_path / "failed"),
+                                   range(12),
                                    on_result=lambda u, _r: handed.append(u))
     assert handed in ([], [1])  # unit 1 was in flight beside unit 0; nothing else started
 
@@ -259,13 +268,17 @@ def test_a_driver_killed_mid_run_resumes_from_its_log_as_locally(tmp_path: Path)
 # --- one limit and one meter for every worker --------------------------------------------
 
 class InFlight:
-    """A responder that counts the requests it is answering at once (each takes `delay`)."""
+    """A responder that counts the requests it is answering at once (each takes `delay`).
+    With `hold_until` it holds every request until that many have been in flight at once
+    (or `hold_seconds` pass), so a loaded machine's late-starting workers still meet."""
 
-    def __init__(self, delay: float, first_status: int = 200) -> None:
+    def __init__(self, delay: float, first_status: int = 200, hold_until: int = 0,
+                 hold_seconds: float = 10.0) -> None:
         self.delay = delay
         self.now = self.most = self.served = 0
         self.first_status = first_status
-        self.lock = threading.Lock()
+        self.hold_until, self.hold_seconds = hold_until, hold_seconds
+        self.lock = threading.Condition()
 
     def __call__(self, _request: dict[str, Any]) -> Reply:
         with self.lock:
@@ -273,6 +286,8 @@ class InFlight:
             self.most = max(self.most, self.now)
             self.served += 1
             first = self.served == 1
+            self.lock.notify_all()
+            self.lock.wait_for(lambda: self.most >= self.hold_until, timeout=self.hold_seconds)
         time.sleep(self.delay)
         with self.lock:
             self.now -= 1
@@ -291,7 +306,9 @@ def _ask(base_url: str, limiter: Any, _unit: int) -> str:
 def test_the_shared_limit_holds_the_servers_load_with_four_workers(shared: bool) -> None:
     """Four workers, a limit of two calls in flight: the server never sees more than two at
     once with the shared limit, and sees more without one (the control: the test can fail)."""
-    responder = InFlight(delay=0.25)
+    # held until the limit is reached (shared) or passed (not shared): the workers meet
+    # however late the machine's load starts them
+    responder = InFlight(delay=0.05, hold_until=2 if shared else 3)
     executor = RayExecutor(workers=4)
     limiter = executor.share(functools.partial(AdaptiveLimit, 2)) if shared else None
     with FakeServer(responder) as server:
@@ -417,7 +434,7 @@ def test_rl_study_trains_its_arms_as_ray_tasks(tmp_path: Path,
                                               capsys: pytest.CaptureFixture[str]) -> None:
     """Each arm's training run is one task: the same rows as locally (seeds come from the
     task's config), and the run directories a local resume then finds finished."""
-    argv = ["rl-study", "--steps", "256", "--episodes", "4", "--json"]
+    argv = ["rl-study", "--arch", "entity", "--steps", "256", "--episodes", "4", "--json"]
     assert main([*argv, "--out", str(tmp_path / "local")]) == 0
     local = json.loads(capsys.readouterr().out)
     assert main([*argv, "--out", str(tmp_path / "ray"), "--executor", "ray"]) == 0

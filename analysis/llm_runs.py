@@ -21,7 +21,7 @@ from llm_policies.client.config import client_default
 from llm_policies.client.transport import ChatClient
 from llm_policies.families import text_family
 from llm_policies.oracle import InProcessChat
-from llm_policies.policy import LLMPolicy, renderer_for
+from llm_policies.policy import LLMPolicy, answer_schema
 from llm_policies.text_actions import TextActionWrapper
 
 PREFLIGHT_TIMEOUT_S = 10.0  # per pre-flight request unless --timeout or a measured deadline says
@@ -62,6 +62,8 @@ class ChatSettings:
     cache_dir: str | None = None
     capabilities: dict[str, Any] | None = None
     probe_timeout: float | None = None  # per pre-flight/probe request; None: preflight_timeout
+    tool_choice: str = "auto"  # the tools harness's calls (ClientConfig.tool_choice)
+    bounded_fields: bool = False  # the answer's ranges in its schema (llm_policies.prompts.schema)
 
     def preflight_timeout(self) -> float:
         """Seconds for each pre-flight and probe request: `probe_timeout` when set (an explicit
@@ -150,11 +152,12 @@ class ChatPolicyFactory:
         from llm_policies.client.prices import CostedChat
 
         settings = self.settings
-        schema = renderer_for(env).schema
+        schema = answer_schema(env, settings.bounded_fields)
         kwargs = settings.client_kwargs()
         if schema is None:  # a free-text reply cannot be held to a JSON schema
             kwargs["response_format"] = "none"
-        client: Any = ChatClient(**kwargs, json_schema=schema, limiter=self.limiter)
+        client: Any = ChatClient(**kwargs, json_schema=schema, limiter=self.limiter,
+                                 tool_choice=settings.tool_choice)
         # The cache outside the meter: an answer from the cache reserves nothing, so a resume
         # at its limit still replays what it already paid for.
         client = CostedChat(client, self.prices, self.meter)
@@ -164,7 +167,8 @@ class ChatPolicyFactory:
                                  invalid_retries=settings.invalid_retries,
                                  response_format=kwargs["response_format"],
                                  session=self.session(), budget=settings.budget,
-                                 system_role=settings.system_role)
+                                 system_role=settings.system_role,
+                                 bounded_fields=settings.bounded_fields)
 
 
 def llm_policy_factory(settings: ChatSettings, spent_usd: float = 0.0) -> ChatPolicyFactory:

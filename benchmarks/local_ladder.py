@@ -15,10 +15,17 @@ failure differs from the logged one is an error): the share of decisions naming 
 operation against the share a uniform guess of an operation would (ready / N), the share with
 the candidate in range, the share right for the operation named, and the most common reply.
 
-    python benchmarks/local_ladder.py [LOG.jsonl ...] [--json-out FILE]
+A third table, "what a user would try", puts the Qwen cells beside the same model played
+with the settings a user would reach for when a small model fails (`--tool-choice
+required`, `--bounded-fields`, fewer candidates): per cell its settings, episodes,
+decisions, schema-valid and actionable replies, ready operation named, success, completed
+operations and seconds per decision.
 
-Cells are named by their logs' session lines (model alias, harness); without logs, those of
-docs/results/ladder/ are read (commands in docs/RESULTS.md).
+    python benchmarks/local_ladder.py [LOG.jsonl ...] [--tries LOG.jsonl ...] [--json-out FILE]
+
+Cells are named by their logs' session lines (model alias, harness, settings); without logs,
+those of docs/results/ladder/ (the ladder) and docs/results/ladder-tries/ (the tries) are
+read (commands in docs/RESULTS.md).
 """
 
 from __future__ import annotations
@@ -40,6 +47,8 @@ import envs  # noqa: E402,F401
 from llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
 
 LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
+TRIES_LOGS = LADDER_LOGS.with_name("ladder-tries")
+LADDER_CANDIDATES = 3  # the easiest configuration's (RESULTS.md)
 UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES}
 ENV_FAILURES = ("dependency", "candidate", "completed")
 
@@ -61,11 +70,12 @@ def cell(log: Path) -> dict[str, Any]:
              and c["action_status"] not in UNACTIONABLE]
     first = [c for c in answered if c["decision"] == 0 and not c.get("invalid_retry")]
     later = [c for c in answered if c not in first]
-    harness = calls[0]["harness"] if calls else None
+    harness = calls[0]["harness"] if calls else session["run"]["policy"].get("harness", "json")
     return {
         "log": log.name,
         "model": session["run"]["policy"].get("llm"),
         "harness": harness,
+        "settings": settings(session["run"]),
         "env_kwargs": session["run"].get("env_kwargs"),
         "episodes": len(episodes),
         "decisions": len(calls),
@@ -87,6 +97,19 @@ def cell(log: Path) -> dict[str, Any]:
     }
 
 
+def settings(run: dict[str, Any]) -> str:
+    """What a cell's run changed from the ladder's: tool_choice, bounded fields, candidates."""
+    policy, kwargs = run["policy"], run.get("env_kwargs") or {}
+    changed = []
+    if policy.get("tool_choice", "auto") != "auto":
+        changed.append(f"tool_choice {policy['tool_choice']}")
+    if policy.get("bounded_fields"):
+        changed.append("bounded fields")
+    if kwargs.get("candidates", LADDER_CANDIDATES) != LADDER_CANDIDATES:
+        changed.append(f"candidates {kwargs['candidates']}")
+    return ", ".join(changed) or "-"
+
+
 def _reply(call: dict[str, Any]) -> tuple[int, int] | None:
     """(operation, candidate) a call named, as text JSON or as its first tool call."""
     text = call["tool_calls"][0]["arguments"] if call.get("tool_calls") else call["response"]
@@ -106,12 +129,14 @@ def answers(log: Path) -> dict[str, Any]:
     n_ops, b = env.params.n_ops, env.params.candidates
     counts = Counter()
     replies: Counter = Counter()
+    firsts: list[list[int] | None] = []  # each episode's first reply: does it follow the task?
     chance = []
     for key, record in episodes.items():
         env.reset(seed=record["task_seed"])
         first_failure = None
         calls = sorted((c for c in lines if c["type"] == "call" and c["episode_key"] == key
                         and c["status"] == "ok"), key=lambda c: c["decision"])
+        firsts.append(list(_reply(calls[0]) or ()) or None if calls else None)
         for call in calls:
             reply = _reply(call)
             counts["decisions"] += 1
@@ -139,7 +164,7 @@ def answers(log: Path) -> dict[str, Any]:
     return {"log": log.name, **counts,
             "ready_by_chance": statistics.fmean(chance) if chance else None,
             "most_common_reply": list(top[0][0]) if top else None,
-            "most_common_count": top[0][1] if top else 0}
+            "most_common_count": top[0][1] if top else 0, "first_replies": firsts}
 
 
 def _fmt(value: Any, digits: int = 1) -> str:
@@ -148,13 +173,45 @@ def _fmt(value: Any, digits: int = 1) -> str:
     return f"{value:.{digits}f}" if isinstance(value, float) else str(value)
 
 
+def tries_table(logs: list[Path]) -> list[dict[str, Any]]:
+    """The "what a user would try" rows (module docstring), printed, one per log."""
+    rows = [{**cell(log), **{k: v for k, v in answers(log).items() if k != "log"}}
+            for log in logs if log.stat().st_size]
+    print("\n| model | harness | settings | episodes | decisions | schema-valid | actionable "
+          "| ready op named | success | completed ops | s/decision | most common reply "
+          "| first reply of each episode |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    for r in rows:
+        n, episodes = r["decisions"], r["episodes"]
+        completed = round((r["mean_completed"] or 0) * episodes)
+        print(f"| {r['model']} | {r['harness']} | {r['settings']} | {episodes} | {n} "
+              f"| {r['schema_valid']}/{n} | {r['actionable']}/{n} | {r.get('ready', 0)}/{n} "
+              f"| {r['successes']}/{episodes} | {completed} "
+              f"| {_fmt(r['median_s_per_decision'])} | {_common(r)} "
+              f"| {', '.join(_pair(f) for f in r['first_replies'])} |")
+    return rows
+
+
+def _pair(reply: list[int] | None) -> str:
+    return "-" if reply is None else f"({reply[0]}, {reply[1]})"
+
+
+def _common(a: dict[str, Any]) -> str:
+    top = a["most_common_reply"]
+    return "-" if top is None else f"({top[0]}, {top[1]}) x{a['most_common_count']}"
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("logs", type=Path, nargs="*", metavar="LOG.jsonl")
+    parser.add_argument("--tries", type=Path, nargs="*", default=None, metavar="LOG.jsonl")
     parser.add_argument("--json-out", type=Path, default=None)
     args = parser.parse_args(argv)
     if not args.logs:
         args.logs = sorted(LADDER_LOGS.glob("*.jsonl"))
+        if args.tries is None:
+            args.tries = [log for log in args.logs if log.name.startswith("qwen")]
+            args.tries += sorted(TRIES_LOGS.glob("*.jsonl"))
     cells = [cell(log) for log in args.logs if log.stat().st_size]
     print("| model | harness | episodes | decisions | schema-valid | actionable | success "
           "| completed | first failures | s/decision | prompt tok/s first / later |")
@@ -173,13 +230,13 @@ def main(argv: list[str] | None = None) -> int:
     print("| --- | --- | --- | --- | --- | --- | --- |")
     for c, a in zip(cells, replies, strict=True):
         n = a.get("decisions", 0)
-        top = a["most_common_reply"]
-        common = "-" if top is None else f"({top[0]}, {top[1]}) x{a['most_common_count']}"
+        common = _common(a)
         print(f"| {c['model']} | {c['harness']} | {n} | {a.get('ready', 0)}/{n} "
               f"({_fmt(a['ready_by_chance'], 2)}) | {a.get('in_range', 0)}/{n} "
               f"| {a.get('right_slot', 0)}/{n} "
               f"| {common} |")
-    emit({"cells": cells, "answers": replies}, args.json_out)
+    tries = tries_table(args.tries) if args.tries else []
+    emit({"cells": cells, "answers": replies, "tries": tries}, args.json_out)
     return 0
 
 

@@ -30,6 +30,7 @@ from llm_policies.client.transport import ChatResult, ToolCall
 from llm_policies.families import ToolSpec, text_family
 from llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
 from llm_policies.harness.conversation import MessageWindow
+from llm_policies.prompts.schema import fields_schema
 
 PROVIDER_ERROR = "provider_error"
 # Decoding: a server that holds the answer to the action schema (constrained), or free text
@@ -104,6 +105,16 @@ def renderer_for(env: Any, **kwargs: Any) -> Renderer:
     return text_family(env).renderer(env.unwrapped, **kwargs)
 
 
+def answer_schema(env: Any, bounded_fields: bool = False) -> dict[str, Any] | None:
+    """The JSON schema a text answer on `env` is held to under constrained decoding: the
+    renderer's (fields bounded from below only, as in seed 003), or with `bounded_fields`
+    each field one of its values (prompts.schema); None where the reply is free text."""
+    renderer = renderer_for(env)
+    if not bounded_fields or renderer.schema is None or renderer.fields is None:
+        return renderer.schema
+    return fields_schema(renderer.fields, bounded=True)
+
+
 class LLMPolicy:
     """Plays a text-action env (wrapped in TextActionWrapper) through a chat model.
 
@@ -115,7 +126,8 @@ class LLMPolicy:
     def __init__(self, client: ChatModel, renderer: Renderer,
                  response_format: str | None = None, *, harness: str = "json",
                  tools: tuple[ToolSpec, ...] | None = None, invalid_retries: int = 0,
-                 window: int | None = None, session: dict[str, Any] | None = None) -> None:
+                 window: int | None = None, session: dict[str, Any] | None = None,
+                 bounded_fields: bool = False) -> None:
         """response_format: the structured-output setting the client was built with (see
         `decoding`), for the run's record; None takes the client's own `response_format`
         attribute when it has one (oracle.InProcessChat does, transport.ChatClient not).
@@ -124,7 +136,9 @@ class LLMPolicy:
         an invalid reply; window: the conversation window W of `chat` and `tools` (None: the
         renderer's budget, if it has one; see harness/conversation.py); session: what the
         caller knows about how this session reaches the model (a server's probed
-        capabilities, prices), for the run log's session line, never the run's identity."""
+        capabilities, prices), for the run log's session line, never the run's identity;
+        bounded_fields: the tools' arguments carry their ranges (prompts.schema; the json
+        schema the client holds text answers to is the caller's, `answer_schema`)."""
         if (isinstance(invalid_retries, bool) or not isinstance(invalid_retries, int)
                 or invalid_retries < 0):
             raise ValueError(f"invalid_retries must be an integer >= 0; got {invalid_retries!r}")
@@ -133,7 +147,9 @@ class LLMPolicy:
         self.client = client
         self.renderer = renderer
         self.harness = make_harness(harness, renderer, tools=tools, window=window,
-                                    invalid_retries=invalid_retries)
+                                    invalid_retries=invalid_retries,
+                                    bounded_fields=bounded_fields)
+        self.bounded_fields = bounded_fields
         self.invalid_retries = invalid_retries
         self.window = window
         self.session = dict(session) if session is not None else None
@@ -147,7 +163,8 @@ class LLMPolicy:
     @classmethod
     def for_env(cls, client: ChatModel, env: Any, *, harness: str = "json",
                 invalid_retries: int = 0, response_format: str | None = None,
-                session: dict[str, Any] | None = None, **kwargs: Any) -> LLMPolicy:
+                session: dict[str, Any] | None = None, bounded_fields: bool = False,
+                **kwargs: Any) -> LLMPolicy:
         """kwargs go to the renderer (budget, q, coordination, order, system_role); in `chat`
         and `tools` the budget is the conversation window. response_format and session as
         in the constructor."""
@@ -162,18 +179,22 @@ class LLMPolicy:
         window = kwargs.get("budget") if harness in CONVERSATION_HARNESSES else None
         return cls(client, renderer_for(env, **kwargs), response_format, harness=harness,
                    tools=tools, invalid_retries=invalid_retries, window=window,
-                   session=session)
+                   session=session, bounded_fields=bounded_fields)
 
     def describe(self) -> dict[str, Any]:
         """What this policy measures, for its run's identity: the model, its sampling and the
         prompt harness, never how it is reached (base URL, port, key, timeout). The json
         harness without re-asks is described as it was before harnesses had names, so the
-        logs of those runs still resume; any other setting names its harness."""
+        logs of those runs still resume; any other setting names its harness. Bounded
+        fields and a tool_choice other than "auto" change what the model may answer, so
+        they are named when set (and absent otherwise, for the same reason)."""
         described = {
             "llm": self.client.model, "temperature": self.client.temperature,
             "max_tokens": self.client.max_tokens, "seed": self.client.seed,
             **self.renderer.describe(),
         }
+        if self.bounded_fields:
+            described["bounded_fields"] = True
         if self.harness.name == "json" and self.invalid_retries == 0:
             return described
         described.update(harness=self.harness.name, invalid_retries=self.invalid_retries)
@@ -181,6 +202,9 @@ class LLMPolicy:
             described["window"] = self.window
         if self.harness.tools is not None:
             described["tools"] = [tool["function"]["name"] for tool in self.harness.tools]
+            tool_choice = getattr(self.client, "tool_choice", "auto")
+            if tool_choice != "auto":
+                described["tool_choice"] = tool_choice
         return described
 
     def describe_session(self) -> dict[str, Any] | None:

@@ -34,6 +34,7 @@ LOCAL_REJECTS = "json_schema"  # llama-cpp-python's server answers OpenAI's json
 
 
 HARNESSES = ("json", "tools", "chat")  # llm_policies.harness.HARNESSES
+TOOL_CHOICES = ("auto", "required")  # of ClientConfig's: "none" would offer a tool never called
 
 
 
@@ -122,6 +123,18 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
                        help="after an invalid reply, tell the model its category and ask "
                             "again, up to K times, 0..8 (default: %(default)s: an invalid "
                             "reply ends the episode, as in seed 003)")
+    group.add_argument("--tool-choice", choices=TOOL_CHOICES, default="auto",
+                       help="OpenAI's tool_choice for --harness tools: auto (the model may "
+                            "answer in text instead) or required (it must call a function; "
+                            "with one function sent as that function by name, which "
+                            "llama.cpp's servers take) (default: %(default)s)")
+    group.add_argument("--bounded-fields", action="store_true",
+                       help="give the answer's integer fields their ranges in the schema "
+                            "(each an enum: operation 0..N-1, candidate 0..b-1), so a "
+                            "constrained decoder cannot write one out of range (llama.cpp's "
+                            "grammar ignores minimum/maximum); for constrained decoding or "
+                            "--harness tools (default: off, seed 003's schema: the env "
+                            "refuses an out-of-range value as invalid_action)")
     group.add_argument("--prices", type=input_file(MAX_PRICES_BYTES), metavar="FILE.json",
                        help="price table, USD per 1M input, cached input and output tokens "
                             "per model (default: the bundled table, which lists only the "
@@ -245,7 +258,23 @@ def chat_settings(args: argparse.Namespace, served: Any = None,
         **where, api_key_env=args.api_key_env, temperature=args.temperature,
         max_tokens=args.max_tokens, seed=args.llm_seed, budget=getattr(args, "budget", None),
         harness=harnesses_of(args)[0], invalid_retries=getattr(args, "invalid_retries", 0),
-        concurrency=getattr(args, "concurrency", 1), **spending_settings(args))
+        concurrency=getattr(args, "concurrency", 1), **spending_settings(args),
+        **answer_settings(args, where["response_format"]))
+
+
+def answer_settings(args: argparse.Namespace, response_format: str) -> dict[str, Any]:
+    """--tool-choice and --bounded-fields as ChatSettings take them; a value that no call of
+    the run would carry is refused (ValueError naming the flag), not dropped."""
+    harnesses = harnesses_of(args)
+    tool_choice = getattr(args, "tool_choice", "auto")
+    bounded = getattr(args, "bounded_fields", False)
+    if tool_choice != "auto" and "tools" not in harnesses:
+        raise ValueError(f"--tool-choice {tool_choice} applies to --harness tools only; got "
+                         f"--harness {','.join(harnesses)}")
+    if bounded and response_format == "none" and "tools" not in harnesses:
+        raise ValueError("--bounded-fields bounds the schema of constrained decoding or of "
+                         "--harness tools; --response-format none sends no schema")
+    return {"tool_choice": tool_choice, "bounded_fields": bounded}
 
 
 @contextlib.contextmanager

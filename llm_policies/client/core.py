@@ -94,6 +94,16 @@ def checked_tools(tools: Any) -> list[dict[str, Any]] | None:
 
 
 
+def sent_tool_choice(tool_choice: Any, tools: list[dict[str, Any]]) -> Any:
+    """The tool_choice a request carries: as set, except "required" with one tool, which is
+    sent as that tool forced by name. Under OpenAI's rules the two ask for the same call;
+    the named form is the one every OpenAI-compatible server takes (llama-cpp-python's
+    chatml-function-calling asserts on "required" and answers HTTP 500)."""
+    if tool_choice == "required" and len(tools) == 1:
+        return {"type": "function", "function": {"name": tools[0]["function"]["name"]}}
+    return tool_choice
+
+
 class ChatCore(ReplyRules):
     """Settings, secrets, request building, negotiation state and the retry loop of a client.
 
@@ -186,7 +196,7 @@ class ChatCore(ReplyRules):
             payload["seed"] = self.seed
         if tools:
             payload["tools"] = tools
-            payload["tool_choice"] = self.tool_choice
+            payload["tool_choice"] = sent_tool_choice(self.tool_choice, tools)
         elif mode == "json_schema":
             payload["response_format"] = {
                 "type": "json_schema",

@@ -25,9 +25,11 @@ __all__ = ["CONVERSATION_HARNESSES", "HARNESSES", "ChatHarness", "Harness", "Jso
 
 
 def make_harness(name: str, renderer: Any, *, tools: Sequence[ToolSpec] | None = None,
-                 window: int | None = None, invalid_retries: int = 0) -> Harness:
+                 window: int | None = None, invalid_retries: int = 0,
+                 bounded_fields: bool = False) -> Harness:
     """The harness called `name` (one of HARNESSES) over `renderer`; `tools` only for
-    "tools", `window` only for the conversation harnesses."""
+    "tools" (`bounded_fields`: their arguments' ranges in the schema, prompts.schema),
+    `window` only for the conversation harnesses."""
     if name not in HARNESSES:
         raise ValueError(f"harness must be one of {' | '.join(HARNESSES)}; got {name!r}")
     if tools is not None and name != "tools":
@@ -42,4 +44,5 @@ def make_harness(name: str, renderer: Any, *, tools: Sequence[ToolSpec] | None =
     if tools is None:
         raise ValueError("tools: the tools harness needs the env's functions "
                          "(llm_policies.families tools, as LLMPolicy.for_env passes them)")
-    return ToolsHarness(renderer, tools, window=window, invalid_retries=invalid_retries)
+    return ToolsHarness(renderer, tools, window=window, invalid_retries=invalid_retries,
+                        bounded_fields=bounded_fields)

@@ -19,6 +19,7 @@ from llm_policies.families import ToolSpec
 from llm_policies.harness.base import Judged, consequence
 from llm_policies.harness.chat import ChatHarness
 from llm_policies.harness.conversation import Message
+from llm_policies.prompts.schema import fields_schema
 from llm_policies.text_actions import (
     INVALID_ACTION,
     MULTIPLE_TOOL_CALLS,
@@ -30,18 +31,14 @@ from llm_policies.text_actions import (
 )
 
 
-def tool_dict(spec: ToolSpec) -> dict[str, Any]:
+def tool_dict(spec: ToolSpec, bounded: bool = False) -> dict[str, Any]:
     """The OpenAI function of a ToolSpec: every field a required integer >= 0, nothing else
-    allowed (upper bounds are the env's to check, so a value past one is invalid_action)."""
+    allowed (upper bounds are the env's to check, so a value past one is invalid_action), or
+    with `bounded` each field one of its values (prompts.schema)."""
     return {"type": "function", "function": {
         "name": spec.name,
         "description": spec.description,
-        "parameters": {
-            "type": "object",
-            "properties": {key: {"type": "integer", "minimum": 0} for key, _ in spec.fields},
-            "required": [key for key, _ in spec.fields],
-            "additionalProperties": False,
-        },
+        "parameters": fields_schema(spec.fields, bounded),
     }}
 
 
@@ -55,11 +52,11 @@ class ToolsHarness(ChatHarness):
     name = "tools"
 
     def __init__(self, renderer: Any, tools: Sequence[ToolSpec], *, window: int | None = None,
-                 invalid_retries: int = 0) -> None:
+                 invalid_retries: int = 0, bounded_fields: bool = False) -> None:
         if not tools:
             raise ValueError("tools: the tools harness needs at least one function to offer")
         self.specs = tuple(tools)
-        self.tools = [tool_dict(spec) for spec in self.specs]
+        self.tools = [tool_dict(spec, bounded_fields) for spec in self.specs]
         super().__init__(renderer, window=window, invalid_retries=invalid_retries)
 
     def _functions(self) -> str:

@@ -21,6 +21,7 @@ import numpy as np
 
 from envs._core.tokens import count
 from envs.dacs.scenario import KEYS, N_OPTIONS, VALUES
+from llm_policies.prompts.schema import integer_fields_schema
 from llm_policies.prompts.workflow import Rendered
 
 # A text answer names an option, never a focus action (those stay with non-text policies),
@@ -28,12 +29,7 @@ from llm_policies.prompts.workflow import Rendered
 ANSWER_KEY = "answer"
 ANSWER_FIELDS: tuple[tuple[str, int], ...] = ((ANSWER_KEY, N_OPTIONS),)
 
-ANSWER_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {"answer": {"type": "integer", "minimum": 0}},
-    "required": ["answer"],
-    "additionalProperties": False,
-}
+ANSWER_SCHEMA: dict[str, Any] = integer_fields_schema((ANSWER_KEY,))
 
 INSTRUCTIONS = (
     "You are the orchestrator of several software agents working in parallel. An agent has "

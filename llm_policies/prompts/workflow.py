@@ -38,18 +38,12 @@ from envs.workflow.layout import FAILURE_NAMES, TASK_ROW, RowView, task_from_row
 from envs.workflow.params import WorkflowParams
 from envs.workflow.text import describe_rules, describe_task
 from llm_policies.prompts.budget import Assembly, assemble
+from llm_policies.prompts.schema import integer_fields_schema
 
 # The one action a reply may contain. Ranges (0..N-1, 0..b-1) are checked by the env, so an
-# out-of-range integer is `invalid_action`, not `invalid_schema`.
-ACTION_SCHEMA: dict[str, Any] = {
-    "type": "object",
-    "properties": {
-        "operation": {"type": "integer", "minimum": 0},
-        "candidate": {"type": "integer", "minimum": 0},
-    },
-    "required": ["operation", "candidate"],
-    "additionalProperties": False,
-}
+# out-of-range integer is `invalid_action`, not `invalid_schema` (prompts.schema bounds them
+# when a run asks for it).
+ACTION_SCHEMA: dict[str, Any] = integer_fields_schema(("operation", "candidate"))
 
 OUTCOME_OK = "ok"
 INITIAL_HEADER = "Initial observation (before any call):"

@@ -58,3 +58,17 @@ def test_a_log_the_replay_contradicts_is_refused(tmp_path: Path) -> None:
     with pytest.raises(RuntimeError, match=r"the replay's first failure is None, the log's "
                                            r"candidate"):
         local_ladder.answers(log)
+
+
+def test_a_tries_row_names_what_its_run_changed_from_the_ladder(tmp_path: Path) -> None:
+    env = make_text_env("StatefulWorkflow-v0", **{**EASIEST, "candidates": 2})
+    policy = LLMPolicy.for_env(InProcessChat(WorkflowOracle()), env, harness="tools",
+                               bounded_fields=True)
+    log = tmp_path / "tries.jsonl"
+    rollout(env, policy, 2, seed=3, log=log)
+    (row,) = local_ladder.tries_table([log])
+    assert row["settings"] == "bounded fields, candidates 2"
+    assert (row["successes"], row["ready"], row["decisions"]) == (2, 16, 16)
+    assert len(row["first_replies"]) == 2
+    assert local_ladder.tries_table([_log(tmp_path, WorkflowOracle(), "json")])[0][
+        "settings"] == "-"

@@ -370,6 +370,16 @@ def test_a_forced_tool_choice_is_sent_as_given() -> None:
     assert [(c.name, json.loads(c.arguments)) for c in result.tool_calls] == [("ping", {"x": 1})]
 
 
+def test_required_names_a_lone_tool_and_stays_required_among_several() -> None:
+    pong = {"type": "function", "function": {**PING["function"], "name": "pong"}}
+    with FakeServer(tool_server()) as server:
+        with client_for(server, [], tool_choice="required") as client:
+            client.complete(MESSAGES, tools=[PING])
+            client.complete(MESSAGES, tools=[PING, pong])
+    assert [r["tool_choice"] for r in server.requests] == [
+        {"type": "function", "function": {"name": "ping"}}, "required"]
+
+
 def test_a_500_on_a_tools_call_is_retried_not_negotiated() -> None:
     delays: list[float] = []
     calls = [tool_call("ping", "{}")]

@@ -104,6 +104,14 @@ class _Handler(BaseHTTPRequestHandler):
     def log_message(self, format: str, *args: Any) -> None:
         pass
 
+    def do_GET(self) -> None:
+        """The fault for GET too (GET /models: the pre-flight check and the probe) when the
+        server was made with `answer_get`; otherwise 501, as a chat-only server answers."""
+        if self.server.owner.answer_get:
+            self.do_POST()
+        else:
+            self.send_error(501)
+
     def do_POST(self) -> None:
         owner = self.server.owner
         length = int(self.headers.get("Content-Length") or 0)
@@ -269,16 +277,18 @@ class _Server(ThreadingHTTPServer):
 class FaultServer:
     """One fault `mode` (see MODES) on 127.0.0.1 in a background thread; a context manager.
 
-    `key`: the credential the echo modes send back. `requests`: how many requests were
-    answered; `authorization`: the Authorization header of each.
+    `key`: the credential the echo modes send back. `answer_get`: GET requests get the fault
+    too (else 501). `requests`: how many requests were answered; `authorization`: the
+    Authorization header of each.
     """
 
     def __init__(self, mode: str, *, key: str = "", max_requests: int = 16,
                  lifetime: float = 60.0, max_response_s: float = 20.0,
-                 drip_interval: float = 0.05) -> None:
+                 drip_interval: float = 0.05, answer_get: bool = False) -> None:
         if mode not in MODES:
             raise ValueError(f"mode must be one of {MODES} (got {mode!r})")
         self.mode = mode
+        self.answer_get = answer_get
         self.key = key
         self.max_requests = max_requests
         self.max_response_s = max_response_s

@@ -1,4 +1,5 @@
-"""The README's Python examples run as written (in order, sharing one namespace)."""
+"""The README's Python examples run as written (in order, sharing one namespace) and print
+what it says they print; its opening tells a new user what to do first and what installing adds."""
 
 from __future__ import annotations
 
@@ -26,5 +27,18 @@ def test_the_readme_examples_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         exec(compile(block, f"README.md python block {number}", "exec"), namespace)
     printed = capsys.readouterr().out
     assert printed.split()[0] in {"None", "dependency", "candidate", "completed"}
+    stated = re.findall(r"^This prints `([^`]+)`", README.read_text(), flags=re.M)
+    assert stated and all(line in printed.splitlines() for line in stated)
     assert len(namespace["records"]) == 256  # type: ignore[arg-type]
     assert (tmp_path / "cache2.jsonl").exists()
+
+
+def test_the_opening_says_what_to_do_first_and_what_installing_adds() -> None:
+    text = README.read_text()
+    opening = text[: text.index("\n## ")]  # before the first section
+    for needed in ("diagym --help", "[docs/API.md](docs/API.md)", "pip install dist/diagym-",
+                   "`envs`, `controllers`, `llm_policies` and `analysis`",
+                   "not random seeds or task seeds", "[References](#references)"):
+        assert needed in opening, needed
+    assert "set `torch.set_num_threads(1)`" in text  # for users' own SB3 loops
+    assert "Why `mlp` stays the default" in text  # the default arch stays at the floor

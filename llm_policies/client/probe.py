@@ -38,6 +38,7 @@ from typing import Any
 
 import httpx
 
+from llm_policies.client.deadlines import ClampedTransport, Clock, raw_chunks, timed
 from llm_policies.client.secrets import redact_url, scrub, url_secrets
 from llm_policies.client.transport import ChatClient, ChatResult, split_base_url
 
@@ -98,30 +99,35 @@ def list_models(base_url: str, key: str | None, timeout: float, *,
                 transport: httpx.BaseTransport | None = None
                 ) -> tuple[int | None, set[str] | None]:
     """(HTTP status, the listed model ids or None) of GET {base_url}/models, the body read
-    up to MAX_MODELS_BYTES within `timeout` seconds; (None, None) when the server answered
-    but not with a whole response. Raises ProbeError when nothing answers at all, ValueError
-    for a base_url the chat client would refuse."""
+    up to MAX_MODELS_BYTES, the whole request (connect, headers, body) within `timeout`
+    seconds of wall clock: per-read timeouts alone let a server dripping its headers hold
+    the check for as long as it drips. (None, None) when the server answered but not with a
+    whole response in time. Raises ProbeError when nothing answers at all, ValueError for a
+    base_url the chat client would refuse."""
     shown, _credentials = split_base_url(base_url)
     url = base_url.strip().rstrip("/") + "/models"
     headers = {"Accept-Encoding": "identity"}  # raw bytes, so the size bound is the real one
     if key:
         headers["Authorization"] = f"Bearer {key}"
+    clock = Clock()
+    clock.end = end = time.monotonic() + timeout
+    if transport is None:
+        transport = ClampedTransport(clock, httpx.Limits(max_connections=1))
     try:
         with httpx.Client(timeout=httpx.Timeout(timeout), transport=transport) as http, \
                 http.stream("GET", url, headers=headers) as response:
             if response.status_code != 200:
                 return response.status_code, None
-            body, end = b"", time.monotonic() + timeout  # a dripping body is cut at `timeout`
-            in_memory = response.is_stream_consumed  # a transport's own response (MockTransport)
-            for chunk in (response.content,) if in_memory else response.iter_raw():
+            body = b""
+            for chunk in timed(raw_chunks(response), end):
                 body += chunk
-                if len(body) > MAX_MODELS_BYTES or time.monotonic() > end:
+                if len(body) > MAX_MODELS_BYTES:
                     return 200, None
     except (httpx.ConnectError, httpx.ConnectTimeout) as error:
         why = scrub(f"{type(error).__name__}: {error}", (key or "", *url_secrets(base_url)))
         raise ProbeError(f"the server at {shown} cannot be reached ({why}); check --base-url "
                          "and that the server is running") from None
-    except httpx.HTTPError:
+    except (httpx.HTTPError, TimeoutError):
         return None, None
     if body.count(b"[") + body.count(b"{") >= MAX_MODELS_BRACKETS:
         return 200, None

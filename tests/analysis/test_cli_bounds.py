@@ -62,6 +62,8 @@ RAISED = (f"--policy {ACT_RAISES}: act() raised ZeroDivisionError: integer divis
 @pytest.mark.parametrize(("argv", "command"), [
     (["run", "--env", "StatefulWorkflow-v0", "--policy", ACT_RAISES, "--episodes", "2"], "run"),
     (["diagnose", "--policy", ACT_RAISES, "--budget", "20"], "diagnose"),
+    (["dacs-study", "--policy", ACT_RAISES, "--episodes", "2", "--phases", "agents"],
+     "dacs-study"),  # it stayed at 0/16 arms, the worker's error never reaching the command
 ])
 def test_a_policy_raising_in_act_is_one_line_naming_it_and_the_episode(
         argv: list[str], command: str, capsys: pytest.CaptureFixture[str]) -> None:

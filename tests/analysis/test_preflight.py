@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import socket
 import threading
+import time
 from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from analysis.cli import main
 from analysis.llm_runs import ChatSettings, PreflightError, preflight
 from tests.conftest import scaled
+from tests.fault_server import FaultServer
 from tests.llm_fake_server import completion_body
 
 ANSWER = '{"operation": 0, "candidate": 0}'
@@ -182,6 +184,19 @@ def test_the_library_raises_a_preflight_error(server: _Server) -> None:
     server.models_status = 403
     with pytest.raises(PreflightError, match=r"refused the key \(HTTP 403\)"):
         preflight(ChatSettings(base_url=_url(server), model="fake"))
+
+
+def test_the_check_ends_at_the_timeout_while_the_server_drips_its_headers() -> None:
+    """--timeout 1 bounds GET /models by the wall clock (a header drip of one byte each
+    0.05 s, kept up for 120 s, never trips a per-read timeout); no answer in time lets the
+    run go on, as other transient failures do."""
+    with FaultServer("drip_headers", answer_get=True, lifetime=120.0,
+                     max_response_s=120.0) as server:
+        start = time.monotonic()
+        preflight(ChatSettings(base_url=server.base_url, model="m", timeout=1.0))
+        elapsed = time.monotonic() - start
+        assert server.requests == 1  # the GET; no completion was sent
+    assert elapsed < scaled(10.0)
 
 
 @pytest.mark.parametrize(("value", "message"), [

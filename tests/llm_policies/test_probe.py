@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import socket
+import time
 from typing import Any
 
 import httpx
@@ -28,6 +29,8 @@ from llm_policies.client.probe import (
     list_models,
     probe,
 )
+from tests.conftest import scaled
+from tests.fault_server import FaultServer
 from tests.llm_fake_server import FakeServer, Reply, no_tool_server, scripted, tool_server
 
 KEY = "sk-probe-KEY-0123456789"
@@ -244,3 +247,14 @@ def test_capabilities_as_dict_is_plain_json() -> None:
     assert json.loads(json.dumps(caps.as_dict())) == {
         "json_schema": True, "json_object_schema": False, "tools": None, "seed": True,
         "reasoning": False, "served_model": "s", "notes": {"tools": "why"}}
+
+
+def test_list_models_ends_at_its_timeout_while_a_server_drips_its_headers() -> None:
+    """A header drip (one byte each 0.05 s) never ends a per-read timeout; the wall clock
+    does. The server would drip for 120 s."""
+    with FaultServer("drip_headers", answer_get=True, lifetime=120.0,
+                     max_response_s=120.0) as server:
+        start = time.monotonic()
+        assert list_models(server.base_url, None, 1.0) == (None, None)
+        elapsed = time.monotonic() - start
+    assert elapsed < scaled(10.0)

@@ -83,28 +83,30 @@ def run_study(make_policy: Callable[[str, Any], Any],
 
         bar = progress_bar(total=len(jobs), desc="dacs-study arms", unit="arm")
     results = []
-    for phase, cell, (policy_name, mode) in jobs:
-        kwargs = {**env_kwargs(cell), "context_mode": mode, "window": window}
-        records = rollout_parallel(
-            lambda kwargs=kwargs: make_env(kwargs),
-            lambda env, name=policy_name: make_policy(name, env),
-            episodes, seed=0, workers=workers, log=log, resume=log is not None,
-            run_name=" ".join(filter(None, (run_name, phase, policy_name, mode, str(cell)))),
-            retry_failed=retry_failed, executor=executor)
-        summary = summarise(records)
-        steering = summary.steering
-        if steering is None:
-            failures = ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "none"
-            raise ValueError(f"{ENV_ID} arm {policy_name} ({mode}) on {cell['name']}: no "
-                             f"episode reached a decision (first failures: {failures})")
-        results.append(ArmResult(
-            phase=phase, cell=dict(cell), policy=policy_name, context_mode=mode,
-            episodes=len(records), accuracy=steering.accuracy,
-            contamination=steering.contamination, mean_tokens=steering.mean_tokens,
-            p95_tokens=steering.p95_tokens, invalid=steering.invalid,
-            unmeasured=steering.unmeasured))
+    try:  # closed before the command prints an arm's error, so the error is the last line
+        for phase, cell, (policy_name, mode) in jobs:
+            kwargs = {**env_kwargs(cell), "context_mode": mode, "window": window}
+            records = rollout_parallel(
+                lambda kwargs=kwargs: make_env(kwargs),
+                lambda env, name=policy_name: make_policy(name, env),
+                episodes, seed=0, workers=workers, log=log, resume=log is not None,
+                run_name=" ".join(filter(None, (run_name, phase, policy_name, mode, str(cell)))),
+                retry_failed=retry_failed, executor=executor)
+            summary = summarise(records)
+            steering = summary.steering
+            if steering is None:
+                failures = ", ".join(f"{k} {v}" for k, v in summary.failures.items()) or "none"
+                raise ValueError(f"{ENV_ID} arm {policy_name} ({mode}) on {cell['name']}: no "
+                                 f"episode reached a decision (first failures: {failures})")
+            results.append(ArmResult(
+                phase=phase, cell=dict(cell), policy=policy_name, context_mode=mode,
+                episodes=len(records), accuracy=steering.accuracy,
+                contamination=steering.contamination, mean_tokens=steering.mean_tokens,
+                p95_tokens=steering.p95_tokens, invalid=steering.invalid,
+                unmeasured=steering.unmeasured))
+            if bar is not None:
+                bar.update(1)
+    finally:
         if bar is not None:
-            bar.update(1)
-    if bar is not None:
-        bar.close()
+            bar.close()
     return results

@@ -7,8 +7,13 @@
   and predict, statistics and tables, plots), and the sha256 of its results.csv, which must
   not change when the stages get faster. The machine's load average is recorded beside the
   figures: on a shared machine they are comparable only at a like load.
+- `--paired TREE`: the same `reproduce --grid all` in this tree and in another checkout TREE
+  (the code before a change), each a fresh process (warm-up run, then one timed), the two
+  alternated in turn for `--study-repeats` rounds, so both see the same load; medians of each
+  and their ratio. Start-up commands are not timed in this mode.
 
     python benchmarks/startup.py [--repeats 5] [--study-repeats 1] [--json-out FILE]
+    python benchmarks/startup.py --paired /path/to/old/tree --study-repeats 5
 """
 
 from __future__ import annotations
@@ -47,12 +52,74 @@ def command_seconds(argv: list[str], repeats: int) -> float:
     return statistics.median(times)
 
 
+# One timed `reproduce --grid all` after a warm-up, in a fresh process of the tree it runs in
+# (its API is the same before and after the change): prints the stages, wall and digest.
+ONE_STUDY = """
+import hashlib, json, os, sys, tempfile, time
+from pathlib import Path
+from analysis.studies.reproduce.run import reproduce
+with tempfile.TemporaryDirectory() as out:
+    reproduce("all", Path(out))
+    start = time.perf_counter()
+    result = reproduce("all", Path(out))
+    wall = time.perf_counter() - start
+    print(json.dumps({"wall": wall, "stages": result.seconds,
+                      "load": os.getloadavg()[0],
+                      "sha256": hashlib.sha256(result.results_csv.read_bytes()).hexdigest()}))
+"""
+
+
+def study_in(tree: Path) -> dict:
+    """One timed study in a fresh process of `tree`."""
+    import json
+
+    env = {**os.environ, "PYTHONPATH": str(tree)}
+    done = subprocess.run([sys.executable, "-c", ONE_STUDY], cwd=tree, env=env,
+                          capture_output=True, text=True, check=True)
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def paired(old_tree: Path, rounds: int, json_out: Path | None) -> int:
+    """This tree against `old_tree`, alternated (which goes first swaps each round)."""
+    trees = {"new": ROOT, "old": old_tree.resolve()}
+    runs: dict[str, list[dict]] = {"new": [], "old": []}
+    for k in range(rounds):
+        for name in (("new", "old") if k % 2 == 0 else ("old", "new")):
+            runs[name].append(study_in(trees[name]))
+            last = runs[name][-1]
+            print(f"round {k + 1} {name}: {last['wall']:.2f} s at load {last['load']:.1f}",
+                  flush=True)
+    medians = {name: statistics.median(r["wall"] for r in rs) for name, rs in runs.items()}
+    stages = {name: {stage: statistics.median(r["stages"][stage] for r in rs)
+                     for stage in rs[0]["stages"]} for name, rs in runs.items()}
+    print(f"{'tree':<6} {'stage':<32} {'median s':>9}")
+    for name in ("old", "new"):
+        for stage, value in stages[name].items():
+            print(f"{name:<6} {stage:<32} {value:>9.2f}")
+        print(f"{name:<6} {'whole (wall)':<32} {medians[name]:>9.2f}")
+    ratio = medians["new"] / medians["old"]
+    digests = {r["sha256"] for rs in runs.values() for r in rs}
+    print(f"ratio new / old (whole): {ratio:.2f}; results.csv "
+          f"{'unchanged' if digests == {RESULTS_SHA256} else 'CHANGED'}")
+    emit({"paired_with": str(trees["old"]), "rounds": rounds,
+          "load_average_1min": [r["load"] for name in ("old", "new") for r in runs[name]],
+          "whole_seconds": {name: [r["wall"] for r in rs] for name, rs in runs.items()},
+          "median_whole_seconds": medians, "median_stage_seconds": stages,
+          "ratio_new_over_old": ratio, "results_csv_unchanged": digests == {RESULTS_SHA256}},
+         json_out)
+    return 0 if digests == {RESULTS_SHA256} else 1
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--study-repeats", type=int, default=1)
     parser.add_argument("--json-out", type=Path)
+    parser.add_argument("--paired", type=Path, metavar="TREE",
+                        help="time reproduce here and in TREE, alternated")
     args = parser.parse_args(argv)
+    if args.paired is not None:
+        return paired(args.paired, args.study_repeats, args.json_out)
 
     startup = {name: command_seconds(cmd, args.repeats) for name, cmd in COMMANDS.items()}
     from analysis.studies.reproduce.run import reproduce
@@ -81,6 +148,7 @@ def main(argv: list[str] | None = None) -> int:
           "startup_seconds": startup,
           "reproduce_stage_seconds": {k: statistics.median(v) for k, v in stages.items()},
           "reproduce_seconds": statistics.median(walls),
+          "reproduce_drawing_seconds": result.drawing_seconds,
           "results_csv_sha256": digest, "results_csv_unchanged": digest == RESULTS_SHA256},
          args.json_out)
     return 0 if digest == RESULTS_SHA256 else 1

@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
     total = sum(result.seconds.values())
     stages = ", ".join(f"{name} {value:.2f} s" for name, value in result.seconds.items())
     print(f"{result.configurations:,} configurations, {result.episodes:,} episodes in "
-          f"{total:.2f} s ({stages})")
+          f"{total:.2f} s ({stages}; drawing the figures took {result.drawing_seconds:.2f} s "
+          "in all)")
     print(f"results: {result.results_csv}")
     print(f"tables:  {result.tables_md}")
     print(f"plots:   {len(result.plots)} PNG files in {args.out}")

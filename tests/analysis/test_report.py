@@ -10,9 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from analysis.plotting import save
 from analysis.stats import bootstrap_weights, paired_bootstrap, wilson_interval
 from analysis.studies.reproduce.design import GRID_NAMES, grid_configurations
-from analysis.studies.reproduce.figures import plot_profiles
+from analysis.studies.reproduce.drawing import ProfileDrawer, plot_profiles
+from analysis.studies.reproduce.figures import profile_figures
 from analysis.studies.reproduce.report import (
     APPENDIX_TABLES,
     SUMMARY_KEYS,
@@ -305,12 +307,35 @@ def test_plot_profiles_for_one_grid(tmp_path: Path) -> None:
 
 
 def test_figures_drawn_in_processes_are_the_figures_drawn_here(tmp_path: Path) -> None:
+    """Each grid's figures drawn by the drawing processes, grid by grid (as reproduce hands
+    them over), are byte for byte the figures built in one process from every grid at once."""
     configs = [*grid_configurations("recovery"), *grid_configurations("memory")]
     episodes = synthetic_episodes(len(configs))
-    here = plot_profiles(configs, episodes, tmp_path / "here", workers=1)
+    (tmp_path / "here").mkdir()
+    here = [save(figure, tmp_path / "here" / name)
+            for name, figure in profile_figures(configs, episodes).items()]
+    one = plot_profiles(configs, episodes, tmp_path / "one", workers=1)
     there = plot_profiles(configs, episodes, tmp_path / "there", workers=2)
-    assert [p.name for p in here] == [p.name for p in there] and len(here) == 2
-    assert all(a.read_bytes() == b.read_bytes() for a, b in zip(here, there, strict=True))
+    assert [p.name for p in here] == [p.name for p in there] == [p.name for p in one]
+    assert [p.name for p in here] == ["profile_memory.png", "profile_recovery.png"]
+    for a, b, c in zip(here, one, there, strict=True):
+        assert a.read_bytes() == b.read_bytes() == c.read_bytes(), a.name
+
+
+def test_a_study_stopped_part_way_leaves_no_figures(tmp_path: Path) -> None:
+    configs = grid_configurations("memory")
+    with pytest.raises(RuntimeError, match="stopped"):
+        with ProfileDrawer(tmp_path, figures=2, workers=2) as drawer:
+            drawer.add_grid(configs, synthetic_episodes(len(configs))["success"])
+            raise RuntimeError("stopped")
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_a_drawer_takes_one_grid_at_a_time(tmp_path: Path) -> None:
+    configs = [*grid_configurations("recovery"), *grid_configurations("memory")]
+    with ProfileDrawer(tmp_path, figures=2, workers=1) as drawer, pytest.raises(
+            ValueError, match="configurations of several grids given as grid 'recovery'"):
+        drawer.add_grid(configs, synthetic_episodes(len(configs))["success"])
 
 
 def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,

@@ -6,7 +6,6 @@ and captions that say what each point averages.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -20,7 +19,6 @@ from analysis.plotting import (
     legend_outside,
     new_figure,
     percent_axis,
-    save,
     seed_text,
 )
 from analysis.stats import EFFECT_FACTORS, bootstrap_weights
@@ -155,35 +153,39 @@ def _grid_figure(configs: Sequence[Any], success: np.ndarray, weights: np.ndarra
     return figure
 
 
-Shared = tuple[Sequence[Any], np.ndarray, np.ndarray]  # configs, success, weights
+FigureJobs = dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]
+# Every profile figure in the order they are listed: the primary factors, then the follow-on
+# grids in appendix order.
+FIGURE_NAMES = (*(f"profile_primary_{factor}.png" for factor in EFFECT_FACTORS),
+                *(f"profile_{grid}.png" for grid in APPENDIX_TABLES))
 
 
-def _figure_jobs(
-    configs: Sequence[Any], episodes: dict[str, np.ndarray],
-    weights: np.ndarray | None = None, seeds: dict[str, Any] | None = None,
-) -> dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]:
-    """Each profile figure by file name as (builder, its arguments), so the figures can be
-    drawn in this process or in several (they are independent)."""
-    n_seeds = validate_episodes(configs, episodes, ("success",))
-    if weights is None:
-        weights = bootstrap_weights(n_seeds)
-    success = np.asarray(episodes["success"], dtype=np.float64)
-    by_grid = group_indices(range(len(configs)), lambda i: configs[i].grid)
-    seeds = dict(seeds or {})
+def figure_names(grid: str) -> list[str]:
+    """The profile figures one grid's episodes draw (file names, in FIGURE_NAMES order)."""
+    if grid == "primary":
+        return [f"profile_primary_{factor}.png" for factor in EFFECT_FACTORS]
+    return [f"profile_{grid}.png"] if grid in APPENDIX_TABLES else []
 
-    def seeds_of(grid: str) -> Any:
-        return seeds[grid] if grid in seeds else grid_seeds(grid)
 
-    jobs: dict[str, tuple[Callable[..., Any], tuple[Any, ...]]] = {}
-    primary = by_grid.get("primary", [])
-    if primary:
-        for factor in EFFECT_FACTORS:
-            jobs[f"profile_primary_{factor}.png"] = (_primary_figure, (
-                primary, factor, seeds_of("primary")))
-    for grid in APPENDIX_TABLES:
-        if grid in by_grid:
-            jobs[f"profile_{grid}.png"] = (_grid_figure, (by_grid[grid], grid, seeds_of(grid)))
-    return (configs, success, weights), jobs
+def grid_figure_jobs(configs: Sequence[Any], seeds: Any) -> FigureJobs:
+    """The profile figures of one grid's configurations (every one of them of that grid) by
+    file name, as (builder, its arguments after (configs, success, weights)): each figure
+    reads one grid only, so it can be drawn as soon as that grid has played, in this process
+    or another."""
+    grid = configs[0].grid
+    if any(config.grid != grid for config in configs):
+        raise ValueError(f"configurations of several grids given as grid {grid!r}")
+    members = list(range(len(configs)))
+    if grid == "primary":
+        return {name: (_primary_figure, (members, factor, seeds))
+                for name, factor in zip(figure_names(grid), EFFECT_FACTORS, strict=True)}
+    return {name: (_grid_figure, (members, grid, seeds)) for name in figure_names(grid)}
+
+
+def grid_seeds_of(seeds: dict[str, Any] | None) -> Callable[[str], Any]:
+    """A grid's seeds for its caption: from `seeds` when it names the grid, else the design's."""
+    given = dict(seeds or {})
+    return lambda grid: given[grid] if grid in given else grid_seeds(grid)
 
 
 def profile_figures(
@@ -194,44 +196,13 @@ def profile_figures(
     family) and per follow-on grid (grouped bars per condition). `weights` are the tables'
     bootstrap weights (drawn afresh with the same defaults when None); `seeds` maps a grid to
     the seeds its episodes were played on (design.grid_seeds when None), for the caption."""
-    shared, jobs = _figure_jobs(configs, episodes, weights, seeds)
-    return {name: build(*shared, *args) for name, (build, args) in jobs.items()}
-
-
-_SHARED: Shared | None = None  # a drawing process's copy of what every figure reads
-
-
-def _share(shared: Shared) -> None:
-    global _SHARED
-    _SHARED = shared
-
-
-def _draw(job: tuple[Callable[..., Any], tuple[Any, ...], Path]) -> Path:
-    build, args, path = job
-    assert _SHARED is not None, "_share runs first in every drawing process"
-    return save(build(*_SHARED, *args), path)
-
-
-def plot_profiles(
-    configs: Sequence[Any], episodes: dict[str, np.ndarray], out_dir: str | Path,
-    weights: np.ndarray | None = None, seeds: dict[str, Any] | None = None,
-    workers: int | None = None,
-) -> list[Path]:
-    """Write `profile_figures` as PNGs into out_dir; returns the paths written. The figures
-    are drawn by `workers` processes (None: one per core, at most one per figure), since
-    drawing them is most of the study's time and each is independent."""
-    import os
-
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    shared, named = _figure_jobs(configs, episodes, weights, seeds)
-    jobs = [(build, args, out / name) for name, (build, args) in named.items()]
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    workers = min(len(jobs), cores or 1) if workers is None else min(workers, len(jobs))
-    if workers <= 1:
-        return [save(build(*shared, *args), path) for build, args, path in jobs]
-    from concurrent.futures import ProcessPoolExecutor
-
-    with ProcessPoolExecutor(max_workers=workers, initializer=_share,
-                             initargs=(shared,)) as pool:
-        return list(pool.map(_draw, jobs))
+    n_seeds = validate_episodes(configs, episodes, ("success",))
+    weights = bootstrap_weights(n_seeds) if weights is None else weights
+    seeds_of = grid_seeds_of(seeds)
+    figures = {}
+    for grid, members in group_indices(range(len(configs)), lambda i: configs[i].grid).items():
+        inside = [configs[i] for i in members]
+        success = np.asarray(episodes["success"][members], dtype=np.float64)
+        for name, (build, args) in grid_figure_jobs(inside, seeds_of(grid)).items():
+            figures[name] = build(inside, success, weights, *args)
+    return {name: figures[name] for name in FIGURE_NAMES if name in figures}

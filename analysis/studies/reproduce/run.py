@@ -11,6 +11,7 @@ line report the same stages.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -26,7 +27,7 @@ from analysis.studies.reproduce.design import (
     grid_configurations,
     grid_seeds,
 )
-from analysis.studies.reproduce.figures import plot_profiles
+from analysis.studies.reproduce.drawing import ProfileDrawer, study_figures
 from analysis.studies.reproduce.predictions import predict
 from analysis.studies.reproduce.report import summary_rows, write_results_csv
 from analysis.studies.reproduce.tables import tables_blocks
@@ -39,7 +40,12 @@ from envs.workflow.params import WorkflowParams
 
 @dataclass
 class Reproduction:
-    """What a reproduction wrote, its size, and how long each stage took (seconds)."""
+    """What a reproduction wrote, its size, and how long each stage took (seconds).
+
+    `seconds` are consecutive spans of the wall clock (they add up to the whole): the figures
+    are drawn beside the first two stages, so the last is only the wait for the figures not
+    drawn by the time the tables are written. `drawing_seconds` adds up how long each figure
+    took to draw, wherever and whenever it was drawn."""
 
     results_csv: Path
     tables_md: Path
@@ -47,6 +53,7 @@ class Reproduction:
     configurations: int
     episodes: int
     seconds: dict[str, float] = field(default_factory=dict)
+    drawing_seconds: float = 0.0
 
 
 def _table1_blocks() -> list[Block]:
@@ -59,6 +66,8 @@ def _table1_blocks() -> list[Block]:
                         caption)]
 
 
+# The last stage: waiting for the figures still being drawn once the tables are written.
+PLOTS_STAGE = "plots after the tables"
 POSITIVE_CONTROLS = ("exact", "residue-8", "precomputed-plan", "indexed")
 
 
@@ -97,13 +106,18 @@ def shards(grid: list[GridConfiguration], seeds: np.ndarray, workers: int) -> li
     return [(tuple(pairs[start:start + size]), seeds) for start in range(0, len(pairs), size)]
 
 
+GridArrived = Callable[[list[GridConfiguration], dict[str, np.ndarray]], None]
+
+
 def run_grids(names: tuple[str, ...], progress: bool = False,
-              executor: Executor | None = None
+              executor: Executor | None = None, on_grid: GridArrived | None = None,
               ) -> tuple[list[GridConfiguration], dict[str, np.ndarray], np.ndarray]:
     """Configurations, stacked episode arrays (configs, 256 seeds) and predictions; with
     `progress`, one step per configuration (analysis.progress: a bar, or log lines).
     `executor` (controllers.executors) plays the shards of configurations (default: one at a
-    time here); the arrays come back in configuration order either way."""
+    time here); the arrays come back in configuration order either way. `on_grid` gets each
+    grid's configurations and episode arrays as soon as that grid has played and passed its
+    positive controls."""
     executor = LocalExecutor() if executor is None else executor
     configs: list[GridConfiguration] = []
     parts: list[dict[str, np.ndarray]] = []
@@ -122,14 +136,17 @@ def run_grids(names: tuple[str, ...], progress: bool = False,
 
     for name, grid in grids.items():
         seeds = grid_seeds(name)
-        parts += executor.map(play_shard, shards(grid, seeds, executor.workers),
+        played = executor.map(play_shard, shards(grid, seeds, executor.workers),
                               on_result=arrived)
+        parts.append({key: np.concatenate([p[key] for p in played]) for key in played[0]})
+        check_positive_controls(grid, parts[-1]["success"])
+        if on_grid is not None:
+            on_grid(grid, parts[-1])
         predicted.append(predict(grid, seeds))
         configs += grid
     if bar is not None:
         bar.close()
     episodes = {key: np.concatenate([p[key] for p in parts]) for key in parts[0]}
-    check_positive_controls(configs, episodes["success"])
     return configs, episodes, np.concatenate(predicted)
 
 
@@ -137,7 +154,9 @@ def reproduce(grid: str = "all", out: Path = Path("results"), progress: bool = F
               resamples: int = DEFAULT_RESAMPLES,
               executor: Executor | None = None) -> Reproduction:
     """Run `grid` ("all" or one of GRID_NAMES) and write results.csv, tables.md and PNGs;
-    `executor` plays the configurations (run_grids)."""
+    `executor` plays the configurations (run_grids). The figures are drawn by
+    drawing.ProfileDrawer, started first: each grid's figures are drawn beside the grids
+    still to play and the tables."""
     if grid not in GRID_CHOICES:
         raise ValueError(f"grid must be one of {' | '.join(GRID_CHOICES)}; got {grid!r}")
     names = GRID_NAMES if grid == "all" else (grid,)
@@ -146,21 +165,24 @@ def reproduce(grid: str = "all", out: Path = Path("results"), progress: bool = F
     seconds: dict[str, float] = {}
 
     start = time.perf_counter()
-    configs, episodes, predicted = run_grids(names, progress=progress, executor=executor)
-    seconds["run and predict"] = time.perf_counter() - start
+    with ProfileDrawer(out, study_figures(names), resamples=resamples) as drawer:
+        configs, episodes, predicted = run_grids(
+            names, progress=progress, executor=executor,
+            on_grid=lambda grid, played: drawer.add_grid(grid, played["success"]))
+        seconds["run and predict"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    weights = bootstrap_weights(episodes["success"].shape[1], resamples=resamples)
-    rows = summary_rows(configs, episodes, predicted, weights)
-    results_csv = write_results_csv(rows, out / "results.csv")
-    tables_md = write_study_tables(out / "tables.md", [
-        Heading("Seed 003 reproduced by diagym", level=1), *_table1_blocks(),
-        *tables_blocks(configs, episodes, predicted, weights)], end="\n\n")
-    seconds["statistics and tables"] = time.perf_counter() - start
+        start = time.perf_counter()
+        weights = bootstrap_weights(episodes["success"].shape[1], resamples=resamples)
+        rows = summary_rows(configs, episodes, predicted, weights)
+        results_csv = write_results_csv(rows, out / "results.csv")
+        tables_md = write_study_tables(out / "tables.md", [
+            Heading("Seed 003 reproduced by diagym", level=1), *_table1_blocks(),
+            *tables_blocks(configs, episodes, predicted, weights)], end="\n\n")
+        seconds["statistics and tables"] = time.perf_counter() - start
 
-    start = time.perf_counter()
-    plots = plot_profiles(configs, episodes, out)
-    seconds["plots"] = time.perf_counter() - start
+        start = time.perf_counter()
+        plots = drawer.paths()
+        seconds[PLOTS_STAGE] = time.perf_counter() - start
     write_provenance(out, {"command": "reproduce", "grids": list(names),
                            "configurations": len(configs),
                            "seeds_per_configuration": int(episodes["success"].shape[1]),
@@ -172,4 +194,5 @@ def reproduce(grid: str = "all", out: Path = Path("results"), progress: bool = F
         configurations=len(configs),
         episodes=int(episodes["success"].size),
         seconds=seconds,
+        drawing_seconds=drawer.drawing_seconds,
     )

@@ -79,8 +79,9 @@ def batched_spec(env: gym.Env, policy: Any) -> WorkflowParams | None:
 
 
 def _check_counts(episodes: Any, seed: Any) -> None:
-    if isinstance(episodes, bool) or not isinstance(episodes, int) or episodes < 0:
-        raise ValueError(f"episodes must be an integer >= 0; got {episodes!r}")
+    if (isinstance(episodes, bool) or not isinstance(episodes, int)
+            or not 0 <= episodes < 2**63):
+        raise ValueError(f"episodes must be an integer in 0..2**63-1; got {episodes!r}")
     if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**63 - episodes:
         raise ValueError(f"seed must be an integer in 0..2**63-1-episodes; got {seed!r}")
 

@@ -15,7 +15,7 @@ from analysis.cli.flags_executor import (
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import add_log_flags, bounded_int
+from analysis.cli.flags_general import MAX_COUNT, add_log_flags, bounded_int
 from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 from analysis.cli.policies import build_policy
 
@@ -52,7 +52,7 @@ def add_parser(subparsers: Any) -> None:
                              "behind --base-url or --local) or your own policy as "
                              "package.module:Name or path/to/file.py:Name (see diagym run "
                              "--help; default: %(default)s)")
-    parser.add_argument("--episodes", type=bounded_int(1), default=10, metavar="K",
+    parser.add_argument("--episodes", type=bounded_int(1, MAX_COUNT), default=10, metavar="K",
                         help="scenario seeds per arm (default 10, seed 002's trials per cell)")
     parser.add_argument("--window", type=bounded_int(128), default=None, metavar="W",
                         help="window budget in tokens (default: none, nothing is cut, as in "

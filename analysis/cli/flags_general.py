@@ -14,6 +14,10 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+# The most episodes or training steps one command takes: a day's play at the batched runner's
+# speed is ~10**11, and every count stays far from the int64 seeds and step counters.
+MAX_COUNT = 10**12
+
 
 def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
     """An argparse type for integers in low..high (high None: no upper bound)."""

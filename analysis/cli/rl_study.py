@@ -10,7 +10,7 @@ from typing import Any
 
 from analysis.cli.errors import UsageError
 from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
-from analysis.cli.flags_general import bounded_int
+from analysis.cli.flags_general import MAX_COUNT, bounded_int
 from analysis.cli.outputs import with_json_stdout, writable_dir
 
 ARCH_CHOICES = ("mlp", "entity", "entity-lstm")
@@ -73,9 +73,9 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--checkpoints", type=int_list, default=None, metavar="STEPS",
                         help="with --capacity, the increasing step counts each run is "
                              "diagnosed at (default: --steps/4, --steps/2, --steps)")
-    parser.add_argument("--steps", type=bounded_int(1), default=100_000, metavar="N",
+    parser.add_argument("--steps", type=bounded_int(1, MAX_COUNT), default=100_000, metavar="N",
                         help="training steps per agent (default: %(default)s)")
-    parser.add_argument("--episodes", type=bounded_int(1), default=256, metavar="E",
+    parser.add_argument("--episodes", type=bounded_int(1, MAX_COUNT), default=256, metavar="E",
                         help="held-out evaluation episodes per policy (default: %(default)s)")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="training seed (default: %(default)s)")

@@ -14,7 +14,7 @@ from analysis.cli.flags_executor import (
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import add_env_kwargs, add_log_flags, bounded_int
+from analysis.cli.flags_general import MAX_COUNT, add_env_kwargs, add_log_flags, bounded_int
 from analysis.cli.outputs import json_stdout, writable_file
 from analysis.cli.policies import PolicyNames, build_policy, policy_name
 
@@ -46,7 +46,7 @@ def add_parser(subparsers: Any) -> None:
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "
                              "refuse it)")
-    parser.add_argument("--episodes", type=bounded_int(1), required=True, metavar="K",
+    parser.add_argument("--episodes", type=bounded_int(1, MAX_COUNT), required=True, metavar="K",
                         help="episodes to play, >= 1 (required)")
     parser.add_argument("--seed", type=bounded_int(0), default=0, metavar="S",
                         help="task seed of the first episode; episode i plays seed S + i "

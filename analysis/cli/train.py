@@ -6,7 +6,7 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.flags_general import add_env_kwargs, bounded_int, json_object
+from analysis.cli.flags_general import MAX_COUNT, add_env_kwargs, bounded_int, json_object
 from analysis.cli.outputs import writable_dir
 
 MAX_N_ENVS = 1024  # one process steps them all: beyond this the rollout buffer outgrows memory
@@ -38,7 +38,7 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--env", required=True, metavar="ID",
                         help="a registered env id (required)")
     add_env_kwargs(parser)
-    parser.add_argument("--steps", type=bounded_int(1), required=True, metavar="N",
+    parser.add_argument("--steps", type=bounded_int(1, MAX_COUNT), required=True, metavar="N",
                         help="environment steps to train for in all, >= 1 (required)")
     parser.add_argument("--n-envs", type=bounded_int(1, MAX_N_ENVS), default=8, metavar="K",
                         help=f"environments stepped together, 1..{MAX_N_ENVS}; --n-envs "

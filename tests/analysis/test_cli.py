@@ -98,7 +98,7 @@ def test_run_json_summarises_the_batched_runs_episodes(
 
 @pytest.mark.parametrize(("argv", "message"), [
     (["--env-kwargs", "[1]"], "argument --env-kwargs: must be a JSON object; got '[1]'"),
-    (["--episodes", "0"], "argument --episodes: must be an integer >= 1; got 0"),
+    (["--episodes", "0"], "argument --episodes: must be an integer in 1..1000000000000; got 0"),
     (["--seed", "-3"], "argument --seed: must be an integer >= 0; got -3"),
 ])
 def test_run_rejects_bad_flags(argv: list[str], message: str,

@@ -39,6 +39,18 @@ LLM = ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--base-url",
       "--out", "unused"],
      "diagym train: error: argument --n-envs: must be an integer in 1..1024; got 10000000 "
      "(see diagym train --help)"),
+    ([*RUN, "--episodes", str(10**30)],
+     f"diagym run: error: argument --episodes: must be an integer in 1..{10**12}; got "
+     f"{10**30} (see diagym run --help)"),
+    (["dacs-study", "--episodes", str(10**30)],
+     f"diagym dacs-study: error: argument --episodes: must be an integer in 1..{10**12}; got "
+     f"{10**30} (see diagym dacs-study --help)"),
+    (["train", "--env", "StatefulWorkflow-v0", "--steps", str(10**30), "--out", "unused"],
+     f"diagym train: error: argument --steps: must be an integer in 1..{10**12}; got "
+     f"{10**30} (see diagym train --help)"),
+    (["rl-study", "--steps", str(10**30)],
+     f"diagym rl-study: error: argument --steps: must be an integer in 1..{10**12}; got "
+     f"{10**30} (see diagym rl-study --help)"),
 ])
 def test_a_hostile_input_is_one_line(argv: list[str], message: str,
                                      capsys: pytest.CaptureFixture[str]) -> None:

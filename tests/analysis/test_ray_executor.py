@@ -307,8 +307,9 @@ def test_the_shared_limit_holds_the_servers_load_with_four_workers(shared: bool)
     """Four workers, a limit of two calls in flight: the server never sees more than two at
     once with the shared limit, and sees more without one (the control: the test can fail)."""
     # held until the limit is reached (shared) or passed (not shared): the workers meet
-    # however late the machine's load starts them
-    responder = InFlight(delay=0.05, hold_until=2 if shared else 3)
+    # however late the machine's load starts them (Ray starts the third and fourth worker
+    # processes only when they are asked for, which took over 10 s at load 7)
+    responder = InFlight(delay=0.05, hold_until=2 if shared else 3, hold_seconds=60)
     executor = RayExecutor(workers=4)
     limiter = executor.share(functools.partial(AdaptiveLimit, 2)) if shared else None
     with FakeServer(responder) as server:
@@ -464,3 +465,20 @@ def test_dacs_live_through_both_executors_gives_the_same_trials(tmp_path: Path) 
     assert sum(line["kind"] == "trial" for line in lines["ray"]) == 4
     assert (tmp_path / "ray" / "phase4.csv").read_text() == (
         tmp_path / "local" / "phase4.csv").read_text()
+
+
+def test_run_on_ray_shows_progress_and_counts_resumed_episodes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The one progress bar of `run`, whichever executor plays: a user's policy on Ray counts
+    0/6 .. 6/6, and a resumed run counts the episodes already in its log as done."""
+    log = tmp_path / "run.jsonl"
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "tests.user_policy:Greedy",
+            "--executor", "ray", "--log", str(log), "--episodes"]
+    assert main([*argv, "6"]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("diagym run: ")]
+    assert lines[0].startswith("diagym run: 0/6 episode (0%)"), lines
+    assert lines[-1].startswith("diagym run: 6/6 episode (100%)"), lines
+    assert main([*argv, "10", "--resume"]) == 0
+    lines = [x for x in capsys.readouterr().err.splitlines() if x.startswith("diagym run: ")]
+    assert f"diagym run: resuming: 6 of 10 episodes are in {log} already; 4 to play" in lines
+    assert lines[-1].startswith("diagym run: 10/10 episode (100%)"), lines

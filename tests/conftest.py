@@ -5,6 +5,8 @@ from __future__ import annotations
 import functools
 from typing import Any
 
+import pytest
+
 from controllers.workflow.adapter import ReferencePolicy
 
 
@@ -68,9 +70,10 @@ SHARED_WORKER_GROUPS = {
 }
 
 
-def worker_group(path: str) -> str:
-    """The xdist group of a test file: its shared-worker group, else the file itself (so a
+def worker_group(nodeid: str) -> str:
+    """The xdist group of a test: its file's shared-worker group, else the file itself (so a
     file's module-scoped fixtures are built once, on one worker)."""
+    path = nodeid.split("::", 1)[0]
     name = path.rsplit("/", 1)[-1]
     for group, files in SHARED_WORKER_GROUPS.items():
         if name in files:
@@ -78,14 +81,29 @@ def worker_group(path: str) -> str:
     return path
 
 
-def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Every test's time limit (its @pytest.mark.timeout(seconds), else pyproject's
-    `timeout`) is scaled to this machine (time_scale); every test is put in its file's
-    xdist group (worker_group)."""
-    import pytest
+@pytest.hookimpl(tryfirst=True)
+def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
+    """Under `--dist loadgroup`, tests are scheduled by worker_group. Why a scheduler and not
+    xdist_group markers: xdist 3.8 reads the markers into `item._nodeid`, which pytest 9.2's
+    nodes no longer read, so the markers group nothing (every test went to either worker)."""
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
 
-    for item in items:
-        item.add_marker(pytest.mark.xdist_group(worker_group(item.nodeid.split("::")[0])))
+    class SharedWorkerScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return worker_group(nodeid)
+
+    return SharedWorkerScheduling(config, log)
+
+
+def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
+    scale_time_limits(config, items)
+
+
+def scale_time_limits(config: Any, items: list[Any]) -> None:
+    """Every test's time limit (its @pytest.mark.timeout(seconds), else pyproject's
+    `timeout`) scaled to this machine (time_scale)."""
     scale = time_scale()
     try:
         default = float(config.getini("timeout") or 0)

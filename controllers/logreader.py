@@ -5,7 +5,13 @@ Why one: what stands in a log is a rule (a "replay" line voids an episode's earl
 result unit repeated under its key counts once; old call lines read in today's meaning,
 controllers/callline.py), and a consumer reading the lines its own way would count a voided
 call or an old latency as if it stood. Writing, locking and resuming are controllers/runlog.py
-`RunLog`'s; this module reads without the lock, streaming (`read_entries`), in one pass.
+`RunLog`'s; this module reads without the lock, streaming (`entries_at`), in one pass.
+
+Why call lines are held without their prompt: a chat model's prompt is its whole context
+window, kilobytes to megabytes per call, and no reader but the report's few detailed
+episodes shows one; a held call line keeps its line's byte offset instead (PROMPT_AT), and
+`prompt_of` reads the prompt back. So reading a log takes memory in proportion to its
+lines, not to its bytes (benchmarks/log_reading.py).
 """
 
 from __future__ import annotations
@@ -17,8 +23,10 @@ from typing import Any
 
 from controllers.callline import CALL, normalised
 from controllers.policy import EpisodeRecord
-from controllers.runlog import read_entries
+from controllers.runlog import entries_at, entry_at
 from controllers.tracing import TRACE
+
+PROMPT_AT = "prompt_at"  # a held call line's byte offset in its log, in place of its prompt
 
 
 @dataclass
@@ -36,6 +44,7 @@ class LoggedRun:
     sessions: list[dict[str, Any]] = field(default_factory=list)
     name: str | None = None
     results: list[dict[str, Any]] = field(default_factory=list)
+    path: Path | None = None  # the log it was read from (prompt_of)
 
 
 def _seed_of(key: Any, runs: dict[str, LoggedRun]) -> tuple[LoggedRun, int] | None:
@@ -55,11 +64,14 @@ def read_log(path: Path, skipped: Counter[str] | None = None) -> dict[str, Logge
     EpisodeRecord."""
     runs: dict[str, LoggedRun] = {}
     seen_results: set[tuple[str, str]] = set()
-    for entry in read_entries(Path(path), skipped if skipped is not None else Counter()):
+    for offset, entry in entries_at(Path(path), skipped if skipped is not None else Counter()):
         entry = normalised(entry)
+        if entry["type"] == CALL and "prompt" in entry:
+            del entry["prompt"]
+            entry[PROMPT_AT] = offset
         run_id, run = entry.get("run_id"), entry.get("run")
         if isinstance(run_id, str) and isinstance(run, dict) and run_id not in runs:
-            runs[run_id] = LoggedRun(run_id, run, {}, {}, {})
+            runs[run_id] = LoggedRun(run_id, run, {}, {}, {}, path=Path(path))
         if isinstance(run_id, str) and run_id in runs:
             _take_run_line(entry, runs[run_id], seen_results)
         found = _seed_of(entry.get("episode_key"), runs)
@@ -78,6 +90,21 @@ def read_log(path: Path, skipped: Counter[str] | None = None) -> dict[str, Logge
         elif kind == CALL:
             logged.calls.setdefault(seed, []).append(entry)
     return runs
+
+
+def prompt_of(logged: LoggedRun, call: dict[str, Any]) -> Any:
+    """The prompt of a call line `read_log` held (read back from its line in the log); None
+    for a line without one, or when the log no longer holds that line."""
+    if "prompt" in call:
+        return call["prompt"]
+    offset = call.get(PROMPT_AT)
+    if not isinstance(offset, int) or logged.path is None:
+        return None
+    try:
+        entry = entry_at(logged.path, offset)
+    except OSError:
+        return None
+    return None if entry is None else entry.get("prompt")
 
 
 def _take_run_line(entry: dict[str, Any], logged: LoggedRun,

@@ -156,10 +156,10 @@ def differences(recorded: Any, now: Any) -> list[str]:
 MAX_LINE_BYTES = 64 * 2**20  # a line past this is no entry any writer here makes
 
 
-def _lines(source: bytes | Path | BinaryIO) -> Iterator[tuple[bytes, bool]]:
-    """(line without its newline, whether it ended in one) for each line of `source`, one
-    line in memory at a time; a line longer than MAX_LINE_BYTES comes as one b"\0" marker
-    (read through, never held)."""
+def _lines(source: bytes | Path | BinaryIO) -> Iterator[tuple[bytes, bool, int]]:
+    """(line without its newline, whether it ended in one, its byte offset) for each line of
+    `source`, one line in memory at a time; a line longer than MAX_LINE_BYTES comes as one
+    b"\0" marker (read through, never held)."""
     stream: BinaryIO
     if isinstance(source, bytes | bytearray | memoryview):
         stream = io.BytesIO(source)
@@ -169,17 +169,20 @@ def _lines(source: bytes | Path | BinaryIO) -> Iterator[tuple[bytes, bool]]:
         return
     else:
         stream = source
+    offset = 0
     while True:
         raw = stream.readline(MAX_LINE_BYTES + 1)
         if not raw:
             return
+        start, offset = offset, offset + len(raw)
         if len(raw) > MAX_LINE_BYTES and not raw.endswith(b"\n"):
             while raw and not raw.endswith(b"\n"):
                 raw = stream.readline(MAX_LINE_BYTES)
-            yield b"\0", raw.endswith(b"\n")
+                offset += len(raw)
+            yield b"\0", raw.endswith(b"\n"), start
             continue
         ended = raw.endswith(b"\n")
-        yield (raw[:-1] if ended else raw), ended
+        yield (raw[:-1] if ended else raw), ended, start
 
 
 def read_entries(source: bytes | Path | BinaryIO,
@@ -187,29 +190,52 @@ def read_entries(source: bytes | Path | BinaryIO,
     """The entries of a log in order, read streaming from its path or an open binary file
     (or from bytes already read), so a log of any size is read in the memory of its longest
     line; what is not an entry is counted in `skipped` by kind (SKIP_KINDS) instead."""
-    for raw, ended in _lines(source):
+    for _, entry in entries_at(source, skipped):
+        yield entry
+
+
+def entries_at(source: bytes | Path | BinaryIO,
+               skipped: Counter[str]) -> Iterator[tuple[int, dict[str, Any]]]:
+    """read_entries' entries, each with the byte offset of its line (entry_at reads it back)."""
+    for raw, ended, offset in _lines(source):
         if not ended:
             skipped["torn"] += 1
             return
-        if not raw.strip():
-            continue
-        try:
-            text = raw.decode("utf-8")
-        except UnicodeDecodeError:
-            skipped["undecodable"] += 1
-            continue
-        try:
-            entry = json.loads(text, parse_int=_int64)
-        except _OutOfRange:
-            skipped["out_of_range"] += 1
-            continue
-        except (ValueError, RecursionError):
-            skipped["unparsable"] += 1
-            continue
-        if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
-            skipped["foreign"] += 1
-            continue
-        yield entry
+        entry = _entry(raw, skipped)
+        if entry is not None:
+            yield offset, entry
+
+
+def entry_at(path: Path, offset: int) -> dict[str, Any] | None:
+    """The entry whose line starts at byte `offset` of the log at `path` (entries_at gave
+    the offset); None when that line no longer holds an entry."""
+    with Path(path).open("rb") as stream:
+        stream.seek(offset)
+        for raw, ended, _ in _lines(stream):
+            return _entry(raw, Counter()) if ended else None
+    return None
+
+
+def _entry(raw: bytes, skipped: Counter[str]) -> dict[str, Any] | None:
+    if not raw.strip():
+        return None
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        skipped["undecodable"] += 1
+        return None
+    try:
+        entry = json.loads(text, parse_int=_int64)
+    except _OutOfRange:
+        skipped["out_of_range"] += 1
+        return None
+    except (ValueError, RecursionError):
+        skipped["unparsable"] += 1
+        return None
+    if not isinstance(entry, dict) or not isinstance(entry.get("type"), str):
+        skipped["foreign"] += 1
+        return None
+    return entry
 
 
 def _episode_record(entry: dict[str, Any]) -> EpisodeRecord | None:
@@ -489,10 +515,11 @@ def call_totals(path: Path, run_id: str | None = None) -> CallTotals:
             if "key" in entry and not isinstance(key, str):
                 unit = (str(entry.get("run_id")), str(entry["key"]))
                 if unit in seen_results:
-                    replayed.append(entry)
+                    replayed.append({name: entry.get(name) for name in CALL_FIELDS})
                     continue
                 seen_results.add(unit)
-            standing.setdefault(key if isinstance(key, str) else None, []).append(entry)
+            standing.setdefault(key if isinstance(key, str) else None, []).append(
+                {name: entry.get(name) for name in CALL_FIELDS})  # a prompt is not held
     counted = [entry for entries in standing.values() for entry in entries]
 
     def total(entries: list[dict[str, Any]]) -> dict[str, float]:

@@ -26,7 +26,7 @@ says so and shows no decisions.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -34,6 +34,7 @@ import gymnasium as gym
 import envs
 from analysis.diagnose.attribution import Trace, attribute, replay
 from analysis.report.logs import LogRun
+from controllers.logreader import prompt_of
 from envs.workflow.layout import FAILURE_NAMES
 from envs.workflow.text import describe_observation, describe_task
 
@@ -208,36 +209,38 @@ class _Replayer:
             self.viewer.close()
 
 
-def _merge(replayed: list[dict[str, Any]] | None, calls: list[dict[str, Any]]
-           ) -> list[dict[str, Any]]:
+def _merge(replayed: list[dict[str, Any]] | None, calls: list[dict[str, Any]],
+           prompt: Callable[[dict[str, Any]], Any]) -> Iterator[dict[str, Any]]:
     """One row per model call (the executed ones matched in order to the replayed
-    decisions), or the replayed decisions alone for a policy without calls."""
+    decisions, the prompt read back by `prompt`), or the replayed decisions alone for a
+    policy without calls; made as they are taken, so rows past an episode's cap are never
+    read."""
     if not calls:
-        return list(replayed or [])
+        yield from replayed or []
+        return
     executed = iter(replayed or [])
-    rows = []
     for call in sorted(calls, key=lambda c: (int(c.get("decision", 0) or 0),
                                              int(c.get("invalid_retry", 0) or 0))):
         status = call.get("action_status") or call.get("status")
         row = next(executed, {}) if status == "ok" and replayed else {}
-        rows.append({
+        yield {
             "obs": row.get("obs", ""),
             "action": row.get("action", "(executed)" if status == "ok" else "(not executed)"),
             "outcome": row.get("outcome", str(status)),
             "attribution": row.get("attribution", ""),
-            "prompt": clip(_prompt_text(call.get("prompt")), PROMPT_BYTES),
+            "prompt": clip(_prompt_text(prompt(call)), PROMPT_BYTES),
             "reply": clip(_reply_text(call), REPLY_BYTES),
             "meta": _call_meta(call),
-        })
-    return rows
+        }
 
 
-def _bounded(rows: list[dict[str, Any]]) -> tuple[list[dict[str, Any]], str]:
+def _bounded(rows: Iterator[dict[str, Any]], total: int) -> tuple[list[dict[str, Any]], str]:
+    """The first of `total` rows within EPISODE_BYTES, and the note saying how many."""
     kept, size = [], 0
     for row in rows:
         size += len(json.dumps(row).encode())
         if size > EPISODE_BYTES and kept:
-            return kept, (f"{len(kept)} of {len(rows)} decisions shown (cap "
+            return kept, (f"{len(kept)} of {total} decisions shown (cap "
                           f"{EPISODE_BYTES:,} bytes per episode)")
         kept.append(row)
     return kept, ""
@@ -255,7 +258,8 @@ def _detail(run: LogRun, seed: Any, record: Any, calls: list[dict[str, Any]],
             replayed, note = replayer.decisions(seed, record)
         except ValueError as error:
             note = f"replay failed: {error}"
-    decisions, cut = _bounded(_merge(replayed, calls))
+    decisions, cut = _bounded(_merge(replayed, calls, lambda call: prompt_of(run.logged, call)),
+                              len(calls) if calls else len(replayed or []))
     frame = None
     # the row of the first failed executed call (rows of unexecuted replies have no
     # observation), among the rows kept

@@ -73,3 +73,18 @@ def test_a_line_longer_than_the_bound_is_skipped_unread(tmp_path: Path) -> None:
     skipped: Counter[str] = Counter()
     assert [e["type"] for e in read_entries(path, skipped)] == ["a", "c"]
     assert skipped == Counter(unparsable=1)
+
+
+def test_each_offset_reads_its_entry_back(tmp_path: Path) -> None:
+    from controllers.runlog import entries_at, entry_at
+
+    path = tmp_path / "log.jsonl"
+    with path.open("wb") as sink:
+        sink.write(b'{"type": "a"}\nnot json\n\n{"type": "b", "x": "' + b"y" * (MAX_LINE_BYTES + 10)
+                   + b'"}\n{"type": "c", "s": "\xc3\xa9"}\n{"type": "d"}\n{"type": "torn"')
+    found = list(entries_at(path, Counter()))
+    assert [entry["type"] for _, entry in found] == ["a", "c", "d"]
+    assert [entry_at(path, offset) for offset, _ in found] == [entry for _, entry in found]
+    assert list(entries_at(path.read_bytes(), Counter())) == found
+    assert entry_at(path, path.stat().st_size - len(b'{"type": "torn"')) is None
+    assert entry_at(path, len(b'{"type": "a"}\n')) is None  # "not json"

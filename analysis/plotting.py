@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from controllers.dacs.readers import DACS_CONTROLLERS
-from controllers.workflow.mechanisms import CONTROLLER_NAMES
+from controllers.workflow.parameters import CONTROLLER_NAMES
 
 # Chat-model and SB3 agents, after the programmed controllers in the palette's order.
 AGENT_NAMES = ("llm", "maskable-ppo", "recurrent-ppo", "ppo", "a2c", "dqn")

@@ -85,7 +85,7 @@ from analysis.diagnose.likelihood import (  # noqa: E402
 from analysis.diagnose.model_cache import cached_model  # noqa: E402
 from analysis.diagnose.run import diagnose_policy, label  # noqa: E402
 from controllers.workflow.batched import episode_columns  # noqa: E402
-from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
+from controllers.workflow.parameters import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
 from envs.workflow.params import WorkflowParams  # noqa: E402
 
 BUDGETS = (32, 64, 128, 256, 512, 1024)

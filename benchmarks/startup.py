@@ -1,8 +1,10 @@
 """Start-up of the command line and the stages of the main job (`make demo`'s study).
 
-- `diagym --help`, `diagym --version` and an argument error (`run --epsiodes 5`), each a
+- `diagym --help`, `diagym --version`, `run --help`, `diagnose --help` and two argument
+  errors (`run --epsiodes 5`, `run --policy cache2`), each a
   fresh `python -m analysis.cli` process (what a user waits for; median of repeats; none of
-  them imports numba, gymnasium or the controllers: tests/analysis/test_cli_lazy_imports.py);
+  them imports numba, scipy or the controllers' kernels, and `--help`, `--version` and the
+  errors not gymnasium either: tests/analysis/test_cli_lazy_imports.py);
 - `reproduce --grid all` with a warm compile cache, per stage as reproduce times them (run
   and predict, statistics and tables, plots), and the sha256 of its results.csv, which must
   not change when the stages get faster. The machine's load average is recorded beside the
@@ -39,6 +41,10 @@ COMMANDS = {
     "diagym --version": ["--version"],
     "diagym run --epsiodes 5 (error)": ["run", "--env", "StatefulWorkflow-v0", "--policy",
                                         "cache-2", "--epsiodes", "5"],
+    "diagym run --policy cache2 (error)": ["run", "--env", "StatefulWorkflow-v0", "--policy",
+                                           "cache2", "--episodes", "1"],
+    "diagym run --help": ["run", "--help"],
+    "diagym diagnose --help": ["diagnose", "--help"],
 }
 
 

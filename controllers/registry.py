@@ -15,8 +15,9 @@ from typing import Any
 import envs
 from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
 from controllers.policy import Policy
+from controllers.policy_names import POLICY_NAMES
 from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.mechanisms import CONTROLLER_NAMES
+from controllers.workflow.parameters import CONTROLLER_NAMES
 
 
 def _dacs_factory(name: str, env: Any) -> Policy:
@@ -28,7 +29,6 @@ FACTORIES: dict[str, dict[str, Callable[[Any], Policy]]] = {
                     for name in CONTROLLER_NAMES},
     envs.DACS: {name: functools.partial(_dacs_factory, name) for name in DACS_CONTROLLERS},
 }
-POLICY_NAMES = tuple(name for table in FACTORIES.values() for name in table)
 
 
 def make_reference_policy(name: str, env: Any) -> Policy:

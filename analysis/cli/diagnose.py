@@ -17,7 +17,7 @@ from analysis.cli.flags_executor import (
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import MAX_EPISODES, add_log_flags, bounded_int
+from analysis.cli.flags_general import MAX_EPISODES, HelpValue, add_log_flags, bounded_int
 from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 from analysis.cli.policies import build_policy, policy_name
 
@@ -39,9 +39,6 @@ def add_parser(subparsers: Any) -> None:
             "wrong answer (contamination, truncation, distractor) and rank the DACS window "
             "readers, each with its fitted lapse."),
     )
-    from analysis.diagnose.battery import DEFAULT_BUDGET
-    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
-
     parser.add_argument("--env", default=ENV, metavar="ID",
                         help=f"the env to diagnose on: %(default)s or {DACS_ENV} "
                              "(default: %(default)s)")
@@ -53,12 +50,13 @@ def add_parser(subparsers: Any) -> None:
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "
                              "refuse it)")
-    parser.add_argument("--budget", dest="episode_budget", type=bounded_int(1, MAX_EPISODES),
+    budget = parser.add_argument(
+        "--budget", dest="episode_budget", type=bounded_int(1, MAX_EPISODES),
                         metavar="EPISODES",
                         help="episodes over the battery, split by its shares (a DACS budget "
                              "evenly over its configurations) (default: "
-                             f"{DEFAULT_BUDGET} on {ENV}, "
-                             f"{DEFAULT_EPISODES * len(DEFAULT_BATTERY)} on {DACS_ENV})")
+                             "%(default_budgets)s)")
+    budget.default_budgets = HelpValue(_default_budgets)  # type: ignore[attr-defined]
     parser.add_argument("--adaptive", action="store_true",
                         help="play rounds of 4 episodes, then single episodes once one "
                              "mechanism leads, each on the configuration most informative "
@@ -85,6 +83,12 @@ def add_parser(subparsers: Any) -> None:
     add_llm_flags(parser, budget=False)
     add_executor_flags(parser)
     parser.set_defaults(func=with_json_stdout(diagnose))
+
+
+def _default_budgets() -> str:
+    from analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES, DEFAULT_BUDGET
+
+    return f"{DEFAULT_BUDGET} on {ENV}, {DACS_EPISODES * len(DACS_BATTERY)} on {DACS_ENV}"
 
 
 def forecast_kwargs(text: str) -> dict[str, Any]:

@@ -19,6 +19,19 @@ from typing import Any
 MAX_COUNT = 10**12
 
 
+class HelpValue:
+    """A value of a flag's help made only when a help page is formatted: set as an attribute
+    of the flag's action and written `%(name)s` in its help. Why: a default that lives in a
+    library module (the policy names, a battery's size) would otherwise import that library,
+    numba and all, to build a parser that only reports an argument error."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self._make = make
+
+    def __str__(self) -> str:
+        return str(self._make())
+
+
 def bounded_int(low: int, high: int | None = None) -> Callable[[str], int]:
     """An argparse type for integers in low..high (high None: no upper bound)."""
     allowed = f"an integer in {low}..{high}" if high is not None else f"an integer >= {low}"

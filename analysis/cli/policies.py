@@ -32,15 +32,11 @@ if TYPE_CHECKING:
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
 
 
-class PolicyNames:
-    """The programmed policies' names, joined only when a help page is formatted (as the
-    `%(policy_names)s` of a flag's help): building a command's parser to report an argument
-    error need not import every controller."""
+def policy_names() -> str:
+    """The programmed policies' names, for a --policy help (as a HelpValue)."""
+    from controllers.policy_names import POLICY_NAMES
 
-    def __str__(self) -> str:
-        from controllers.registry import POLICY_NAMES
-
-        return ", ".join(POLICY_NAMES)
+    return ", ".join(POLICY_NAMES)
 
 
 def policy_name(text: str) -> str:
@@ -50,7 +46,7 @@ def policy_name(text: str) -> str:
     import difflib
 
     from controllers.loading import FORMS, is_import_path
-    from controllers.registry import POLICY_NAMES
+    from controllers.policy_names import POLICY_NAMES
 
     names = (*POLICY_NAMES, "llm", TEXT_ORACLE)
     if text in names or text.startswith("sb3:") or is_import_path(text):

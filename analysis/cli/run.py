@@ -14,9 +14,15 @@ from analysis.cli.flags_executor import (
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import MAX_COUNT, add_env_kwargs, add_log_flags, bounded_int
+from analysis.cli.flags_general import (
+    MAX_COUNT,
+    HelpValue,
+    add_env_kwargs,
+    add_log_flags,
+    bounded_int,
+)
 from analysis.cli.outputs import json_stdout, writable_file
-from analysis.cli.policies import PolicyNames, build_policy, policy_name
+from analysis.cli.policies import build_policy, policy_name, policy_names
 
 
 def add_parser(subparsers: Any) -> None:
@@ -41,7 +47,7 @@ def add_parser(subparsers: Any) -> None:
              "function that makes an object with reset(*, seed=None) and act(observation, "
              "info); with a class attribute text_actions = True it plays the env behind the "
              "text-action wrapper, answering in JSON text like a chat model)")
-    policy.policy_names = PolicyNames()  # type: ignore[attr-defined]
+    policy.policy_names = HelpValue(policy_names)  # type: ignore[attr-defined]
     parser.add_argument("--trust-model", action="store_true",
                         help="with --policy sb3:PATH, load a model diagym train did not write "
                              "(model.zip is a pickle: loading runs any code it holds; default: "

@@ -58,6 +58,7 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
+from analysis.diagnose.defaults import DEFAULT_BUDGET
 from analysis.diagnose.hypotheses import (
     FAILURE_MODES,
     REFERENCE,
@@ -68,7 +69,6 @@ from analysis.diagnose.hypotheses import (
 from analysis.diagnose.likelihood import build_model
 from envs.workflow.params import WorkflowParams
 
-DEFAULT_BUDGET = 512
 SELECTION_SIMULATIONS = 1024
 TARGET_FAMILIES = ("cache-k", "scan-s")
 

@@ -97,6 +97,7 @@ from typing import Any
 import gymnasium as gym
 
 import envs  # noqa: F401  (registers the ids)
+from analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES
 from analysis.diagnose.logs import LoggedRun, read_log, replies_executed, runs_by_configuration
 from controllers.dacs.readers import ParsedWindow, evidence, parse_window
 from controllers.executors import Executor
@@ -112,13 +113,8 @@ CORRECT, CONTAMINATION, TRUNCATION, DISTRACTOR = "correct", "contamination", "tr
 AMBIGUOUS = "ambiguous"
 COUNT_KEYS = (CORRECT, CONTAMINATION, TRUNCATION, DISTRACTOR, AMBIGUOUS)
 WEIGHT_KEYS = (CONTAMINATION, TRUNCATION, DISTRACTOR)
-DEFAULT_BATTERY: tuple[dict[str, Any], ...] = (
-    {"family": "homogeneous", "context_mode": "dacs", "window": 4096},
-    {"family": "homogeneous", "context_mode": "flat", "window": None},
-    {"family": "cascade", "context_mode": "dacs", "window": 4096},
-    {"family": "homogeneous", "context_mode": "flat", "window": 1024},
-)
-DEFAULT_EPISODES = 8
+DEFAULT_BATTERY = DACS_BATTERY  # analysis/diagnose/defaults.py
+DEFAULT_EPISODES = DACS_EPISODES
 _KEY_ID = {name: i for i, name in enumerate(KEYS)}
 
 

@@ -68,13 +68,8 @@ from controllers.workflow.batched import (
     RECORD_FIELDS,
     run_episodes,
 )
-from controllers.workflow.mechanisms import (
-    CONTROLLER_FIELDS,
-    K_LAPSE,
-    K_SCAN,
-    LAPSE_SCALE,
-    UNLIMITED,
-)
+from controllers.workflow.mechanisms import CONTROLLER_FIELDS
+from controllers.workflow.parameters import K_LAPSE, K_SCAN, LAPSE_SCALE, UNLIMITED
 from envs.workflow.kernel import allocate_rows
 from envs.workflow.layout import FAILURE_NAMES
 from envs.workflow.params import WorkflowParams

@@ -40,7 +40,7 @@ from analysis.diagnose.attribution import (
 from analysis.diagnose.honesty import ChanceCount, beats_words, lapse_words
 from analysis.diagnose.hypotheses import Row, families
 from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, LAPSE_GRID, FamilyFit, Fit
-from controllers.workflow.mechanisms import (
+from controllers.workflow.parameters import (
     CONTROLLERS,
     K_CAPACITY,
     K_ELIMINATE,

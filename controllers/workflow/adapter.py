@@ -19,14 +19,12 @@ from controllers.workflow.mechanisms import (
     C_LOOKUPS,
     C_PREP,
     CONTROLLER_FIELDS,
-    CONTROLLERS,
-    K_RETAIN,
-    RETAIN_PLAN,
     controller_act,
     controller_begin,
     controller_params,
     value_bits,
 )
+from controllers.workflow.parameters import CONTROLLERS, K_RETAIN, RETAIN_PLAN
 from envs.workflow.layout import OBS_ROW, TASK_ROW, RowView, obs_offsets, task_offsets
 from envs.workflow.params import WorkflowParams
 

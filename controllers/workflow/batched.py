@@ -24,14 +24,12 @@ from controllers.workflow.mechanisms import (
     C_OVERFLOW,
     C_PREP,
     CONTROLLER_FIELDS,
-    CONTROLLERS,
-    K_RETAIN,
-    RETAIN_PLAN,
     controller_act,
     controller_begin,
     controller_params,
     value_bits,
 )
+from controllers.workflow.parameters import CONTROLLERS, K_RETAIN, RETAIN_PLAN
 from envs._core.numba_setup import jit
 from envs.workflow.generator import generate_into
 from envs.workflow.kernel import allocate_rows, execute_into

@@ -39,7 +39,7 @@ from analysis.diagnose.attribution import (
 )
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import run_controller
-from controllers.workflow.mechanisms import CONTROLLERS
+from controllers.workflow.parameters import CONTROLLERS
 from envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import (
     BadScheduler,

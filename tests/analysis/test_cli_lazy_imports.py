@@ -14,7 +14,8 @@ import pytest
 from tests.conftest import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("numba", "gymnasium", "envs", "torch", "ray", "scipy", "controllers.registry")
+HEAVY = ("numba", "gymnasium", "envs", "torch", "ray", "scipy", "matplotlib",
+         "controllers.registry")
 
 PROBE = f"""
 import contextlib, io, json, sys
@@ -45,6 +46,40 @@ def _probe(*argv: str) -> dict:
 def test_help_and_a_misspelt_flag_import_no_library(argv: tuple[str, ...]) -> None:
     seen = _probe(*argv)
     assert seen["status"] in (0, 2)
+    assert seen["modules"] == []
+
+
+def _command_helps() -> list[tuple[str, ...]]:
+    """`COMMAND --help` for every command, and for each sub-command of one that has them."""
+    import argparse
+
+    from analysis.cli.main import build_parser
+
+    found = []
+    for action in build_parser(lazy=False)._subparsers._group_actions:
+        for name, sub in action.choices.items():
+            inner = [a for a in sub._actions if isinstance(a, argparse._SubParsersAction)]
+            found += ([(name, child, "--help") for a in inner for child in a.choices]
+                      or [(name, "--help")])
+    return found
+
+
+# What a help page may import: the env families' parameters (gymnasium, ~0.3 s) name some
+# commands' choices; numba, scipy, torch, ray and the policies' kernels take seconds.
+HELP_HEAVY = ("numba", "torch", "ray", "scipy", "matplotlib", "controllers.registry")
+
+
+@pytest.mark.parametrize("argv", _command_helps(), ids=" ".join)
+def test_every_help_page_imports_no_kernel_or_numerics_library(argv: tuple[str, ...]) -> None:
+    seen = _probe(*argv)
+    assert seen["status"] == 0
+    assert [m for m in seen["modules"] if m in HELP_HEAVY] == []
+
+
+def test_a_wrong_policy_name_is_answered_without_the_libraries() -> None:
+    seen = _probe("run", "--env", "StatefulWorkflow-v0", "--policy", "cache2", "--episodes", "1")
+    assert seen["status"] == 2
+    assert "did you mean cache-2?" in seen["stderr"]
     assert seen["modules"] == []
 
 

@@ -26,7 +26,7 @@ from analysis.diagnose.likelihood import (
 from analysis.diagnose.mixture import best_mixture, margin
 from analysis.diagnose.run import label
 from analysis.diagnose.verdicts import verdicts
-from controllers.workflow.mechanisms import CONTROLLERS, K_CAPACITY, K_RETAIN, RETAIN_CACHE
+from controllers.workflow.parameters import CONTROLLERS, K_CAPACITY, K_RETAIN, RETAIN_CACHE
 
 LABELS = [label(s) for s in DEFAULT_BATTERY]
 

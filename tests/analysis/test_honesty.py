@@ -30,7 +30,7 @@ from analysis.diagnose.likelihood import (
     with_lapse,
 )
 from analysis.diagnose.run import diagnose_policy, label
-from controllers.workflow.mechanisms import CONTROLLERS
+from controllers.workflow.parameters import CONTROLLERS
 from envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import Guesser, play
 from tests.analysis.heldout_agents import FAILURE_MODE, HELD_OUT, LAPSE

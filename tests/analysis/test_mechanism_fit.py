@@ -47,7 +47,7 @@ from analysis.diagnose.likelihood import (
 from controllers.rollout import rollout
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import episode_columns
-from controllers.workflow.mechanisms import CONTROLLER_NAMES, CONTROLLERS, K_LAPSE
+from controllers.workflow.parameters import CONTROLLER_NAMES, CONTROLLERS, K_LAPSE
 from envs.workflow.params import WorkflowParams
 
 REPEATS = 8

@@ -26,7 +26,7 @@ from analysis.diagnose.likelihood import (
 )
 from analysis.diagnose.verdicts import COMPONENTS, rival, verdicts
 from controllers.workflow.batched import episode_columns
-from controllers.workflow.mechanisms import CONTROLLERS
+from controllers.workflow.parameters import CONTROLLERS
 
 REPEATS = 3
 

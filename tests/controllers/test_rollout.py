@@ -24,7 +24,7 @@ from controllers.episodes import Episodes
 from controllers.policy import EpisodeRecord
 from controllers.rollout import batched_spec, rollout, rollout_parallel
 from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.mechanisms import CONTROLLER_NAMES
+from controllers.workflow.parameters import CONTROLLER_NAMES
 from envs.workflow.params import WorkflowParams
 from tests.conftest import scaled
 

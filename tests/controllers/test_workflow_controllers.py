@@ -18,7 +18,8 @@ from controllers.policy import Policy
 from controllers.rollout import rollout
 from controllers.workflow.adapter import ReferencePolicy
 from controllers.workflow.batched import run_controller
-from controllers.workflow.mechanisms import CONTROLLER_NAMES, controller_params
+from controllers.workflow.mechanisms import controller_params
+from controllers.workflow.parameters import CONTROLLER_NAMES
 from envs.workflow.params import WorkflowParams
 
 SPECS = [

@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 
 import envs  # noqa: F401  (registers the env ids)
 from controllers.registry import POLICY_NAMES, make_reference_policy
-from controllers.workflow.mechanisms import (
+from controllers.workflow.parameters import (
     K_OFFSET,
     K_PERSEVERATE,
     K_SCHEDULE_LAPSE,

@@ -104,6 +104,16 @@ def family_of(env: Any, strict: bool = True) -> str | None:
     raise ValueError(f"env must be a diagym env ({' | '.join(FAMILIES)}); got {env_name(env)}")
 
 
+def params_of(env_id: str, kwargs: dict[str, Any] | None = None) -> Any:
+    """The params dataclass of a registered diagym id made with `kwargs` (its preset's kwargs
+    overridden by them), or None for an id of no family; a bad kwarg raises its ValueError."""
+    name = family_of(env_id, strict=False)
+    if name is None:
+        return None
+    family = FAMILIES[name]
+    return family.params.from_kwargs(**{**family.presets[env_id], **(kwargs or {})})
+
+
 def env_name(env: Any) -> str:
     """How an error line names an env: its registered id, else its class (an object repr
     with a memory address tells a user nothing)."""
@@ -127,4 +137,4 @@ def _register_all() -> None:
 _register_all()
 
 __all__ = ["DACS", "FAMILIES", "WORKFLOW", "WORKFLOW_PRESETS", "DacsParams", "EnvFamily",
-           "WorkflowParams", "family_of"]
+           "WorkflowParams", "family_of", "params_of"]

@@ -149,7 +149,15 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
-    with build_policy(args, ENV) as built, \
+    plan = None
+    if args.policy == "llm":  # a local model's whole-run estimate
+        from analysis.cli.estimate import run_plan
+
+        # adaptive: up to --budget episodes, each on any configuration of the battery
+        plan = run_plan([(args.episode_budget,
+                          max(battery, key=lambda spec: spec.episode_decisions()[1]))]
+                        if args.adaptive else zip(allocation, battery, strict=True))
+    with build_policy(args, ENV, plan=plan) as built, \
             open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=sum(allocation), desc="diagym diagnose", unit="episode",
                      initial=_resumed(args, sum(allocation))) as bar:
@@ -246,7 +254,14 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
-    with build_policy(args, DACS_ENV) as built, \
+    plan = None
+    if args.policy == "llm":  # a local model's whole-run estimate
+        import envs
+        from analysis.cli.estimate import run_plan
+
+        plan = run_plan((budget // configurations, envs.params_of(DACS_ENV, kwargs))
+                        for kwargs in DEFAULT_BATTERY)
+    with build_policy(args, DACS_ENV, plan=plan) as built, \
             open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=budget, desc="diagym diagnose", unit="episode",
                      initial=_resumed(args, budget)) as bar:

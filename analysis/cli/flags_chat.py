@@ -22,6 +22,7 @@ from analysis.cli.outputs import writable_dir
 from llm_policies.client.config import RESPONSE_FORMATS, client_default
 
 if TYPE_CHECKING:
+    from analysis.cli.estimate import RunPlan
     from analysis.llm_runs import ChatSettings
 
 
@@ -206,11 +207,14 @@ def harnesses_of(args: argparse.Namespace) -> tuple[str, ...]:
     return harness if isinstance(harness, tuple) else (harness,)
 
 
-def _measured_deadlines(args: argparse.Namespace, server: Any) -> tuple[float, float]:
+def _measured_deadlines(args: argparse.Namespace, server: Any,
+                        plan: RunPlan | None = None) -> tuple[float, float]:
     """(per-call timeout, probe deadline) for a started local server: an explicit --timeout
     for both, else what the model's speed, measured now (llm_policies.client.local_speed),
-    predicts; the speed and what a decision costs are printed to stderr before the run, so a
-    long run's duration can be judged before it is spent."""
+    predicts; the speed and what a decision costs are printed to stderr before the run, and
+    with the run's `plan` what the whole run takes (analysis.cli.estimate), so a long run's
+    duration can be judged before it is spent."""
+    from analysis.cli.estimate import whole_run_estimate
     from llm_policies.client.local_speed import measure
 
     speed = measure(server.base_url, server.model.name)
@@ -222,6 +226,9 @@ def _measured_deadlines(args: argparse.Namespace, server: Any) -> tuple[float, f
           f"decisions of an episode reuse the shared prefix); per-call timeout "
           f"{call_timeout:g} s, probe deadline {probe_timeout:g} s", file=sys.stderr,
           flush=True)
+    if plan is not None:
+        print(whole_run_estimate(decision_s, plan, getattr(args, "invalid_retries", 0)),
+              file=sys.stderr, flush=True)
     return call_timeout, probe_timeout
 
 
@@ -278,10 +285,12 @@ def answer_settings(args: argparse.Namespace, response_format: str) -> dict[str,
 
 
 @contextlib.contextmanager
-def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
+def llm_endpoint(args: argparse.Namespace,
+                 plan: RunPlan | None = None) -> Iterator[ChatSettings]:
     """Chat settings from the flags (`chat_settings`), with the server checked before
     anything is played (`llm_runs.preflight`, then `llm_runs.probe_server`: the capabilities
-    the harnesses need); with --local, around a running local server."""
+    the harnesses need); with --local, around a running local server, whose measured speed
+    times `plan` (what the run plays, if known) is printed as the whole run's estimate."""
     from analysis.llm_runs import preflight, probe_server
 
     if getattr(args, "cache_dir", None) is not None:
@@ -298,7 +307,7 @@ def llm_endpoint(args: argparse.Namespace) -> Iterator[ChatSettings]:
                              f"{response_format!r}")
         with local_server.running_server(model=args.local) as server:
             # no pre-flight: the local server is ours, keyless, and answered before this
-            settings = chat_settings(args, server, _measured_deadlines(args, server))
+            settings = chat_settings(args, server, _measured_deadlines(args, server, plan))
             tools = {"tools": local.tools, "notes": {} if local.tools else {
                 "tools": f"{local.title}'s chat format ({local.chat_format}) never shows the "
                          "model its tools"}}

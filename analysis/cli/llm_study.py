@@ -7,7 +7,7 @@ import argparse
 import contextlib
 import json
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from analysis.cli.flags_chat import add_llm_flags, harnesses_of
 from analysis.cli.flags_executor import (
@@ -19,6 +19,9 @@ from analysis.cli.flags_executor import (
 from analysis.cli.flags_general import add_log_flags, bounded_int
 from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 from analysis.cli.policies import TEXT_ORACLE, build_policy
+
+if TYPE_CHECKING:
+    from analysis.cli.estimate import RunPlan
 
 
 def add_parser(subparsers: Any) -> None:
@@ -98,7 +101,14 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="diagym-llm-study-") as scratch, \
             contextlib.ExitStack() as stack:
         log = args.log or Path(scratch) / "study.jsonl"
-        factory, make_env, described = _policies(args, stack, log, text_env)
+        plan = None
+        if args.policy == "llm":  # a local model's whole-run estimate
+            from analysis.cli.estimate import run_plan
+            from analysis.studies.llm_study.design import design_cells
+
+            plan = run_plan((len(harnesses) * n_seeds, cell.spec)
+                            for cell in design_cells(args.design))
+        factory, make_env, described = _policies(args, stack, log, text_env, plan)
         executor = stack.enter_context(open_executor(
             args, executor_workers(args, args.policy in ("llm", TEXT_ORACLE))))
         # per harness, the factory whose workers share one cost meter and rate limit
@@ -129,11 +139,12 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _policies(args: argparse.Namespace, stack: contextlib.ExitStack, log: Path,
-              text_env: Any) -> tuple[Any, Any, dict[str, Any]]:
-    """(the policy's factory, make_env(spec), the policy's description for the summary)."""
+              text_env: Any, plan: RunPlan | None = None) -> tuple[Any, Any, dict[str, Any]]:
+    """(the policy's factory, make_env(spec), the policy's description for the summary);
+    `plan`, what the study plays, for a local model's whole-run estimate."""
     from analysis.studies.llm_study.run import ENV_ID
 
-    built = stack.enter_context(build_policy(args, ENV_ID, log=log))
+    built = stack.enter_context(build_policy(args, ENV_ID, log=log, plan=plan))
     if args.policy == "llm":
         described = {key: value for key, value in built.described.items() if key != "harness"}
         return built.factory, text_env, {"policy": "llm", **described}

@@ -26,6 +26,7 @@ from analysis.cli.flags_chat import (
 )
 
 if TYPE_CHECKING:
+    from analysis.cli.estimate import RunPlan
     from analysis.llm_runs import ChatSettings
     from controllers.policy import PolicyFactory
 
@@ -82,11 +83,13 @@ class BuiltPolicy:
 @contextlib.contextmanager
 def build_policy(args: argparse.Namespace, env_id: str,
                  env_kwargs: dict[str, Any] | None = None,
-                 log: Path | None = None) -> Iterator[BuiltPolicy]:
+                 log: Path | None = None,
+                 plan: RunPlan | None = None) -> Iterator[BuiltPolicy]:
     """The BuiltPolicy of args.policy on `env_id` (a chat model's endpoint is open while the
     context is); `env_kwargs` are the kwargs the user gave, named when an sb3 model does not
     fit (default: the env's own); `log` holds what a resumed chat run already paid (default
-    --log). Refuses the flags the form does not use (ValueError)."""
+    --log); `plan`, what the run plays, for a local model's whole-run estimate. Refuses the
+    flags the form does not use (ValueError)."""
     from controllers.policy import FunctionFactory
 
     policy = args.policy
@@ -105,7 +108,7 @@ def build_policy(args: argparse.Namespace, env_id: str,
     if policy == "llm":
         from analysis.llm_runs import ChatPolicyFactory, spent_in_log
 
-        with llm_endpoint(args) as settings:
+        with llm_endpoint(args, plan) as settings:
             capabilities = settings.capabilities or {}
             described = {
                 "model": settings.model, "probed_model": capabilities.get("served_model"),

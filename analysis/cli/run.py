@@ -95,13 +95,18 @@ def _play(args: argparse.Namespace) -> Any:
     on the cluster's workers (--concurrency of them for a chat model)."""
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the ids)
+    import envs
     from analysis.progress import progress
     from controllers.loading import is_import_path
     from controllers.policy import FunctionFactory
     from controllers.rollout import rollout, rollout_parallel
 
-    with build_policy(args, args.env, args.env_kwargs) as built, \
+    plan = None
+    if args.policy == "llm":  # a local model's whole-run estimate
+        from analysis.cli.estimate import run_plan
+
+        plan = run_plan([(args.episodes, envs.params_of(args.env, args.env_kwargs))])
+    with build_policy(args, args.env, args.env_kwargs, plan=plan) as built, \
             open_executor(args, executor_workers(args, built.chat)) as executor:
         args.described = built.described
         factory = built.factory

@@ -87,3 +87,10 @@ class DacsParams(EnvParams):
                              "free-text reply has no focus actions); got 'keywords'")
         self._store(normal)
 
+    def episode_decisions(self) -> tuple[int, int]:
+        """(steps of an episode without a focus action, most steps an episode can take): it
+        ends after the N x D-th answer, and with agent_chosen_focus each request may take up
+        to N focus actions before its answer (the env's cap)."""
+        answers = self.n_agents * self.decisions
+        return answers, answers * (1 + self.n_agents) if self.agent_chosen_focus else answers
+

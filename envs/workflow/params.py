@@ -109,6 +109,11 @@ class WorkflowParams(EnvParams):
         self._store(normal)
 
 
+    def episode_decisions(self) -> tuple[int, int]:
+        """(calls of an episode in which no call fails, most calls an episode can take): N
+        successes end it, and so does the (R + 1)-th failure, so it takes at most N + R."""
+        return self.n_ops, self.n_ops + self.error_allowance
+
     @property
     def layer_size(self) -> int:
         """k = N / depth: chains in the chains family, operations per layer in barriers."""

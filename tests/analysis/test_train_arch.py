@@ -120,3 +120,27 @@ def test_a_trained_structured_agent_is_diagnosed_in_words(tmp_path: Path) -> Non
     assert words.startswith("best fit ")
     for component in ("scheduling: ", "retention: ", "selection: ", "recovery: "):
         assert component in words
+
+
+MLP_AT_THE_FLOOR = ("mlp, the default, stays near 0% held-out success on the default env "
+                    "(StatefulWorkflow-v0: 0.0% after 1M steps) while entity learns it (95% "
+                    "after 100k steps); mlp stays the default as SB3's own network, the "
+                    "baseline an SB3 user compares against")
+
+
+def test_the_arch_help_says_mlp_stays_at_the_floor_and_why(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["train", "--help"])
+    assert exit_info.value.code == 0
+    assert MLP_AT_THE_FLOOR in " ".join(capsys.readouterr().out.split())
+
+
+def test_an_mlp_run_ends_by_saying_mlp_stays_at_the_floor(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["train", "--algo", "ppo", "--env", "StatefulWorkflow-v0", "--env-kwargs",
+                 json.dumps(SMALL), "--steps", "64", "--n-envs", "1", "--eval-episodes", "2",
+                 "--hyperparameters", '{"n_steps": 64, "batch_size": 64, "n_epochs": 1}',
+                 "--out", str(tmp_path / "run")]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last == f"note: {MLP_AT_THE_FLOOR}; pass --arch entity to train the one that learns"

@@ -110,7 +110,8 @@ def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]],
 
 # The rooms of analysis/, lowest first: a module may import its own tier or a lower one.
 # Tier 0 is every module directly in analysis/ (statistics, the episode summary, plotting,
-# progress, the audit, chat-model runs, training); a new subpackage must be placed here.
+# progress, the audit, chat-model runs, training, policy labels); a new subpackage must be
+# placed here.
 ANALYSIS_TIERS = (
     (),  # the modules directly in analysis/
     ("analysis.diagnose",),

@@ -39,6 +39,7 @@ from analysis.diagnose.attribution import COUNT_KEYS
 from analysis.diagnose.honesty import FitTest
 from analysis.diagnose.likelihood import Fit, outcome_count
 from analysis.diagnose.run import Configuration, Diagnosis, label
+from analysis.policy_label import policy_label
 from controllers.provenance import provenance
 from envs.workflow.layout import FAILURE_NAMES
 
@@ -122,7 +123,7 @@ def fit_lines(test: FitTest | None, invalid: Mapping[str, int],
 
 def head_lines(policy: Any, env: str, headline: str, counted: str) -> list[str]:
     """The title, the headline and what was counted, in either family's Markdown."""
-    return [f"# Diagnosis of {json.dumps(policy, sort_keys=True)} on {env}", "",
+    return [f"# Diagnosis of {policy_label(policy)} on {env}", "",
             f"**{headline}**", "", counted, ""]
 
 
@@ -160,7 +161,7 @@ def summary_lines(policy: Any, env: str, counted: str, headline: str,
                   details: Sequence[str], verdicts: Mapping[str, str]) -> list[str]:
     """The terminal summary of either family: the run, the headline, the family's details
     (the best fit against the runner-up, ...), and the verdicts."""
-    return [f"{json.dumps(policy, sort_keys=True)} on {env}: {counted}", headline, *details,
+    return [f"{policy_label(policy)} on {env}: {counted}", headline, *details,
             *verdicts.values()]
 
 

@@ -29,6 +29,7 @@ from typing import Any
 
 import numpy as np
 
+from analysis.policy_label import policy_label
 from analysis.report.episodes import clip, viewer_data
 from analysis.report.logs import LogRun, RunLogFile, holds_an_entry, read_run_log
 from analysis.report.model import Facts, Figure, Report, Table, Text
@@ -75,9 +76,15 @@ def _provenance_items(prov: Mapping[str, Any]) -> list[tuple[str, Any]]:
 
 
 def _policy_items(policy: Any) -> list[tuple[str, Any]]:
+    """The policy by its label (analysis/policy_label.py), then what the label leaves out: a
+    user's policy's own description (when it is more than its class name), a chat model's
+    model and harness settings."""
     if not isinstance(policy, Mapping):
         return [("policy", policy)]
-    items = [("policy", policy)]
+    items: list[tuple[str, Any]] = [("policy", policy_label(policy))]
+    spec, own = policy.get("import"), policy.get("policy")
+    if isinstance(spec, str) and own is not None and own != spec.rpartition(":")[2]:
+        items.append(("its description", own))
     model = policy.get("model") or policy.get("llm")
     if model:
         items.append(("model", model))
@@ -153,7 +160,8 @@ def _log_provenance(log: RunLogFile) -> list[Facts | Table]:
             if "env" in columns:
                 row.append(run.run.get("env"))
             row += [_text(kw.get(k)) for k in varying]
-            row += [_text(run.run.get(k)) for k in other_varying]
+            row += [policy_label(run.run.get(k)) if k == "policy" else _text(run.run.get(k))
+                    for k in other_varying]
             rows.append((*row, _seeds(run), len(run.records)))
         out.append(Table(f"Runs of {log.path.name}", columns, tuple(rows),
                          note="what differs between the runs; the rest is listed above"))

@@ -14,28 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from analysis.policy_label import policy_label
 from analysis.summary import Summary, format_summary, summarise
 from controllers.logreader import LoggedRun, read_log
 from controllers.policy import EpisodeRecord
 from controllers.runlog import format_skipped, read_entries
-
-
-def policy_label(policy: Any) -> str:
-    """A policy description in a few words: a controller's name, a user's policy by the
-    import spec it was loaded by, a chat model's model and harness, else the description as
-    JSON."""
-    if isinstance(policy, dict):
-        if isinstance(policy.get("import"), str):
-            return policy["import"]
-        for key in ("controller", "dacs_controller"):
-            if set(policy) == {key}:
-                return str(policy[key])
-        model = policy.get("model") or policy.get("llm")
-        if model:
-            harness = policy.get("harness")
-            return f"{model}" + (f" ({harness})" if harness else "")
-        return json.dumps(policy, sort_keys=True)
-    return str(policy)
 
 
 @dataclass

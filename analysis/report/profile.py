@@ -20,7 +20,8 @@ import numpy as np
 from scipy.stats import binomtest
 
 import envs
-from analysis.report.logs import LogRun, policy_label
+from analysis.policy_label import policy_label
+from analysis.report.logs import LogRun
 from analysis.report.model import Figure, Table
 from analysis.stats import wilson_interval
 

@@ -5,6 +5,7 @@ its import spec wherever a run is described."""
 from __future__ import annotations
 
 import argparse
+import json
 from pathlib import Path
 
 import pytest
@@ -96,3 +97,28 @@ def test_a_users_policy_is_named_by_its_spec(tmp_path: Path,
     assert main(["summarize", str(log)]) == 0
     first = capsys.readouterr().out.splitlines()[0]
     assert first.startswith(f"{spec} on StatefulWorkflow-v0 ") and "{\"import\"" not in first
+
+
+@pytest.mark.parametrize(("policy", "described"), [
+    ("tests.user_policy:Described", {"import": "tests.user_policy:Described",
+                                     "policy": {"agent": "first-ready", "slot": 0}}),
+    ("cache-2", {"controller": "cache-2"}),
+])
+def test_diagnose_names_the_policy_by_its_label_where_people_read_it(
+        policy: str, described: dict[str, object], tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """The terminal summary, diagnosis.md's title and report.html's provenance name the
+    policy as summarize does (its spec, the controller's name); diagnosis.json keeps the
+    description scripts read."""
+    out = tmp_path / "diagnosis"
+    assert main(["diagnose", "--policy", policy, "--budget", "4", "--out", str(out)]) == 0
+    printed = capsys.readouterr().out
+    summary = [line for line in printed.splitlines() if " on StatefulWorkflow-v0: " in line]
+    assert summary == [f"{policy} on StatefulWorkflow-v0: 4 episodes over 2 configurations"]
+    markdown = (out / "diagnosis.md").read_text()
+    assert markdown.splitlines()[0] == f"# Diagnosis of {policy} on StatefulWorkflow-v0"
+    html = (out / "report.html").read_text()
+    assert f"<dt>policy</dt><dd>{policy}</dd>" in html
+    for text in (printed, markdown, html.replace("&quot;", '"')):
+        assert '{"import"' not in text and '{"controller"' not in text
+    assert json.loads((out / "diagnosis.json").read_text())["policy"] == described

@@ -355,3 +355,25 @@ def test_a_study_folder_with_another_commands_jsonl_still_gets_its_page(tmp_path
     assert f"{folder / 'calls.jsonl'}: not a run log" in page
     with pytest.raises(ValueError, match="not a run log"):
         write_report([folder / "calls.jsonl"], tmp_path / "r2.html")
+
+
+def test_the_provenance_names_each_policy_by_its_label(tmp_path: Path) -> None:
+    """A log's provenance names a user's policy by its spec and a controller by its name, in
+    the facts of a one-run log and in the runs table of a log whose runs differ by policy;
+    a user's policy's own description is listed beside its spec."""
+    spec = "tests.user_policy:Described"
+    one, two = tmp_path / "one.jsonl", tmp_path / "two.jsonl"
+    inputs.run_cli("run", "--env", inputs.ENV, "--policy", spec, "--episodes", "2",
+                   "--log", str(one))
+    for name, policy in (("mine", spec), ("reference", "cache-2")):  # one log, two runs
+        inputs.run_cli("run", "--env", inputs.ENV, "--policy", policy, "--episodes", "2",
+                       "--log", str(two), "--resume", "--run-name", name)
+    facts = report_of(tmp_path, one)
+    assert f"<dt>policy</dt><dd>{spec}</dd>" in facts
+    assert ("<dt>its description</dt><dd>{&quot;agent&quot;: &quot;first-ready&quot;, "
+            "&quot;slot&quot;: 0}</dd>") in facts
+    table = report_of(tmp_path, two)
+    rows = re.findall(r"<tr><td>[^<]*</td><td>(mine|reference)</td><td>([^<]*)</td>", table)
+    assert rows == [("mine", spec), ("reference", "cache-2")]
+    for text in (facts, table):
+        assert "{&quot;import&quot;" not in text and "{&quot;controller&quot;" not in text

@@ -4,6 +4,9 @@ On a terminal a tqdm bar redraws in place. Elsewhere (a CI log, `2> file`, a pip
 bar is either hidden (tqdm's `disable=None`) or a stream of carriage returns, so there the same
 object prints one plain line to stderr at the start, at most every DIAGYM_PROGRESS_INTERVAL
 seconds (default 30) while it advances, and at the end.
+
+A resumed command's bar starts at the work its log or checkpoint already holds, announced
+first in one line (`resuming_line`), so every command counts resumed work the same way.
 """
 
 from __future__ import annotations
@@ -73,11 +76,26 @@ class _LineBar(tqdm):
         return True
 
 
+def resuming_line(desc: str, done: int, total: int | None, unit: str, where: object,
+                  todo: str = "to play") -> str:
+    """The line a resumed command prints before its bar: how much of the total `where` (a
+    log, a checkpoint directory) already holds, and how much is left."""
+    if total is None:
+        return f"{desc}: resuming: {done} {unit}s are in {where} already"
+    return (f"{desc}: resuming: {done} of {total} {unit}s are in {where} already; "
+            f"{total - done} {todo}")
+
+
 def progress(total: int | None = None, desc: str = "progress", unit: str = "it",
-             initial: int = 0, file: TextIO | None = None, **kwargs: Any) -> tqdm:
+             initial: int = 0, file: TextIO | None = None, resumed_from: object = None,
+             todo: str = "to play", **kwargs: Any) -> tqdm:
     """A progress bar (use as tqdm: `update`, `close`, or a `with` block) on stderr: a bar on
-    a terminal, periodic one-line updates anywhere else."""
+    a terminal, periodic one-line updates anywhere else. `initial` is the work already done;
+    with `resumed_from` (where it is held) and initial > 0 the `resuming_line` comes first."""
     stream = file if file is not None else sys.stderr
+    if resumed_from is not None and initial > 0:
+        print(resuming_line(desc, initial, total, unit, resumed_from, todo), file=stream,
+              flush=True)
     if _is_terminal(stream):
         return tqdm(total=total, desc=desc, unit=unit, initial=initial, file=stream, **kwargs)
     every = interval()

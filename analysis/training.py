@@ -226,12 +226,18 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     checkpoint = _Checkpointer(model, config, out, rows)
     if checkpoint.last_steps < model.num_timesteps:  # a fresh run's step 0, or a lost row
         checkpoint(save=not resuming)
-    if model.num_timesteps < config.steps:
-        model.learn(total_timesteps=config.steps - int(model.num_timesteps),
-                    callback=_checkpoints(checkpoint, every, progress),
-                    reset_num_timesteps=not resuming)
-        if checkpoint.last_steps < model.num_timesteps:
-            checkpoint()
+    bar = _progress_bar(model, config, vec.num_envs, out if resuming else None) \
+        if progress else None
+    try:
+        if model.num_timesteps < config.steps:
+            model.learn(total_timesteps=config.steps - int(model.num_timesteps),
+                        callback=_checkpoints(checkpoint, every, bar),
+                        reset_num_timesteps=not resuming)
+    finally:
+        if bar is not None:
+            bar.close()
+    if checkpoint.last_steps < model.num_timesteps:
+        checkpoint()
     plot_curve(curve_path, out / "curve.png", f"{config.algo} ({config.arch}) on {config.env}")
     return model_path
 
@@ -330,30 +336,30 @@ class _Checkpointer:
         self.last_steps = steps
 
 
-def _checkpoints(checkpoint: _Checkpointer, every: int, progress: bool) -> Any:
-    """The SB3 callback that checkpoints at rollout starts, where the weights have trained on
-    every counted step: the first one at or after each multiple of `every`."""
-    from stable_baselines3.common.callbacks import BaseCallback
+def _progress_bar(model: Any, config: TrainConfig, n_envs: int, resumed_from: Path | None
+                  ) -> Any:
+    """The bar of the steps trained, from the model's steps (a resumed run's checkpoint, said
+    in the resuming line when `resumed_from`) to the total SB3 will reach: it collects whole
+    rollouts (n_steps per env), so it stops at the first multiple past --steps."""
+    from analysis.progress import progress as progress_bar
 
-    config = checkpoint.config
+    done = int(model.num_timesteps)
+    rollout = int(getattr(model, "n_steps", 1)) * n_envs
+    total = max(done, done + -(-(config.steps - done) // rollout) * rollout)
+    return progress_bar(total=total, initial=done, unit="step", desc=f"{config.algo}",
+                        resumed_from=resumed_from, todo="to train")
+
+
+def _checkpoints(checkpoint: _Checkpointer, every: int, bar: Any) -> Any:
+    """The SB3 callback that checkpoints at rollout starts, where the weights have trained on
+    every counted step: the first one at or after each multiple of `every`; it advances `bar`
+    (None: no progress) by every step."""
+    from stable_baselines3.common.callbacks import BaseCallback
 
     class Checkpoints(BaseCallback):
         def __init__(self) -> None:
             super().__init__()
             self.next = (int(checkpoint.model.num_timesteps) // every + 1) * every
-            self.bar: Any = None
-
-        def _on_training_start(self) -> None:
-            if progress:
-                from analysis.progress import progress as progress_bar
-
-                # SB3 collects whole rollouts (n_steps per env), so it stops at the first
-                # multiple past --steps: that is the total the bar counts to
-                done = int(self.model.num_timesteps)
-                rollout = int(getattr(self.model, "n_steps", 1)) * self.training_env.num_envs
-                total = done + -(-(config.steps - done) // rollout) * rollout
-                self.bar = progress_bar(total=total, initial=done, unit="step",
-                                        desc=f"{config.algo}")
 
         def _on_rollout_start(self) -> None:
             steps = int(self.model.num_timesteps)
@@ -362,13 +368,9 @@ def _checkpoints(checkpoint: _Checkpointer, every: int, progress: bool) -> Any:
                 self.next = (steps // every + 1) * every
 
         def _on_step(self) -> bool:
-            if self.bar is not None:
-                self.bar.update(self.training_env.num_envs)
+            if bar is not None:
+                bar.update(self.training_env.num_envs)
             return True
-
-        def _on_training_end(self) -> None:
-            if self.bar is not None:
-                self.bar.close()
 
     return Checkpoints()
 

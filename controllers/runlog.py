@@ -51,7 +51,7 @@ import json
 import logging
 import threading
 from collections import Counter
-from collections.abc import Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -410,10 +410,22 @@ class RunLog:
         prefix = f"{run_id}:"
         self.finished = {
             key: record for key, record in self._episodes.items()
-            if key.startswith(prefix)
-            and not (retry_failed and record.first_failure == PROVIDER_ERROR)}
+            if key.startswith(prefix) and _counts_finished(record, retry_failed)}
         self.results = dict(self._results.get(run_id, {}))
         return run_id
+
+    def finished_count(self, name: str, seeds: Iterable[int], retry_failed: bool = False
+                       ) -> int:
+        """How many of reset seeds `seeds` the run named `name` has finished in this log,
+        before it is opened: a named run has one run id in a log (`open_run` refuses another),
+        so this is what opening it will find, and a study can count its resumed episodes
+        before it plays any."""
+        count = 0
+        for run_id in self._runs.get(name, {}):
+            for seed in seeds:
+                record = self._episodes.get(f"{run_id}:{seed}")
+                count += record is not None and _counts_finished(record, retry_failed)
+        return count
 
     def key(self, seed: int) -> str:
         """The episode key of reset seed `seed` in the open run."""
@@ -475,6 +487,12 @@ class RunLog:
     def close(self) -> None:
         with self._lock:
             self._sink.close()  # closing the file releases the flock
+
+
+def _counts_finished(record: EpisodeRecord, retry_failed: bool) -> bool:
+    """Whether a logged episode is finished for a resume: with retry_failed, one whose first
+    failure is PROVIDER_ERROR is played again."""
+    return not (retry_failed and record.first_failure == PROVIDER_ERROR)
 
 
 @dataclass(frozen=True)

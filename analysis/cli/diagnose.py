@@ -160,7 +160,7 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     with build_policy(args, ENV, plan=plan) as built, \
             open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=sum(allocation), desc="diagym diagnose", unit="episode",
-                     initial=_resumed(args, sum(allocation))) as bar:
+                     initial=_resumed(args, sum(allocation)), resumed_from=args.log) as bar:
         return diagnose_policy(built.factory.for_executor(executor), battery=battery,
                                allocation=allocation, executor=executor,
                                seed=args.seed,
@@ -174,18 +174,12 @@ def _diagnosis(args: argparse.Namespace) -> Any:
 
 def _resumed(args: argparse.Namespace, total: int) -> int:
     """The episodes --log already holds when --resume continues it (the runner plays only
-    the others, so progress starts there), announced in one line."""
+    the others, so progress starts there)."""
     if not args.resume or args.log is None or not args.log.is_file():
         return 0
-    import sys
-
     from analysis.diagnose.logs import read_log
 
-    done = min(total, sum(len(run.episodes) for run in read_log(args.log).values()))
-    if done:
-        print(f"diagym diagnose: resuming: {done} of {total} episodes are in {args.log} "
-              f"already; {total - done} to play", file=sys.stderr)
-    return done
+    return min(total, sum(len(run.episodes) for run in read_log(args.log).values()))
 
 
 def _check_log_only(args: argparse.Namespace) -> None:
@@ -264,7 +258,7 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     with build_policy(args, DACS_ENV, plan=plan) as built, \
             open_executor(args, executor_workers(args, built.chat)) as executor, \
             progress(total=budget, desc="diagym diagnose", unit="episode",
-                     initial=_resumed(args, budget)) as bar:
+                     initial=_resumed(args, budget), resumed_from=args.log) as bar:
         return diagnose_dacs(built.factory.for_executor(executor),
                              episodes=budget // configurations,
                              seed=args.seed, text_actions=built.text_actions, log=args.log,

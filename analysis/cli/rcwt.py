@@ -134,10 +134,15 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
         # the endpoint first: its pre-flight check may end the sweep before any progress line;
         # a sweep's answers are one prompt each, so it takes the chat settings, not a factory
         settings = stack.enter_context(build_policy(args, args.env)).settings
-        bar = stack.enter_context(progress(desc="rcwt sweep", unit="call"))
+        bars: list[Any] = []  # opened once the log is open: a refused resume shows none
+
+        def started(done: int, total: int) -> None:
+            bars.append(stack.enter_context(progress(
+                total=total, desc="rcwt sweep", unit="call", initial=done, resumed_from=log)))
+
         shared = {"window": args.window, "trials": args.trials, "log": log, "q": q,
                   "env_kwargs": args.env_kwargs, "resume": args.resume,
-                  "on_call": lambda _record: bar.update(1)}
+                  "on_call": lambda _record: bars[0].update(1), "on_start": started}
         if family == envs.DACS:
             shared.update(layout=args.layout, drop_at_most=args.drop_at_most)
         if settings is None:

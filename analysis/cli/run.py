@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
 from typing import Any
 
 from analysis.cli.flags_chat import add_llm_flags
@@ -128,11 +127,8 @@ def _play(args: argparse.Namespace) -> Any:
         bars: list[Any] = []  # opened once the log is open: a refused resume shows none
 
         def resumed(done: int) -> None:
-            if done:
-                print(f"diagym run: resuming: {done} of {args.episodes} episodes are in "
-                      f"{args.log} already; {args.episodes - done} to play", file=sys.stderr)
             bars.append(progress(total=args.episodes, desc="diagym run", unit="episode",
-                                 initial=done))
+                                 initial=done, resumed_from=args.log))
 
         try:
             counted = {"on_record": lambda _record: bars[0].update(1), "on_resumed": resumed}

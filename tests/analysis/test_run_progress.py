@@ -63,3 +63,83 @@ def test_a_resumed_llm_study_counts_its_finished_episodes_done(
                resume=True, progress=True)
     lines = capsys.readouterr().err.splitlines()
     assert lines[-1].startswith("fractional design: 16/16 episode (100%)"), lines
+
+
+def _bar(lines: list[str], desc: str) -> list[str]:
+    """The lines of the bar (and the resuming line) named `desc`, in order."""
+    return [line for line in lines if line.startswith(f"{desc}: ")]
+
+
+def test_llm_study_resume_announces_and_counts_the_finished_episodes_first(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / "study.jsonl"
+    argv = ["llm-study", "--policy", "text-oracle", "--design", "fractional", "--json",
+            "--log", str(log), "--seeds"]
+    assert main([*argv, "1"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "fractional design")
+    assert lines[0].startswith("fractional design: 0/8 episode (0%)"), lines
+    assert lines[-1].startswith("fractional design: 8/8 episode (100%)"), lines
+    assert main([*argv, "2", "--resume"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "fractional design")
+    assert lines[0] == (f"fractional design: resuming: 8 of 16 episodes are in {log} "
+                        "already; 8 to play")
+    assert lines[1].startswith("fractional design: 8/16 episode (50%)"), lines
+    assert lines[-1].startswith("fractional design: 16/16 episode (100%)"), lines
+
+
+def test_dacs_study_counts_episodes_and_a_resume_counts_the_logged_ones_done(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The bar counts episodes (3 cells x 5 arms x K), not arms, so it moves within an arm."""
+    log = tmp_path / "dacs.jsonl"
+    argv = ["dacs-study", "--phases", "agents", "--json", "--out", str(tmp_path),
+            "--log", str(log), "--episodes"]
+    assert main([*argv, "1"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "dacs-study")
+    assert lines[0].startswith("dacs-study: 0/15 episode (0%)"), lines
+    assert lines[-1].startswith("dacs-study: 15/15 episode (100%)"), lines
+    assert main([*argv, "2", "--resume"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "dacs-study")
+    assert lines[0] == (f"dacs-study: resuming: 15 of 30 episodes are in {log} already; "
+                        "15 to play")
+    assert lines[1].startswith("dacs-study: 15/30 episode (50%)"), lines
+    assert lines[-1].startswith("dacs-study: 30/30 episode (100%)"), lines
+
+
+def test_rcwt_sweep_counts_to_its_calls_and_a_resume_counts_the_logged_ones_done(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """2 ratios x 2 orders x N trials calls; the bar knows that total from its first line."""
+    from analysis.cli.rcwt import LOG_NAME
+
+    argv = ["rcwt", "sweep", "--policy", "flat-reader", "--window", "700", "--q", "0", "50",
+            "--json", "--out", str(tmp_path), "--trials"]
+    assert main([*argv, "1"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "rcwt sweep")
+    assert lines[0].startswith("rcwt sweep: 0/4 call (0%)"), lines
+    assert lines[-1].startswith("rcwt sweep: 4/4 call (100%)"), lines
+    assert main([*argv, "2", "--resume"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "rcwt sweep")
+    assert lines[0] == (f"rcwt sweep: resuming: 4 of 8 calls are in {tmp_path / LOG_NAME} "
+                        "already; 4 to play")
+    assert lines[1].startswith("rcwt sweep: 4/8 call (50%)"), lines
+    assert lines[-1].startswith("rcwt sweep: 8/8 call (100%)"), lines
+
+
+def test_train_resume_announces_the_steps_its_checkpoint_holds(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """PPO on one env trains whole rollouts of 128 steps: --steps 64 trains 128, and a resume
+    to 256 starts its bar at the checkpoint's 128; a resume of a finished run says so."""
+    out = tmp_path / "t"
+    argv = ["train", "--algo", "ppo", "--env", "StatefulWorkflow-v0", "--n-envs", "1",
+            "--eval-episodes", "1", "--out", str(out), "--steps"]
+    assert main([*argv, "64"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "ppo")
+    assert lines[-1].startswith("ppo: 128/128 step (100%)"), lines
+    assert main([*argv, "256", "--resume"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "ppo")
+    assert lines[0] == f"ppo: resuming: 128 of 256 steps are in {out} already; 128 to train"
+    assert lines[1].startswith("ppo: 128/256 step (50%)"), lines
+    assert lines[-1].startswith("ppo: 256/256 step (100%)"), lines
+    assert main([*argv, "256", "--resume"]) == 0
+    lines = _bar(capsys.readouterr().err.splitlines(), "ppo")
+    assert lines[0] == f"ppo: resuming: 256 of 256 steps are in {out} already; 0 to train"
+    assert lines[-1].startswith("ppo: 256/256 step (100%)"), lines

@@ -7,6 +7,7 @@ study makes one model call per decision).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -73,25 +74,38 @@ def run_study(make_policy: Callable[[str, Any], Any],
     Each arm of each cell is its own run (prefixed by `run_name` when given); retry_failed
     plays again the episodes whose first failure is provider_error. `executor`
     (controllers.executors) plays each arm's episodes (default: `workers` threads here).
-    `cells`: only the cells of these names (s1 .. s8; None: every cell of the phases)."""
+    `cells`: only the cells of these names (s1 .. s8; None: every cell of the phases).
+    The study's one log stays locked for the whole study. With `progress`, the bar counts
+    every episode (arms x episodes), a resumed study's finished ones done from its start."""
     RunLog.check_target(log, resume)
-    jobs = [(phase, cell, arm) for phase in phases for cell in PHASES[phase] for arm in arms
+    jobs = [(phase, cell, arm,
+             " ".join(filter(None, (run_name, phase, arm[0], arm[1], str(cell)))))
+            for phase in phases for cell in PHASES[phase] for arm in arms
             if cells is None or cell["name"] in cells]
-    bar = None
-    if progress:
-        from analysis.progress import progress as progress_bar
-
-        bar = progress_bar(total=len(jobs), desc="dacs-study arms", unit="arm")
     results = []
-    try:  # closed before the command prints an arm's error, so the error is the last line
-        for phase, cell, (policy_name, mode) in jobs:
+    # closed before the command prints an arm's error, so the error is the last line
+    with contextlib.ExitStack() as stack:
+        shared = stack.enter_context(RunLog(log, resume=True)) if log is not None else None
+        on_record = None
+        if progress:
+            from analysis.progress import progress as progress_bar
+
+            done = 0 if shared is None else sum(
+                shared.finished_count(name, range(episodes), retry_failed)
+                for *_job, name in jobs)
+            bar = stack.enter_context(progress_bar(
+                total=len(jobs) * episodes, desc="dacs-study", unit="episode", initial=done,
+                resumed_from=log))
+
+            def on_record(_record: Any) -> None:
+                bar.update(1)
+        for phase, cell, (policy_name, mode), name in jobs:
             kwargs = {**env_kwargs(cell), "context_mode": mode, "window": window}
             records = rollout_parallel(
                 lambda kwargs=kwargs: make_env(kwargs),
                 lambda env, name=policy_name: make_policy(name, env),
-                episodes, seed=0, workers=workers, log=log, resume=log is not None,
-                run_name=" ".join(filter(None, (run_name, phase, policy_name, mode, str(cell)))),
-                retry_failed=retry_failed, executor=executor)
+                episodes, seed=0, workers=workers, log=shared, on_record=on_record,
+                run_name=name, retry_failed=retry_failed, executor=executor)
             summary = summarise(records)
             steering = summary.steering
             if steering is None:
@@ -104,9 +118,4 @@ def run_study(make_policy: Callable[[str, Any], Any],
                 contamination=steering.contamination, mean_tokens=steering.mean_tokens,
                 p95_tokens=steering.p95_tokens, invalid=steering.invalid,
                 unmeasured=steering.unmeasured))
-            if bar is not None:
-                bar.update(1)
-    finally:
-        if bar is not None:
-            bar.close()
     return results

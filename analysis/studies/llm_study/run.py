@@ -80,32 +80,34 @@ def run_design(design: str, first_seed: int, n_seeds: int,
     again the episodes whose first failure is provider_error. Results come in play order:
     cells in standard order, the harnesses in the order given within each. `executor`
     (controllers.executors) plays each cell's episodes (default: `workers` threads here); the
-    study's one log is written here either way. With `progress`, a resumed cell's finished
-    episodes count as done when the cell is reached."""
+    study's one log is written here either way. With `progress`, the bar counts every
+    episode of the study, and a resumed study's finished ones are done from its start."""
     chosen = check_harnesses(harnesses)
     RunLog.check_target(log, resume)
     cells = design_cells(design)
     factories = {harness: make_policy(harness) for harness in chosen}
-    bar = None
-    if progress:
-        from analysis.progress import progress as progress_bar
-
-        bar = progress_bar(total=len(chosen) * len(cells) * n_seeds, desc=f"{design} design",
-                           unit="episode")
+    runs = [(cell, harness, cell_run_name(harness, design, cell, run_name))
+            for cell in cells for harness in chosen]
+    seeds = range(first_seed, first_seed + n_seeds)
     results = []
-    try:
-        with RunLog(log, resume=True) if log is not None else contextlib.nullcontext() as shared:
-            for cell in cells:
-                for harness in chosen:
-                    episodes = rollout_parallel(
-                        lambda cell=cell: make_env(cell.spec), factories[harness], n_seeds,
-                        seed=first_seed, workers=workers, log=shared,
-                        on_record=(lambda _r: bar.update(1)) if bar is not None else None,
-                        on_resumed=bar.update if bar is not None else None,
-                        run_name=cell_run_name(harness, design, cell, run_name),
-                        retry_failed=retry_failed, executor=executor)
-                    results.append(CellRun(harness, cell, episodes))
-    finally:
-        if bar is not None:
-            bar.close()
+    with contextlib.ExitStack() as stack:
+        shared = stack.enter_context(RunLog(log, resume=True)) if log is not None else None
+        on_record = None
+        if progress:
+            from analysis.progress import progress as progress_bar
+
+            done = 0 if shared is None else sum(
+                shared.finished_count(name, seeds, retry_failed) for _c, _h, name in runs)
+            bar = stack.enter_context(progress_bar(
+                total=len(runs) * n_seeds, desc=f"{design} design", unit="episode",
+                initial=done, resumed_from=log))
+
+            def on_record(_record: Any) -> None:
+                bar.update(1)
+        for cell, harness, name in runs:
+            episodes = rollout_parallel(
+                lambda cell=cell: make_env(cell.spec), factories[harness], n_seeds,
+                seed=first_seed, workers=workers, log=shared, on_record=on_record,
+                run_name=name, retry_failed=retry_failed, executor=executor)
+            results.append(CellRun(harness, cell, episodes))
     return results

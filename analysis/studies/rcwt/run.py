@@ -203,6 +203,7 @@ def run_sweep(
     layout: str = ARTIFACT_LAYOUT,
     drop_at_most: int = ARTIFACT_DROP,
     on_call: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Every (q, order, seed) call of the sweep, one "call" line each in `log`.
 
@@ -211,10 +212,11 @@ def run_sweep(
 
     Seeds 0..trials-1 are shared by every cell (paired). With resume, keys already in the log
     for this run (same W, env kwargs and policy) are not called again. `on_call(record)` runs
-    after each record is written (progress bars; tests raise from it to simulate a kill).
-    With workers > 1, calls run in a thread pool, each worker with `policy.fork()` (or the
-    shared policy when it has no fork). Returns the records of the requested cells, sorted by
-    (order, q, seed), old and new alike.
+    after each record is written (progress bars; tests raise from it to simulate a kill);
+    `on_start(done, total)` once before any call, with how many of the sweep's `total` calls
+    the log already holds. With workers > 1, calls run in a thread pool, each worker with
+    `policy.fork()` (or the shared policy when it has no fork). Returns the records of the
+    requested cells, sorted by (order, q, seed), old and new alike.
     """
     grid = _check_sweep(window, trials, workers, q, orders, layout, drop_at_most)
     model_name = model or policy_name(policy)
@@ -227,6 +229,9 @@ def run_sweep(
         all_trials = build_trials(trials, env_kwargs)
         todo = [(qv, order, t) for order in orders for qv in grid for t in all_trials
                 if call_key(qv, order, t.seed) not in done]
+        if on_start is not None:
+            total = len(orders) * len(grid) * len(all_trials)
+            on_start(total - len(todo), total)
         local = threading.local()
 
         def worker_policy() -> Any:
@@ -319,6 +324,7 @@ def run_workflow_sweep(
     resume: bool = False,
     system_role: bool = False,
     on_call: Callable[[dict[str, Any]], None] | None = None,
+    on_start: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """The RCWT sweep on StatefulWorkflow with a chat model: one episode per (q, order, seed),
     every decision's prompt assembled to exactly W tokens (rules as instructions, synthetic
@@ -327,7 +333,7 @@ def run_workflow_sweep(
 
     One "call" line per episode (with its decisions' tokens and categories) keeps the
     record format of the DACS sweep, so `write_outputs` fits it the same way; resume skips
-    episodes already logged.
+    episodes already logged. `on_call` and `on_start` are run_sweep's.
     """
     import gymnasium as gym
 
@@ -350,6 +356,10 @@ def run_workflow_sweep(
         env = TextActionWrapper(gym.make(WORKFLOW_ID, **dict(env_kwargs or {})))
         spec = env.unwrapped.params
         client = ChatClient(**{**settings, "json_schema": ACTION_SCHEMA})
+        if on_start is not None:
+            keys = [call_key(qv, order, seed) for order in orders for qv in grid
+                    for seed in range(trials)]
+            on_start(sum(key in done for key in keys), len(keys))
         for order in orders:
             for qv in grid:
                 for seed in range(trials):

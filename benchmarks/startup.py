@@ -9,6 +9,8 @@
   and predict, statistics and tables, plots), and the sha256 of its results.csv, which must
   not change when the stages get faster. The machine's load average is recorded beside the
   figures: on a shared machine they are comparable only at a like load.
+- `--paired-startup TREE`: the start-up commands in this tree and in TREE, alternated
+  (`--repeats` rounds), with the ratio of their medians;
 - `--paired TREE`: the same `reproduce --grid all` in this tree and in another checkout TREE
   (the code before a change), each a fresh process (warm-up run, then one timed), the two
   alternated in turn for `--study-repeats` rounds, so both see the same load; medians of each
@@ -48,14 +50,38 @@ COMMANDS = {
 }
 
 
-def command_seconds(argv: list[str], repeats: int) -> float:
+def command_seconds(argv: list[str], repeats: int, tree: Path = ROOT) -> float:
     times = []
+    env = {**os.environ, "PYTHONPATH": str(tree)}
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "analysis.cli", *argv], cwd=ROOT,
+        subprocess.run([sys.executable, "-m", "analysis.cli", *argv], cwd=tree, env=env,
                        capture_output=True, check=False)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
+
+
+def paired_startup(old_tree: Path, rounds: int, json_out: Path | None) -> int:
+    """Each start-up command in this tree and in `old_tree`, alternated per round (which
+    goes first swaps), one fresh process each: medians and their ratio, so a shared
+    machine's load shifts both trees alike."""
+    trees = {"new": ROOT, "old": old_tree.resolve()}
+    runs: dict[str, dict[str, list[float]]] = {"new": {}, "old": {}}
+    for k in range(rounds):
+        for name in (("new", "old") if k % 2 == 0 else ("old", "new")):
+            for command, argv in COMMANDS.items():
+                runs[name].setdefault(command, []).append(
+                    command_seconds(argv, 1, trees[name]))
+    medians = {name: {c: statistics.median(v) for c, v in rs.items()}
+               for name, rs in runs.items()}
+    print(f"{'command':<40} {'old s':>7} {'new s':>7} {'new/old':>8}")
+    for command in COMMANDS:
+        old, new = medians["old"][command], medians["new"][command]
+        print(f"{command:<40} {old:>7.2f} {new:>7.2f} {new / old:>8.2f}")
+    emit({"paired_with": str(trees["old"]), "rounds": rounds,
+          "load_average_1min": os.getloadavg()[0], "seconds": runs,
+          "median_seconds": medians}, json_out)
+    return 0
 
 
 # One timed `reproduce --grid all` after a warm-up, in a fresh process of the tree it runs in
@@ -123,7 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--json-out", type=Path)
     parser.add_argument("--paired", type=Path, metavar="TREE",
                         help="time reproduce here and in TREE, alternated")
+    parser.add_argument("--paired-startup", type=Path, metavar="TREE",
+                        help="time the start-up commands here and in TREE, alternated")
     args = parser.parse_args(argv)
+    if args.paired_startup is not None:
+        return paired_startup(args.paired_startup, args.repeats, args.json_out)
     if args.paired is not None:
         return paired(args.paired, args.study_repeats, args.json_out)
 

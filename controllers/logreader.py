@@ -34,7 +34,9 @@ class LoggedRun:
     """One run of a log: its description and, per task seed, the episode line that stands,
     its trace line's actions and its call lines; then the run's session lines (the
     provenance of each open), its name when it was given one, and its result units' call
-    lines (an RCWT sweep's), each key once."""
+    lines (an RCWT sweep's), each key once; last, per task seed, its trace line's
+    observation digests and outcomes (controllers/tracing.py), for a trace line that holds
+    them (a line written before they were traced has actions only)."""
 
     run_id: str
     run: dict[str, Any]
@@ -45,6 +47,8 @@ class LoggedRun:
     name: str | None = None
     results: list[dict[str, Any]] = field(default_factory=list)
     path: Path | None = None  # the log it was read from (prompt_of)
+    observations: dict[int, list[str]] = field(default_factory=dict)
+    outcomes: dict[int, list[str]] = field(default_factory=dict)
 
 
 def _seed_of(key: Any, runs: dict[str, LoggedRun]) -> tuple[LoggedRun, int] | None:
@@ -82,11 +86,19 @@ def read_log(path: Path, skipped: Counter[str] | None = None) -> dict[str, Logge
         if kind == "replay":
             logged.episodes.pop(seed, None)
             logged.actions.pop(seed, None)
+            logged.observations.pop(seed, None)
+            logged.outcomes.pop(seed, None)
             logged.calls.pop(seed, None)
         elif kind == "episode" and isinstance(entry.get("record"), dict):
             logged.episodes[seed] = EpisodeRecord(**entry["record"])
         elif kind == TRACE and isinstance(entry.get("actions"), list):
             logged.actions[seed] = entry["actions"]
+            for name, held in (("observations", logged.observations),
+                               ("outcomes", logged.outcomes)):
+                if isinstance(entry.get(name), list):
+                    held[seed] = entry[name]
+                else:  # an older trace line, or a retraced seed whose line lacks them
+                    held.pop(seed, None)
         elif kind == CALL:
             logged.calls.setdefault(seed, []).append(entry)
     return runs

@@ -362,6 +362,9 @@ def _play_batched(spec: WorkflowParams, controller: str, seed: int, todo: np.nda
 
 
 def _play(env: gym.Env, policy: Policy, episode: int, seed: int) -> EpisodeRecord:
+    """One episode; after its last step the policy's optional `episode_end(observation,
+    info)` gets what that step returned (the last action's outcome reaches no act), then its
+    optional `episode_counters()` is asked once."""
     observation, info = env.reset(seed=seed)
     policy.reset(seed=seed)
     first_failure = None
@@ -381,6 +384,9 @@ def _play(env: gym.Env, policy: Policy, episode: int, seed: int) -> EpisodeRecor
             first_failure = str(info["failure"])
         if terminated or truncated:
             break
+    end = getattr(policy, "episode_end", None)
+    if callable(end):  # optional: what the last step returned (controllers/tracing.py)
+        end(observation, info)
     counters = policy.episode_counters() if hasattr(policy, "episode_counters") else {}
     task_seed = info.get("task_seed")
     return EpisodeRecord(

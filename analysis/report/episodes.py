@@ -147,24 +147,26 @@ class _Replayer:
         return tuple(actions)
 
     def decisions(self, seed: int, record: Any) -> tuple[list[dict[str, Any]] | None, str]:
-        """The replayed decisions of the episode, and a note on where they came from."""
-        actions, note = self.traces.get(seed), ""
+        """The replayed decisions of the episode, and a note on where they came from (for a
+        trace line with outcomes, whether the replay gives the same: `outcome_check`)."""
+        actions = self.traces.get(seed)
+        if actions is not None:
+            rows = self._replay(seed, actions)
+            traced = self.run.logged.outcomes.get(seed)
+            return rows, ("" if traced is None
+                          else outcome_check(traced, [row["outcome"] for row in rows]))
+        actions = self._controller_actions(seed)
         if actions is None:
-            actions = self._controller_actions(seed)
-            if actions is None:
-                return None, ""
-            note = "decisions played again by the same reference controller"
+            return None, ""
         rows = self._replay(seed, actions)
-        if note:
-            done = sum(r["outcome"] == "ok" for r in rows)
-            outcome = (done == self.env.unwrapped.params.n_ops, done, len(rows),
-                       len(rows) - done)
-            logged = (record.success, record.completed, record.calls, record.errors)
-            if outcome != logged:
-                return None, ("the controller played again did not reproduce the logged "
-                              f"outcome (success, completed, calls, errors: {logged} logged, "
-                              f"{outcome} replayed); no decisions shown")
-        return rows, note
+        done = sum(r["outcome"] == "ok" for r in rows)
+        outcome = (done == self.env.unwrapped.params.n_ops, done, len(rows), len(rows) - done)
+        logged = (record.success, record.completed, record.calls, record.errors)
+        if outcome != logged:
+            return None, ("the controller played again did not reproduce the logged "
+                          f"outcome (success, completed, calls, errors: {logged} logged, "
+                          f"{outcome} replayed); no decisions shown")
+        return rows, "decisions played again by the same reference controller"
 
     def frame(self, seed: int, rows: list[dict[str, Any]]) -> str:
         """The rgb_array picture (envs/workflow/viewer.py) of the state before the first
@@ -207,6 +209,41 @@ class _Replayer:
         self.env.close()
         if self.viewer is not None:
             self.viewer.close()
+
+
+def outcome_check(traced: Sequence[str], replayed: Sequence[str]) -> str:
+    """The note on an episode whose trace line holds outcomes (controllers/tracing.py): that
+    the replay gives the same, or the first decision where it does not (then the env the
+    page replays on is not the one the run played, or the run was not what its log says)."""
+    for index, (was, now) in enumerate(zip(traced, replayed, strict=False)):
+        if was != now:
+            return (f"the traced outcomes disagree with the replay: decision {index} traced "
+                    f"{was}, replayed {now}")
+    if len(traced) != len(replayed):
+        return (f"the traced outcomes disagree with the replay: {len(traced)} traced, "
+                f"{len(replayed)} replayed")
+    return "outcomes as traced, and the replay gives the same"
+
+
+def _traced_rows(run: LogRun, seed: int) -> list[dict[str, Any]]:
+    """An episode's decisions as its trace line holds them, for an env the page does not
+    replay (DACSSteering): each answer, its outcome ("ok" for a correct one, the env's
+    failure name, "wrong", otherwise) and its observation's digest; "not traced" for a
+    trace line written before outcomes were traced."""
+    actions = run.logged.actions.get(seed) or []
+    outcomes = run.logged.outcomes.get(seed) or []
+    digests = run.logged.observations.get(seed) or []
+    rows = []
+    for index, action in enumerate(actions):
+        values = action if isinstance(action, list) else [action]
+        shown = (f"option {values[0]}" if len(values) == 1
+                 else "(" + ", ".join(str(v) for v in values) + ")")
+        rows.append({"obs": (f"observation digest {digests[index]}" if index < len(digests)
+                             else ""),
+                     "action": shown,
+                     "outcome": outcomes[index] if index < len(outcomes) else "not traced",
+                     "attribution": ""})
+    return rows
 
 
 def _merge(replayed: list[dict[str, Any]] | None, calls: list[dict[str, Any]],
@@ -258,6 +295,10 @@ def _detail(run: LogRun, seed: Any, record: Any, calls: list[dict[str, Any]],
             replayed, note = replayer.decisions(seed, record)
         except ValueError as error:
             note = f"replay failed: {error}"
+    elif not calls and seed in run.logged.actions:
+        replayed = _traced_rows(run, seed)
+        note = ("decisions as traced, not replayed" if seed in run.logged.outcomes
+                else "actions as traced, without outcomes (an older trace line)")
     decisions, cut = _bounded(_merge(replayed, calls, lambda call: prompt_of(run.logged, call)),
                               len(calls) if calls else len(replayed or []))
     frame = None

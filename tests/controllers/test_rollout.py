@@ -252,3 +252,27 @@ def test_a_failing_worker_stops_the_episodes_not_yet_started() -> None:
                          workers=2)
     # Episode 0 was in flight when 1 failed; at most one more had been taken by then.
     assert 1 in started and len(started) <= 3
+
+
+def test_a_policy_gets_what_the_last_step_returned_once_per_episode() -> None:
+    """The optional episode_end hook: the last action's outcome reaches no act."""
+    class Ends:
+        def __init__(self) -> None:
+            self.inner = ReferencePolicy.for_env("uniform-candidate", env)
+            self.ends: list[dict[str, Any]] = []
+
+        def reset(self, *, seed: int | None = None) -> None:
+            self.inner.reset(seed=seed)
+
+        def act(self, observation: Any, info: dict[str, Any]) -> Any:
+            return self.inner.act(observation, info)
+
+        def episode_end(self, observation: Any, info: dict[str, Any]) -> None:
+            self.ends.append(info)
+
+    env = gym.make("StatefulWorkflow-v0", error_allowance=2)
+    policy = Ends()
+    episodes = rollout(env, policy, 4, seed=0)
+    assert [info["calls"] for info in policy.ends] == [r.calls for r in episodes]
+    assert [info["success"] for info in policy.ends] == [r.success for r in episodes]
+    assert not all(r.success for r in episodes)  # episodes ended by a failed call too

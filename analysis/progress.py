@@ -18,6 +18,8 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
+from analysis.terminal import shown
+
 INTERVAL_ENV = "DIAGYM_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_S = 30.0
 LINE_FORMAT = "{desc}: {n_fmt}/{total_fmt} {unit} ({percentage:.0f}%), {elapsed} elapsed, " \
@@ -94,8 +96,8 @@ def progress(total: int | None = None, desc: str = "progress", unit: str = "it",
     with `resumed_from` (where it is held) and initial > 0 the `resuming_line` comes first."""
     stream = file if file is not None else sys.stderr
     if resumed_from is not None and initial > 0:
-        print(resuming_line(desc, initial, total, unit, resumed_from, todo), file=stream,
-              flush=True)
+        print(shown(resuming_line(desc, initial, total, unit, resumed_from, todo)),
+              file=stream, flush=True)
     if _is_terminal(stream):
         return tqdm(total=total, desc=desc, unit=unit, initial=initial, file=stream, **kwargs)
     every = interval()

@@ -38,8 +38,3 @@ def is_cost_limit(error: BaseException) -> bool:
     prices = sys.modules.get("llm_policies.client.prices")
     return prices is not None and isinstance(error, prices.CostLimitReached)
 
-
-def shown(text: str) -> str:
-    """`text` safe to print on a terminal, on one line: control characters (a server's
-    escape codes, newlines) escaped as \\x1b, \\n, ... instead of acted on."""
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)

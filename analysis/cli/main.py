@@ -38,9 +38,9 @@ from analysis.cli.errors import (
     USAGE_STATUS,
     is_cost_limit,
     known_errors,
-    shown,
 )
 from analysis.interrupts import exit_status, interruptible
+from analysis.terminal import shown
 
 COMMANDS: tuple[ModuleType, ...] = (
     audit, run, reproduce, llm_study, dacs_study, dacs_live, train, rl_study, serve_local, rcwt,
@@ -234,7 +234,7 @@ def reported(command: str, error: Exception) -> int | None:
     cost limit reached: COST_LIMIT_STATUS, what was spent and how to continue; a user error:
     USAGE_STATUS, its message made safe for a terminal); None for an error that is a bug."""
     if is_cost_limit(error):
-        print(f"diagym {command}: {error}", file=sys.stderr)
+        print(f"diagym {command}: {shown(str(error))}", file=sys.stderr)
         return COST_LIMIT_STATUS
     if isinstance(error, known_errors()):
         print(f"diagym {command}: error: {shown(str(error))}", file=sys.stderr)

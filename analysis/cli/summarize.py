@@ -10,6 +10,7 @@ from typing import Any
 
 from analysis.cli.errors import UsageError
 from analysis.cli.outputs import writable_dir
+from analysis.terminal import shown
 
 SUMMARY_JSON, SUMMARY_TEXT, PROFILE_PNG = "summary.json", "summary.txt", "profile.png"
 
@@ -46,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     text = "\n\n".join(run.summary_text() for run in log.runs)
     print(text)
     if log.skipped_line():
-        print(f"diagym summarize: warning: {log.skipped_line()}", file=sys.stderr)
+        print(shown(f"diagym summarize: warning: {log.skipped_line()}"), file=sys.stderr)
     if args.out is None:
         return 0
     summaries = [{"run_id": run.run_id, "run_name": run.name, "run": run.run,

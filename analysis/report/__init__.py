@@ -16,6 +16,7 @@ from pathlib import Path
 
 from analysis.report.html import render
 from analysis.report.inputs import REPORT_NAME, build
+from analysis.terminal import shown
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,8 @@ def write_beside(directory: Path, *extra: Path | None, command: str = "report",
     try:
         written = write_report(inputs, Path(directory) / REPORT_NAME)
     except Exception as error:  # noqa: BLE001  (the report is a by-product: any failure warns)
-        print(f"diagym {command}: warning: no {REPORT_NAME} ({type(error).__name__}: {error})",
-              file=sys.stderr)
+        print(shown(f"diagym {command}: warning: no {REPORT_NAME} "
+                    f"({type(error).__name__}: {error})"), file=sys.stderr)
         return None
     if not quiet:
         print(f"report: {written.path}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -92,3 +93,47 @@ def test_an_error_line_never_passes_escape_codes_to_the_terminal(
     err = capsys.readouterr().err
     assert status == 2 and "\x1b" not in err and len(err.splitlines()) == 1
     assert "Stateful\\x1b[31mX\\nnext" in err
+
+
+HOSTILE = "\x1b[31mX\x07"  # an escape code that recolours the terminal, and its bell
+HOSTILE_SHOWN = "\\x1b[31mX\\x07"
+
+
+def _logged_run(path: Path, capsys: pytest.CaptureFixture[str]) -> list[str]:
+    assert main([*RUN, "--episodes", "2", "--log", str(path)]) == 0
+    capsys.readouterr()
+    return path.read_text().splitlines()
+
+
+def test_a_warning_line_never_passes_a_file_names_escape_codes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    log = tmp_path / f"run{HOSTILE}.jsonl"
+    lines = _logged_run(log, capsys)
+    log.write_text("\n".join(lines) + '\n{"type": "epi')  # a torn last line: one warning
+    assert main(["summarize", str(log)]) == 0
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert err == (f"diagym summarize: warning: log {tmp_path}/run{HOSTILE_SHOWN}.jsonl: "
+                   "skipped 1 torn line; the run resumes from the lines that are entries\n")
+
+
+def test_a_warning_line_never_passes_a_log_lines_escape_codes(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An episode record with a key of its own: the report beside diagnose's outputs cannot
+    be built, and its warning quotes the key escaped."""
+    from analysis.report import write_beside
+
+    lines = _logged_run(tmp_path / "run.jsonl", capsys)
+    episode = json.loads(lines[1])
+    episode["record"][HOSTILE] = 1
+    log = tmp_path / "hostile.jsonl"
+    log.write_text(f"{lines[0]}\n{json.dumps(episode)}\n")
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "results.csv").write_text("a,b\n1,2\n")
+    assert write_beside(out, log, command="diagnose") is None
+    err = capsys.readouterr().err
+    assert "\x1b" not in err and "\x07" not in err
+    assert err == (f"diagym diagnose: warning: no report.html (ValueError: {log}: an episode "
+                   "line does not hold an episode record (EpisodeRecord.__init__() got an "
+                   f"unexpected keyword argument '{HOSTILE_SHOWN}'))\n")

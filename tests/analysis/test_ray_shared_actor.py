@@ -1,6 +1,7 @@
 """`diagym run --executor ray` on a local Ray instance (loopback) in a subprocess: killing
 the actor that holds the run's one rate limit ends the run with one line, no traceback, and
-the log is left whole; with --json, stdout carries only the JSON, whatever Ray prints."""
+the log is left whole; with --json (run and diagnose), stdout carries only the JSON, whatever
+Ray prints."""
 
 from __future__ import annotations
 
@@ -127,4 +128,25 @@ def test_json_stdout_holds_only_the_json_on_ray(tmp_path: Path) -> None:
         env={**os.environ, "RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"})
     assert done.returncode == 0, done.stderr[-3000:]
     assert json.loads(done.stdout)["episodes"] == 4
+    assert "hello from a worker" in done.stderr
+
+
+def test_diagnose_json_stdout_holds_only_the_json_on_ray(tmp_path: Path) -> None:
+    """diagnose --executor ray --json with cache-2 made by a factory that prints in its
+    worker: stdout is exactly one JSON object, the diagnosis; the print goes to stderr."""
+    policy = tmp_path / "noisy.py"
+    policy.write_text("import time\n"
+                      "from controllers.registry import make_reference_policy\n"
+                      "def noisy(env):\n"
+                      "    print('hello from a worker', flush=True)\n"
+                      "    time.sleep(1.5)  # Ray forwards worker output every so often\n"
+                      "    return make_reference_policy('cache-2', env)\n")
+    done = subprocess.run(
+        [sys.executable, "-m", "analysis.cli", "diagnose", "--policy", f"{policy}:noisy",
+         "--budget", "4", "--executor", "ray", "--json"],
+        cwd=ROOT, capture_output=True, text=True, timeout=scaled(300),
+        env={**os.environ, "RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    diagnosis = json.loads(done.stdout)
+    assert isinstance(diagnosis, dict) and diagnosis["episodes"] == 4, done.stdout[:300]
     assert "hello from a worker" in done.stderr

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import os
 from typing import Any
 
 import pytest
@@ -58,6 +59,13 @@ def scaled(seconds: float) -> float:
     """A test's wait of `seconds` on a quiet machine, scaled to this one (time_scale)."""
     return seconds * time_scale()
 
+
+# Ray starts its workers at nice 15 (the raylet's worker_niceness) so they yield to the
+# driver; beside other CPU jobs at nice 0 they then get a few percent of a core, and a Ray
+# test that takes 2 minutes took 27 beside two busy processes. The suite runs them at the
+# driver's priority (every Ray instance a test starts, in-process or in a subprocess, reads
+# this variable); docs/SCALING.md says the same to users.
+os.environ.setdefault("RAY_worker_niceness", "0")
 
 # Test files that start a whole Ray instance or a llama.cpp server: under pytest-xdist
 # (`make test` runs `-n auto --dist loadgroup`) each kind shares one worker, so two Ray

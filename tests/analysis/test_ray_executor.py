@@ -87,6 +87,20 @@ def _fail_on_zero(failed: Path, x: int) -> int:
     return x
 
 
+def _niceness(_unit: int) -> int:
+    import os
+
+    return os.nice(0)
+
+
+def test_ray_workers_run_at_the_drivers_priority() -> None:
+    """Ray's default worker niceness (15) starves its workers beside other CPU jobs; the
+    suite sets RAY_worker_niceness=0 (tests/conftest.py, docs/SCALING.md)."""
+    import os
+
+    assert RayExecutor(workers=2).map(_niceness, range(2)) == [os.nice(0)] * 2
+
+
 def test_ray_map_keeps_unit_order_and_hands_each_result_once() -> None:
     seen: list[tuple[int, int]] = []
     executor = RayExecutor(workers=2)

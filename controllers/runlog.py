@@ -211,9 +211,8 @@ def entry_at(path: Path, offset: int) -> dict[str, Any] | None:
     the offset); None when that line no longer holds an entry."""
     with Path(path).open("rb") as stream:
         stream.seek(offset)
-        for raw, ended, _ in _lines(stream):
-            return _entry(raw, Counter()) if ended else None
-    return None
+        line = next(_lines(stream), None)
+    return None if line is None or not line[1] else _entry(line[0], Counter())
 
 
 def _entry(raw: bytes, skipped: Counter[str]) -> dict[str, Any] | None:
@@ -508,6 +507,11 @@ class CallTotals:
     skipped: dict[str, int] = field(default_factory=dict)
 
 
+def _summed(entry: dict[str, Any]) -> dict[str, Any]:
+    """The fields of a call line call_totals sums: all it holds of a line (not its prompt)."""
+    return {name: entry.get(name) for name in CALL_FIELDS}
+
+
 def call_totals(path: Path, run_id: str | None = None) -> CallTotals:
     """The one sum of calls, tokens and latency over a log's "call" lines (of run `run_id`,
     or of every run): a call line voided by a later "replay" line of its episode, or a result
@@ -533,11 +537,10 @@ def call_totals(path: Path, run_id: str | None = None) -> CallTotals:
             if "key" in entry and not isinstance(key, str):
                 unit = (str(entry.get("run_id")), str(entry["key"]))
                 if unit in seen_results:
-                    replayed.append({name: entry.get(name) for name in CALL_FIELDS})
+                    replayed.append(_summed(entry))
                     continue
                 seen_results.add(unit)
-            standing.setdefault(key if isinstance(key, str) else None, []).append(
-                {name: entry.get(name) for name in CALL_FIELDS})  # a prompt is not held
+            standing.setdefault(key if isinstance(key, str) else None, []).append(_summed(entry))
     counted = [entry for entries in standing.values() for entry in entries]
 
     def total(entries: list[dict[str, Any]]) -> dict[str, float]:

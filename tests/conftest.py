@@ -89,7 +89,7 @@ def worker_group(nodeid: str) -> str:
     return path
 
 
-@pytest.hookimpl(tryfirst=True)
+@pytest.hookimpl(tryfirst=True, optionalhook=True)  # pytest without xdist: unused
 def pytest_xdist_make_scheduler(config: Any, log: Any) -> Any:
     """Under `--dist loadgroup`, tests are scheduled by worker_group. Why a scheduler and not
     xdist_group markers: xdist 3.8 reads the markers into `item._nodeid`, which pytest 9.2's

@@ -11,7 +11,7 @@ LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX
 
 .PHONY: venv demo test lint bench clean clean-cache fetch-qwen
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
 	$(BIN)/pip install --quiet --upgrade pip
 	# CPU torch first: a bare torch requirement from stable-baselines3 would pull a CUDA build.
@@ -47,14 +47,14 @@ venv: $(STAMP)
 # harness cases (tests/llm_policies/test_local_harnesses.py, one episode per harness, and the
 # DACS trial): about 30 s of the suite on a quiet machine (docs/RESULTS.md). Where the registry
 # cannot be reached, make test warns and those cases skip, saying so.
-FETCH_QWEN := $(BIN)/python -c "from llm_policies.client.local_server import model_path; \
+FETCH_QWEN := $(BIN)/python -c "from diagym.llm_policies.client.local_server import model_path; \
 	print(model_path('qwen0.5b'))"
 
 fetch-qwen: $(LLM_STAMP)
 	$(FETCH_QWEN)
 
 demo: $(STAMP)
-	$(BIN)/python -m analysis.demo
+	$(BIN)/python -m diagym.analysis.demo
 
 # Compiled kernels are cached under a digest of every kernel source (envs/_core/numba_setup.py),
 # so an edit anywhere in them compiles afresh; clean-cache only frees the disk.

@@ -29,8 +29,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import envs  # noqa: F401  (registers StatefulWorkflow-v0 with Gymnasium)
-from envs.workflow.params import WorkflowParams
+import diagym  # noqa: F401  (registers StatefulWorkflow-v0 with Gymnasium)
+from diagym.envs.workflow.params import WorkflowParams
 
 ENV_ID = "StatefulWorkflow-v0"
 TABLE_FAMILIES = ("chains", "barriers")  # Table 1's row order

@@ -14,9 +14,8 @@ from pathlib import Path
 
 import gymnasium as gym
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.cli import main as diagym
-from controllers.workflow.adapter import ReferencePolicy
+from diagym.analysis.cli import main as diagym
+from diagym.controllers.workflow.adapter import ReferencePolicy
 
 OUT = Path("results")
 
@@ -53,7 +52,7 @@ def main() -> int:
     print(f"One row per configuration:     {OUT / 'results.csv'}")
     print(f"Structural profiles (PNG):     {OUT}/profile_*.png")
     print("Your own policy: `diagym run --env StatefulWorkflow-v0 --policy cache-2 "
-          "--episodes 100`, or controllers.rollout.rollout(env, policy, episodes).")
+          "--episodes 100`, or diagym.controllers.rollout.rollout(env, policy, episodes).")
     return 0
 
 

@@ -17,12 +17,12 @@ from typing import Any
 
 import gymnasium as gym
 
-from llm_policies.client.config import client_default
-from llm_policies.client.transport import ChatClient
-from llm_policies.families import text_family
-from llm_policies.oracle import InProcessChat
-from llm_policies.policy import LLMPolicy, answer_schema
-from llm_policies.text_actions import TextActionWrapper
+from diagym.llm_policies.client.config import client_default
+from diagym.llm_policies.client.transport import ChatClient
+from diagym.llm_policies.families import text_family
+from diagym.llm_policies.oracle import InProcessChat
+from diagym.llm_policies.policy import LLMPolicy, answer_schema
+from diagym.llm_policies.text_actions import TextActionWrapper
 
 PREFLIGHT_TIMEOUT_S = 10.0  # per pre-flight request unless --timeout or a measured deadline says
 CLIENT_KEYS = ("base_url", "model", "api_key_env", "timeout", "temperature", "max_tokens",
@@ -35,13 +35,13 @@ class ChatSettings:
     exactly W cl100k_base tokens; in the conversation harnesses the window the conversation
     is kept within) and `system_role` shape the prompts, the rest the client.
     response_format is the decoding: json_schema / json_object constrained, none
-    unconstrained, auto negotiated (llm_policies.policy.decoding). harness and
-    invalid_retries choose how the model acts (llm_policies.harness); prices, cost_limit and
-    cache_dir how its calls are paid for and reused (llm_policies.client.prices, .cache);
+    unconstrained, auto negotiated (diagym.llm_policies.policy.decoding). harness and
+    invalid_retries choose how the model acts (diagym.llm_policies.harness); prices, cost_limit and
+    cache_dir how its calls are paid for and reused (diagym.llm_policies.client.prices, .cache);
     concurrency bounds the calls in flight, shared by every worker and lowered on HTTP 429
-    (llm_policies.client.limits). capabilities: what the server's probe found
-    (llm_policies.client.probe), recorded in each session line of the run log. The client's
-    fields and their defaults are llm_policies.client.config's ClientConfig (documented
+    (diagym.llm_policies.client.limits). capabilities: what the server's probe found
+    (diagym.llm_policies.client.probe), recorded in each session line of the run log. The client's
+    fields and their defaults are diagym.llm_policies.client.config's ClientConfig (documented
     there, each once)."""
 
     base_url: str
@@ -84,7 +84,7 @@ def make_text_env(env_id: str, **kwargs: Any) -> TextActionWrapper:
 
 
 class ChatPolicyFactory:
-    """The PolicyFactory (controllers.policy) of a chat model: a new client and policy for
+    """The PolicyFactory (diagym.controllers.policy) of a chat model: a new client and policy for
     each env it is given (each worker has its own), over what the run's workers share: one
     cost meter (so the limit holds across them), one response cache, one adaptive
     concurrency limit and one price table. `spent_usd` is what the run's log already paid
@@ -95,9 +95,9 @@ class ChatPolicyFactory:
     def __init__(self, settings: ChatSettings, spent_usd: float = 0.0) -> None:
         from pathlib import Path
 
-        from llm_policies.client.cache import ResponseCache
-        from llm_policies.client.limits import AdaptiveLimit
-        from llm_policies.client.prices import CostMeter, PriceTable
+        from diagym.llm_policies.client.cache import ResponseCache
+        from diagym.llm_policies.client.limits import AdaptiveLimit
+        from diagym.llm_policies.client.prices import CostMeter, PriceTable
 
         self.settings = settings
         self.prices = PriceTable.load(Path(settings.prices) if settings.prices else None)
@@ -120,8 +120,8 @@ class ChatPolicyFactory:
         the workers of a machine, one per machine on a cluster."""
         import functools
 
-        from llm_policies.client.limits import AdaptiveLimit
-        from llm_policies.client.prices import CostMeter
+        from diagym.llm_policies.client.limits import AdaptiveLimit
+        from diagym.llm_policies.client.prices import CostMeter
 
         if executor.in_process:
             return self
@@ -148,8 +148,8 @@ class ChatPolicyFactory:
                 "cache": self.cache is not None, "concurrency": self.settings.concurrency}
 
     def __call__(self, env: Any) -> LLMPolicy:
-        from llm_policies.client.cache import CachedChat
-        from llm_policies.client.prices import CostedChat
+        from diagym.llm_policies.client.cache import CachedChat
+        from diagym.llm_policies.client.prices import CostedChat
 
         settings = self.settings
         schema = answer_schema(env, settings.bounded_fields)
@@ -214,7 +214,7 @@ def spent_in_log(log: Any) -> float:
     0 when there is no log yet."""
     from pathlib import Path
 
-    from controllers.runlog import call_totals
+    from diagym.controllers.runlog import call_totals
 
     if log is None or not Path(log).exists():
         return 0.0
@@ -239,8 +239,8 @@ def preflight(settings: ChatSettings) -> None:
     transient errors, which the run's own calls retry and categorise."""
     import os
 
-    from llm_policies.client.probe import ProbeError, list_models
-    from llm_policies.client.secrets import scrub, url_secrets
+    from diagym.llm_policies.client.probe import ProbeError, list_models
+    from diagym.llm_policies.client.secrets import scrub, url_secrets
 
     kwargs = {**settings.client_kwargs(), "response_format": "none", "max_tokens": 1,
               "timeout": settings.preflight_timeout()}
@@ -282,7 +282,7 @@ PROBE_RECORD = 1  # the version of a cached probe record; bump when the probe ch
 def probe_server(settings: ChatSettings, harnesses: tuple[str, ...] = ("json",),
                  preflight: Callable[[ChatSettings], None] | None = None,
                  known: dict[str, Any] | None = None) -> ChatSettings:
-    """`settings` with the server's capabilities (llm_policies.client.probe), after refusing
+    """`settings` with the server's capabilities (diagym.llm_policies.client.probe), after refusing
     what it cannot serve: a harness it lacks (tools), a --llm-seed it refuses, or a
     --response-format it does not honour. With a cache dir, a probe recorded there for this
     server and model is reused, and neither the pre-flight check nor the probe sends
@@ -292,9 +292,9 @@ def probe_server(settings: ChatSettings, harnesses: tuple[str, ...] = ("json",),
     grammar even where the model is never shown the tools), with their notes."""
     from pathlib import Path
 
-    from llm_policies.client.cache import ResponseCache
-    from llm_policies.client.probe import Capabilities, check_harness, probe
-    from llm_policies.client.secrets import redact_url
+    from diagym.llm_policies.client.cache import ResponseCache
+    from diagym.llm_policies.client.probe import Capabilities, check_harness, probe
+    from diagym.llm_policies.client.secrets import redact_url
 
     cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
     request = {"probe": PROBE_RECORD, "base_url": redact_url(settings.base_url),

@@ -21,8 +21,8 @@ from typing import Any
 
 import numpy as np
 
-from controllers.dacs.readers import DACS_CONTROLLERS
-from controllers.workflow.parameters import CONTROLLER_NAMES
+from diagym.controllers.dacs.readers import DACS_CONTROLLERS
+from diagym.controllers.workflow.parameters import CONTROLLER_NAMES
 
 # Chat-model and SB3 agents, after the programmed controllers in the palette's order.
 AGENT_NAMES = ("llm", "maskable-ppo", "recurrent-ppo", "ppo", "a2c", "dqn")
@@ -269,7 +269,7 @@ def curve_figure(rows: Sequence[Mapping[str, float]], agent: str, title: str,
     """A training curve: held-out success (%) against training steps in the agent's colour,
     with a Wilson 95% band when each checkpoint's rate is over `trials` episodes (None: the
     rate is over decisions of unknown count, so no band)."""
-    from analysis.stats import wilson_interval
+    from diagym.analysis.stats import wilson_interval
 
     figure, (axis,) = new_figure(1, 6.0)
     steps = np.array([r["steps"] for r in rows], dtype=np.float64)

@@ -18,7 +18,7 @@ from typing import Any, TextIO
 
 from tqdm import tqdm
 
-from analysis.terminal import shown
+from diagym.analysis.terminal import shown
 
 INTERVAL_ENV = "DIAGYM_PROGRESS_INTERVAL"
 DEFAULT_INTERVAL_S = 30.0

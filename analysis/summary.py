@@ -2,7 +2,7 @@
 and the reports show is computed here, from one definition each.
 
 Why columns: a run of a reference controller can be millions of episodes, so the summary reads
-`controllers.episodes.Episodes` (numpy arrays, one entry per episode) and never builds a
+`diagym.controllers.episodes.Episodes` (numpy arrays, one entry per episode) and never builds a
 Python object per episode on the workflow path; a list of EpisodeRecord is converted once.
 Metrics that only some envs or policies report appear only where the run has them:
 DACSSteering's steering metrics (per-episode env metrics, over the episodes that report them)
@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from analysis.stats import wilson_interval
-from controllers.episodes import Episodes
-from controllers.policy import EpisodeRecord
+from diagym.analysis.stats import wilson_interval
+from diagym.controllers.episodes import Episodes
+from diagym.controllers.policy import EpisodeRecord
 
 
 @dataclass(frozen=True)
@@ -48,7 +48,7 @@ class Steering:
 
 @dataclass(frozen=True)
 class ModelCalls:
-    """A chat model policy's counters (llm_policies.policy.COUNTER_KEYS) over the run.
+    """A chat model policy's counters (diagym.llm_policies.policy.COUNTER_KEYS) over the run.
 
     Rates are over decisions the model answered; None when it answered none. Cost is the sum
     of the calls' USD cost (llm_policies/client/prices.py), None when no call had a known

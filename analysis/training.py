@@ -33,11 +33,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-import envs
-from analysis.summary import summarise
-from controllers.rollout import rollout
-from controllers.runlog import ResumeNeeded
-from controllers.sb3.policy import (
+from diagym import envs
+from diagym.analysis.summary import summarise
+from diagym.controllers.rollout import rollout
+from diagym.controllers.runlog import ResumeNeeded
+from diagym.controllers.sb3.policy import (
     CONFIG_NAME,
     MODEL_NAME,
     SB3Policy,
@@ -60,7 +60,7 @@ class TrainConfig:
     env: str
     env_kwargs: dict[str, Any]
     steps: int
-    arch: str = "mlp"  # controllers.sb3.entity.ARCHS; configs written before it are mlp runs
+    arch: str = "mlp"  # diagym.controllers.sb3.entity.ARCHS; configs written before it are mlp runs
     n_envs: int = 8
     seed: int = 0
     joint_actions: bool = True
@@ -128,7 +128,7 @@ def check_trainable(config: TrainConfig) -> None:
     workflow's one-hot fields and scores joint actions."""
     import gymnasium as gym
 
-    from controllers.sb3.entity import ARCHS, policy_for
+    from diagym.controllers.sb3.entity import ARCHS, policy_for
 
     if config.arch not in ARCHS:
         raise ValueError(f"arch must be one of {' | '.join(ARCHS)}; got {config.arch!r}")
@@ -278,7 +278,7 @@ def _resumed_model(config: TrainConfig, out: Path, vec: Any, stored: dict[str, A
 
 def _fresh_model(config: TrainConfig, vec: Any) -> tuple[Any, list[dict[str, float]], int]:
     """A new model on `vec`, no curve rows yet, and its checkpoint interval."""
-    from controllers.sb3.entity import policy_for
+    from diagym.controllers.sb3.entity import policy_for
 
     hyper = config.hyperparameters
     try:
@@ -341,7 +341,7 @@ def _progress_bar(model: Any, config: TrainConfig, n_envs: int, resumed_from: Pa
     """The bar of the steps trained, from the model's steps (a resumed run's checkpoint, said
     in the resuming line when `resumed_from`) to the total SB3 will reach: it collects whole
     rollouts (n_steps per env), so it stops at the first multiple past --steps."""
-    from analysis.progress import progress as progress_bar
+    from diagym.analysis.progress import progress as progress_bar
 
     done = int(model.num_timesteps)
     rollout = int(getattr(model, "n_steps", 1)) * n_envs
@@ -411,7 +411,7 @@ def plot_curve(curve_csv: Path, out_png: Path, title: str) -> Path:
     """The curve beside its run's config (CONFIG_NAME): the agent's palette colour, and a
     caption naming the evaluation seeds; a Wilson band where a point is a rate over episodes
     (a DACS point is an accuracy over decisions)."""
-    from analysis.plotting import curve_figure, save
+    from diagym.analysis.plotting import curve_figure, save
 
     rows = read_curve(curve_csv, report=False)  # train reported them when it read the curve
     config = json.loads((Path(curve_csv).parent / CONFIG_NAME).read_text())

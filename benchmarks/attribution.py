@@ -23,10 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from analysis.studies.attribution_bench.design import BenchDesign  # noqa: E402
-from analysis.studies.attribution_bench.report import score, table  # noqa: E402
-from analysis.studies.attribution_bench.run import cases, play  # noqa: E402
-from controllers.provenance import provenance  # noqa: E402
+from diagym.analysis.studies.attribution_bench.design import BenchDesign  # noqa: E402
+from diagym.analysis.studies.attribution_bench.report import score, table  # noqa: E402
+from diagym.analysis.studies.attribution_bench.run import cases, play  # noqa: E402
+from diagym.controllers.provenance import provenance  # noqa: E402
 
 EPISODES = 280
 

@@ -28,10 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from analysis.diagnose import dacs  # noqa: E402
-from analysis.diagnose.fit_test import REPLICATES  # noqa: E402
-from analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
-from controllers.dacs.readers import dacs_controller  # noqa: E402
+from diagym.analysis.diagnose import dacs  # noqa: E402
+from diagym.analysis.diagnose.fit_test import REPLICATES  # noqa: E402
+from diagym.analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
+from diagym.controllers.dacs.readers import dacs_controller  # noqa: E402
 from tests.analysis.dacs_agents import HELD_OUT  # noqa: E402
 
 SEED_STEP = 100

@@ -27,9 +27,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401  (registers DACSSteering-v0)
-from envs._core import tokens  # noqa: E402
-from envs.dacs.window import CONTEXT_MODES  # noqa: E402
+import diagym  # noqa: E402,F401  (registers DACSSteering-v0)
+from diagym.envs._core import tokens  # noqa: E402
+from diagym.envs.dacs.window import CONTEXT_MODES  # noqa: E402
 
 AGENTS = (3, 5, 10)
 

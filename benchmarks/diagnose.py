@@ -54,23 +54,23 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from analysis.diagnose.adaptive import RULES, STOP_POSTERIOR, Rule, run_design  # noqa: E402
-from analysis.diagnose.battery import (  # noqa: E402
+from diagym.analysis.diagnose.adaptive import RULES, STOP_POSTERIOR, Rule, run_design  # noqa: E402
+from diagym.analysis.diagnose.battery import (  # noqa: E402
     DEFAULT_BATTERY,
     DEFAULT_BUDGET,
     DEFAULT_SHARES,
     allocate,
     kl_matrix,
 )
-from analysis.diagnose.fit_test import (  # noqa: E402
+from diagym.analysis.diagnose.fit_test import (  # noqa: E402
     Hypothesis,
     fit_test,
     forecast,
     plausible,
 )
-from analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
-from analysis.diagnose.hypotheses import FAILURE_MODES, families, hypotheses  # noqa: E402
-from analysis.diagnose.likelihood import (  # noqa: E402
+from diagym.analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
+from diagym.analysis.diagnose.hypotheses import FAILURE_MODES, families, hypotheses  # noqa: E402
+from diagym.analysis.diagnose.likelihood import (  # noqa: E402
     SIMULATION_SEED,
     MechanismModel,
     count_outcomes,
@@ -82,11 +82,11 @@ from analysis.diagnose.likelihood import (  # noqa: E402
     simulate_codes,
     with_lapse,
 )
-from analysis.diagnose.model_cache import cached_model  # noqa: E402
-from analysis.diagnose.run import diagnose_policy, label  # noqa: E402
-from controllers.workflow.batched import episode_columns  # noqa: E402
-from controllers.workflow.parameters import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
-from envs.workflow.params import WorkflowParams  # noqa: E402
+from diagym.analysis.diagnose.model_cache import cached_model  # noqa: E402
+from diagym.analysis.diagnose.run import diagnose_policy, label  # noqa: E402
+from diagym.controllers.workflow.batched import episode_columns  # noqa: E402
+from diagym.controllers.workflow.parameters import CONTROLLER_NAMES, CONTROLLERS  # noqa: E402
+from diagym.envs.workflow.params import WorkflowParams  # noqa: E402
 
 BUDGETS = (32, 64, 128, 256, 512, 1024)
 ADAPTIVE_CAP = 512

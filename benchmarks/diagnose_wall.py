@@ -31,14 +31,14 @@ COMMANDS = {
 
 
 def seconds(argv: list[str], cache_home: Path) -> float:
-    import envs._core.numba_setup  # noqa: F401  (chooses NUMBA_CACHE_DIR for this process)
+    import diagym.envs._core.numba_setup  # noqa: F401  (chooses NUMBA_CACHE_DIR for this process)
 
     environment = {**os.environ, "XDG_CACHE_HOME": str(cache_home),
                    "NUMBA_CACHE_DIR": os.environ["NUMBA_CACHE_DIR"],
                    "PYTHONPATH": str(ROOT)}
     start = time.perf_counter()
-    done = subprocess.run([sys.executable, "-m", "analysis.cli", *argv], cwd=ROOT, env=environment,
-                          capture_output=True, check=False)
+    done = subprocess.run([sys.executable, "-m", "diagym.analysis.cli", *argv], cwd=ROOT,
+                          env=environment, capture_output=True, check=False)
     if done.returncode != 0:
         raise RuntimeError(done.stderr.decode()[-400:])
     return time.perf_counter() - start

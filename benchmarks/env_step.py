@@ -33,12 +33,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401  (registers StatefulWorkflow-v0)
+import diagym  # noqa: E402,F401  (registers StatefulWorkflow-v0)
 
 ENV_ID = "StatefulWorkflow-v0"
 
 
-def _correct_action(core: envs.workflow.env.StatefulWorkflowEnv, mask: np.ndarray) -> np.ndarray:
+def _correct_action(core: diagym.envs.workflow.env.StatefulWorkflowEnv,
+                    mask: np.ndarray) -> np.ndarray:
     """The smallest ready operation and its right slot, read from the simulator state."""
     v = int(np.flatnonzero(mask[: core.params.n_ops])[0])
     return np.array([v, core.correct_slot(v)])
@@ -89,7 +90,7 @@ def record_vector_solving(num_envs: int, steps: int, seed: int) -> np.ndarray:
     core = vec.unwrapped
     _, info = vec.reset(seed=seed)
     n, b = core.params.n_ops, core.params.candidates
-    regs = envs.workflow.layout.work_offsets(n)[0]
+    regs = diagym.envs.workflow.layout.work_offsets(n)[0]
     rows = np.arange(num_envs)
     recorded = np.zeros((steps, num_envs, 2), dtype=np.int64)
     observations = None

@@ -40,16 +40,16 @@ import ray  # noqa: E402
 from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401
-from analysis.llm_runs import ChatPolicyFactory, ChatSettings  # noqa: E402
-from analysis.studies.llm_study.run import run_design  # noqa: E402
-from analysis.studies.reproduce.run import run_grids  # noqa: E402
-from controllers.executors import LocalExecutor  # noqa: E402
-from controllers.executors.ray_executor import RayExecutor  # noqa: E402
-from controllers.registry import make_reference_policy  # noqa: E402
-from controllers.rollout import rollout_parallel  # noqa: E402
-from controllers.runlog import call_totals  # noqa: E402
-from llm_policies.oracle import WorkflowOracle  # noqa: E402
+from diagym import envs  # noqa: E402,F401
+from diagym.analysis.llm_runs import ChatPolicyFactory, ChatSettings  # noqa: E402
+from diagym.analysis.studies.llm_study.run import run_design  # noqa: E402
+from diagym.analysis.studies.reproduce.run import run_grids  # noqa: E402
+from diagym.controllers.executors import LocalExecutor  # noqa: E402
+from diagym.controllers.executors.ray_executor import RayExecutor  # noqa: E402
+from diagym.controllers.registry import make_reference_policy  # noqa: E402
+from diagym.controllers.rollout import rollout_parallel  # noqa: E402
+from diagym.controllers.runlog import call_totals  # noqa: E402
+from diagym.llm_policies.oracle import WorkflowOracle  # noqa: E402
 from tests.llm_fake_server import FakeServer, Reply  # noqa: E402
 
 DISPATCH_UNITS = 400

@@ -28,13 +28,13 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401
-from analysis.studies.reproduce.design import PRIMARY_CONTROLLERS  # noqa: E402
-from analysis.studies.reproduce.run import reproduce  # noqa: E402
-from controllers.rollout import rollout
-from controllers.workflow.adapter import ReferencePolicy  # noqa: E402
-from controllers.workflow.batched import run_controller  # noqa: E402
-from envs.workflow.params import WorkflowParams  # noqa: E402
+from diagym import envs  # noqa: E402,F401
+from diagym.analysis.studies.reproduce.design import PRIMARY_CONTROLLERS  # noqa: E402
+from diagym.analysis.studies.reproduce.run import reproduce  # noqa: E402
+from diagym.controllers.rollout import rollout
+from diagym.controllers.workflow.adapter import ReferencePolicy  # noqa: E402
+from diagym.controllers.workflow.batched import run_controller  # noqa: E402
+from diagym.envs.workflow.params import WorkflowParams  # noqa: E402
 
 
 def subset() -> list[tuple[WorkflowParams, str]]:

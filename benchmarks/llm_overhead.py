@@ -40,14 +40,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401
-from controllers.rollout import rollout
-from controllers.runlog import RunLog  # noqa: E402
-from envs._core import tokens  # noqa: E402
-from llm_policies.client.transport import ChatClient  # noqa: E402
-from llm_policies.policy import LLMPolicy  # noqa: E402
-from llm_policies.prompts.workflow import ACTION_SCHEMA, render  # noqa: E402
-from llm_policies.text_actions import TextActionWrapper, parse_action  # noqa: E402
+from diagym import envs  # noqa: E402,F401
+from diagym.controllers.rollout import rollout
+from diagym.controllers.runlog import RunLog  # noqa: E402
+from diagym.envs._core import tokens  # noqa: E402
+from diagym.llm_policies.client.transport import ChatClient  # noqa: E402
+from diagym.llm_policies.policy import LLMPolicy  # noqa: E402
+from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA, render  # noqa: E402
+from diagym.llm_policies.text_actions import TextActionWrapper, parse_action  # noqa: E402
 
 N_OPS = 8
 GOAL_MS = 1.0  # per decision, the harness alone (in-process)

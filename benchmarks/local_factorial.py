@@ -22,14 +22,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from analysis.studies.llm_study.design import DEFAULT_SEEDS, design_cells  # noqa: E402
-from analysis.studies.llm_study.report import (  # noqa: E402
+from diagym.analysis.studies.llm_study.design import DEFAULT_SEEDS, design_cells  # noqa: E402
+from diagym.analysis.studies.llm_study.report import (  # noqa: E402
     format_study_summary,
     summarise_study,
 )
-from analysis.studies.llm_study.run import BASELINE, CellRun, cell_run_name  # noqa: E402
-from controllers.episodes import Episodes  # noqa: E402
-from controllers.logreader import answered_calls, read_log  # noqa: E402
+from diagym.analysis.studies.llm_study.run import BASELINE, CellRun, cell_run_name  # noqa: E402
+from diagym.controllers.episodes import Episodes  # noqa: E402
+from diagym.controllers.logreader import answered_calls, read_log  # noqa: E402
 
 
 def results_from_log(log: Path, design: str, harness: str = BASELINE) -> list[CellRun]:

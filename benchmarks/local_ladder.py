@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gymnasium as gym  # noqa: E402
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401
-from llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
+from diagym import envs  # noqa: E402,F401
+from diagym.llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
 
 LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
 TRIES_LOGS = LADDER_LOGS.with_name("ladder-tries")

@@ -40,11 +40,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import gymnasium as gym  # noqa: E402
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401
-from llm_policies.client.local_server import LOCAL_MODELS, running_server  # noqa: E402
-from llm_policies.client.transport import ChatClient  # noqa: E402
-from llm_policies.policy import LLMPolicy  # noqa: E402
-from llm_policies.prompts.workflow import ACTION_SCHEMA  # noqa: E402
+from diagym import envs  # noqa: E402,F401
+from diagym.llm_policies.client.local_server import LOCAL_MODELS, running_server  # noqa: E402
+from diagym.llm_policies.client.transport import ChatClient  # noqa: E402
+from diagym.llm_policies.policy import LLMPolicy  # noqa: E402
+from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA  # noqa: E402
 
 LADDER = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
 SOURCES = {"json": "qwen1.5b-json.jsonl", "chat": "smollm2-chat.jsonl",

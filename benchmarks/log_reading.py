@@ -25,10 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
 READERS = {
-    "--resume (RunLog)": "from controllers.runlog import RunLog\n"
+    "--resume (RunLog)": "from diagym.controllers.runlog import RunLog\n"
                          "with RunLog(path, resume=True):\n    pass",
-    "diagym summarize": "from analysis.cli import main\nmain(['summarize', str(path)])",
-    "diagym report": "from analysis.cli import main\n"
+    "diagym summarize": "from diagym.analysis.cli import main\nmain(['summarize', str(path)])",
+    "diagym report": "from diagym.analysis.cli import main\n"
                      "main(['report', str(path), '--out', str(path) + '.html', '--force'])",
 }
 MEASURE = """
@@ -46,8 +46,9 @@ print(json.dumps({{"seconds": time.perf_counter() - start,
 
 def padded_log(directory: Path, megabytes: int) -> Path:
     log = directory / "run.jsonl"
-    subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
-                    "--policy", "cache-2", "--episodes", "3", "--log", str(log)],
+    subprocess.run([sys.executable, "-m", "diagym.analysis.cli", "run",
+                    "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "3",
+                    "--log", str(log)],
                    cwd=ROOT, check=True, capture_output=True)
     grow(log, megabytes)
     return log

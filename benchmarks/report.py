@@ -27,8 +27,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
-from analysis.report import write_report  # noqa: E402
-from analysis.report.episodes import DETAILED_EPISODES, LISTED_EPISODES  # noqa: E402
+from diagym.analysis.report import write_report  # noqa: E402
+from diagym.analysis.report.episodes import DETAILED_EPISODES, LISTED_EPISODES  # noqa: E402
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -37,7 +37,7 @@ ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-f
 
 def make_log(directory: Path, episodes: int) -> Path:
     log = directory / f"exact-{episodes}.jsonl"
-    subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--env",
+    subprocess.run([sys.executable, "-m", "diagym.analysis.cli", "run", "--env",
                     "StatefulWorkflow-v0", "--policy", "exact", "--episodes", str(episodes),
                     "--log", str(log)], check=True, capture_output=True, cwd=ROOT)
     return log

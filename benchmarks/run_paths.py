@@ -3,7 +3,7 @@
 The goal: 4M episodes of a reference controller through `diagym run` at >= 100x the
 episodes/s of a plain-Python simulation of the same rules. Contenders, interleaved over
 repeats (the machine is shared, so medians are quoted), all on StatefulWorkflow-v0:
-- `rollout batched`: controllers.rollout.rollout on gym.make's env, which picks the batched
+- `rollout batched`: diagym.controllers.rollout.rollout on gym.make's env, which picks the batched
   numba runner for a ReferencePolicy (cache-2 and exact);
 - `rollout batched + log`: the same with a RunLog (one JSON line per episode);
 - `rollout per-step`: rollout(..., fast=False), the Gymnasium env stepped from Python with
@@ -37,9 +37,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _measure import measure  # noqa: E402
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401  (registers StatefulWorkflow-v0)
-from controllers.rollout import batched_spec, rollout  # noqa: E402
-from controllers.workflow.adapter import ReferencePolicy  # noqa: E402
+import diagym  # noqa: E402,F401  (registers StatefulWorkflow-v0)
+from diagym.controllers.rollout import batched_spec, rollout  # noqa: E402
+from diagym.controllers.workflow.adapter import ReferencePolicy  # noqa: E402
 from tests.independent.plain_workflow import PlainController, PlainWorkflowEnv, Spec  # noqa: E402
 
 ENV_ID = "StatefulWorkflow-v0"

@@ -2,9 +2,10 @@
 
 - `diagym --help`, `diagym --version`, `run --help`, `diagnose --help` and two argument
   errors (`run --epsiodes 5`, `run --policy cache2`), each a
-  fresh `python -m analysis.cli` process (what a user waits for; median of repeats; none of
-  them imports numba, scipy or the controllers' kernels, and `--help`, `--version` and the
-  errors not gymnasium either: tests/analysis/test_cli_lazy_imports.py);
+  fresh `python -m diagym.analysis.cli` process (what a user waits for; median of repeats; none of
+  them imports numba, scipy, the env classes or the controllers' kernels:
+  tests/analysis/test_cli_lazy_imports.py; gymnasium is imported, as `import diagym` registers
+  the ids);
 - `reproduce --grid all` with a warm compile cache, per stage as reproduce times them (run
   and predict, statistics and tables, plots), and the sha256 of its results.csv, which must
   not change when the stages get faster. The machine's load average is recorded beside the
@@ -50,12 +51,18 @@ COMMANDS = {
 }
 
 
+def cli_module(tree: Path) -> str:
+    """The command line's module in `tree`: under diagym/, or top-level in a tree from before
+    the packages moved under the one name (so --paired-startup compares across that move)."""
+    return "diagym.analysis.cli" if (tree / "diagym").is_dir() else "analysis.cli"
+
+
 def command_seconds(argv: list[str], repeats: int, tree: Path = ROOT) -> float:
     times = []
     env = {**os.environ, "PYTHONPATH": str(tree)}
     for _ in range(repeats):
         start = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "analysis.cli", *argv], cwd=tree, env=env,
+        subprocess.run([sys.executable, "-m", cli_module(tree), *argv], cwd=tree, env=env,
                        capture_output=True, check=False)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
@@ -89,7 +96,7 @@ def paired_startup(old_tree: Path, rounds: int, json_out: Path | None) -> int:
 ONE_STUDY = """
 import hashlib, json, os, sys, tempfile, time
 from pathlib import Path
-from analysis.studies.reproduce.run import reproduce
+from diagym.analysis.studies.reproduce.run import reproduce
 with tempfile.TemporaryDirectory() as out:
     reproduce("all", Path(out))
     start = time.perf_counter()
@@ -158,7 +165,7 @@ def main(argv: list[str] | None = None) -> int:
         return paired(args.paired, args.study_repeats, args.json_out)
 
     startup = {name: command_seconds(cmd, args.repeats) for name, cmd in COMMANDS.items()}
-    from analysis.studies.reproduce.run import reproduce
+    from diagym.analysis.studies.reproduce.run import reproduce
 
     stages: dict[str, list[float]] = {}
     walls = []

@@ -27,10 +27,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-import envs  # noqa: E402,F401
-from analysis.training import default_hyperparameters  # noqa: E402
-from controllers.sb3.entity import policy_for  # noqa: E402
-from controllers.sb3.policy import algo_class, make_vec_env  # noqa: E402
+from diagym import envs  # noqa: E402,F401
+from diagym.analysis.training import default_hyperparameters  # noqa: E402
+from diagym.controllers.sb3.entity import policy_for  # noqa: E402
+from diagym.controllers.sb3.policy import algo_class, make_vec_env  # noqa: E402
 
 ENV_ID = "StatefulWorkflow-v0"
 

@@ -13,7 +13,7 @@ from typing import Any, overload
 
 import numpy as np
 
-from controllers.policy import EpisodeRecord
+from diagym.controllers.policy import EpisodeRecord
 
 # Column -> dtype. first_failure holds str or None (object), the others are numeric. An
 # integer column keeps the integer dtype it is given (the batched runner fills int32 where

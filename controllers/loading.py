@@ -35,7 +35,8 @@ from pathlib import Path
 from types import ModuleType
 from typing import Any
 
-from controllers.policy import Policy
+from diagym.controllers.policy import Policy
+from diagym.envs._core.packages import LAYERS, PACKAGE
 
 FORMS = "package.module:Name or path/to/file.py:Name"
 PROTOCOL = "a policy needs reset(*, seed=None) and act(observation, info)"
@@ -53,7 +54,23 @@ def is_import_path(text: str) -> bool:
 
 def _one_line(error: BaseException) -> str:
     message = " ".join(str(error).split())
-    return f"{type(error).__name__}: {message}" if message else type(error).__name__
+    line = f"{type(error).__name__}: {message}" if message else type(error).__name__
+    return line + _renamed_hint(error)
+
+
+def _renamed_hint(error: BaseException) -> str:
+    """For an import of diagym's code by a name it had before it moved under `diagym`
+    (`from controllers.policy import Policy`): what to write, and which module of that name,
+    if any, was found instead (a folder of the user's, another package)."""
+    name = getattr(error, "name", None) if isinstance(error, ImportError) else None
+    top = (name or "").partition(".")[0]
+    if top not in LAYERS:
+        return ""
+    found = sys.modules.get(top)
+    where = getattr(found, "__file__", None) or (list(getattr(found, "__path__", [])) or [None])[0]
+    instead = f"; the {top!r} imported is {where}, not diagym's" if where else ""
+    return (f" (diagym's {top} is now {PACKAGE}.{top}: write `from {PACKAGE}.{top}.x import y` "
+            f"for `from {top}.x import y`{instead})")
 
 
 def _bare(signature: inspect.Signature) -> str:
@@ -200,7 +217,7 @@ class ImportedPolicy:
 
 @dataclass(frozen=True)
 class ImportedPolicyFactory:
-    """The PolicyFactory (controllers.policy) of one import spec; `text_actions` says whether
+    """The PolicyFactory (diagym.controllers.policy) of one import spec; `text_actions` says whether
     the policy answers in text, so it plays the env behind the text-action wrapper (its
     class, or the function, says so with the attribute `text_actions = True`). It shares
     nothing between workers and plays no harness of ours."""

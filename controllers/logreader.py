@@ -21,10 +21,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from controllers.callline import CALL, normalised
-from controllers.policy import EpisodeRecord
-from controllers.runlog import entries_at, entry_at
-from controllers.tracing import TRACE
+from diagym.controllers.callline import CALL, normalised
+from diagym.controllers.policy import EpisodeRecord
+from diagym.controllers.runlog import entries_at, entry_at
+from diagym.controllers.tracing import TRACE
 
 PROMPT_AT = "prompt_at"  # a held call line's byte offset in its log, in place of its prompt
 

@@ -38,13 +38,13 @@ class PolicyFactory(Protocol):
     def __call__(self, env: Any) -> Policy: ...
 
     def for_executor(self, executor: Any) -> PolicyFactory:
-        """This factory for `executor`'s workers (controllers.executors): what they share
+        """This factory for `executor`'s workers (diagym.controllers.executors): what they share
         (one cost meter, one rate limit) held by the executor; itself when nothing is
         shared."""
         ...
 
     def for_harness(self, harness: str) -> PolicyFactory:
-        """This factory playing through `harness` (llm_policies.harness), for a study that
+        """This factory playing through `harness` (diagym.llm_policies.harness), for a study that
         compares harnesses; itself for a policy that acts without one."""
         ...
 

@@ -8,7 +8,7 @@ loaded machine); this module imports neither.
 
 from __future__ import annotations
 
-from controllers.dacs.readers import DACS_CONTROLLERS
-from controllers.workflow.parameters import CONTROLLER_NAMES
+from diagym.controllers.dacs.readers import DACS_CONTROLLERS
+from diagym.controllers.workflow.parameters import CONTROLLER_NAMES
 
 POLICY_NAMES = (*CONTROLLER_NAMES, *DACS_CONTROLLERS)

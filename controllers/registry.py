@@ -12,12 +12,12 @@ import functools
 from collections.abc import Callable
 from typing import Any
 
-import envs
-from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
-from controllers.policy import Policy
-from controllers.policy_names import POLICY_NAMES
-from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.parameters import CONTROLLER_NAMES
+from diagym import envs
+from diagym.controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
+from diagym.controllers.policy import Policy
+from diagym.controllers.policy_names import POLICY_NAMES
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.parameters import CONTROLLER_NAMES
 
 
 def _dacs_factory(name: str, env: Any) -> Policy:

@@ -21,14 +21,14 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.wrappers import OrderEnforcing, PassiveEnvChecker
 
-import envs
-from controllers.episodes import Episodes
-from controllers.executors import Executor, LocalExecutor, worker_state
-from controllers.policy import EpisodeAborted, EpisodeRecord, Policy
-from controllers.runlog import RunLog
-from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.batched import CHUNK, episode_columns
-from envs.workflow.params import WorkflowParams
+from diagym import envs
+from diagym.controllers.episodes import Episodes
+from diagym.controllers.executors import Executor, LocalExecutor, worker_state
+from diagym.controllers.policy import EpisodeAborted, EpisodeRecord, Policy
+from diagym.controllers.runlog import RunLog
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.batched import CHUNK, episode_columns
+from diagym.envs.workflow.params import WorkflowParams
 
 # Wrappers that pass reset and step through unchanged: the two gym.make adds by default
 # (a reset-before-step check and a one-time passive checker that only warns). Any other
@@ -127,7 +127,7 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
     order whatever order they finished in. When the first worker's pair plays batched
     (`batched_spec`), the whole run does, in this thread: workers would only add overhead.
 
-    `executor` (controllers.executors) says where episodes play instead of `workers` threads
+    `executor` (diagym.controllers.executors) says where episodes play instead of `workers` threads
     here. On one that is not in process (Ray) each episode is a task of (make_env,
     make_policy, its seed), which must then be picklable; the task returns its record and the
     lines its policy would have logged, and this thread writes them to the one log as they

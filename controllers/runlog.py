@@ -37,7 +37,7 @@ also stay readable as what was sent and paid for. `call_totals` is the one sum o
 lines, counting each decision once and the void ones apart. The answered calls of an
 episode that has no episode line are kept when the log is read, and `begin_episode` hands
 them to `take_replies`, so a policy can answer the decisions the interrupted attempt had
-completed from the log instead of asking its model again (llm_policies.policy.LLMPolicy).
+completed from the log instead of asking its model again (diagym.llm_policies.policy.LLMPolicy).
 Reading a finished log for a report or a study is controllers/logreader.py's.
 """
 
@@ -56,9 +56,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO
 
-from controllers.callline import normalised
-from controllers.policy import EpisodeRecord
-from controllers.provenance import provenance
+from diagym.controllers.callline import normalised
+from diagym.controllers.policy import EpisodeRecord
+from diagym.controllers.provenance import provenance
 
 # Settings that say how a run reaches its model, not what it measures; never in an identity.
 TRANSPORT_KEYS = frozenset({"base_url", "api_key_env", "timeout", "deadline", "max_retries",

@@ -48,8 +48,8 @@ from typing import Any
 
 import numpy as np
 
-from controllers.policy import Policy
-from controllers.runlog import RunLog
+from diagym.controllers.policy import Policy
+from diagym.controllers.runlog import RunLog
 
 TRACE = "trace"
 Action = tuple[int, int]

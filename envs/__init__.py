@@ -1,10 +1,11 @@
 """diagym environments, registered with Gymnasium on import.
 
-`import envs` (or `gym.make("envs:StatefulWorkflow-v0")`, which imports it) registers every
-id of every env family: registration is one loop over each family's presets, which are data
-(the kwargs that differ from the family's params defaults). Each id accepts every field of
-its family's params dataclass (WorkflowParams, DacsParams) as a `gym.make` kwarg; workflow ids
-also have a numba-batched vector entry point for `gym.make_vec`.
+`import diagym` (or `gym.make("diagym:StatefulWorkflow-v0")`, which imports it) imports this
+package, which registers every id of every env family: registration is one loop over each
+family's presets, which are data (the kwargs that differ from the family's params
+defaults). Each id accepts every field of its family's params dataclass (WorkflowParams,
+DacsParams) as a `gym.make` kwarg; workflow ids also have a numba-batched vector entry point
+for `gym.make_vec`.
 
 To add an env family: a package envs/<name>/ with params.py (a frozen dataclass with
 from_kwargs / as_dict), presets.py (PRESETS) and the env class, then one EnvFamily entry in
@@ -24,10 +25,10 @@ from typing import Any, Literal, overload
 import gymnasium as gym
 from gymnasium.envs.registration import register, registry
 
-from envs.dacs import presets as dacs_presets
-from envs.dacs.params import DacsParams
-from envs.workflow import presets as workflow_presets
-from envs.workflow.params import WorkflowParams
+from diagym.envs.dacs import presets as dacs_presets
+from diagym.envs.dacs.params import DacsParams
+from diagym.envs.workflow import presets as workflow_presets
+from diagym.envs.workflow.params import WorkflowParams
 
 
 @dataclass(frozen=True)
@@ -43,7 +44,7 @@ class EnvFamily:
     params: type
 
     def env_class(self) -> type:
-        """The env class (imported on first use, so `import envs` stays light)."""
+        """The env class (imported on first use, so `import diagym` stays light)."""
         module, _, attribute = self.entry_point.partition(":")
         return getattr(importlib.import_module(module), attribute)
 
@@ -63,10 +64,11 @@ def _full(params: type, presets: dict[str, dict[str, Any]]) -> dict[str, dict[st
 
 
 FAMILIES: dict[str, EnvFamily] = {
-    WORKFLOW: EnvFamily(WORKFLOW, "StatefulWorkflow", "envs.workflow.env:StatefulWorkflowEnv",
-                        "envs.workflow.vector:StatefulWorkflowVectorEnv",
+    WORKFLOW: EnvFamily(WORKFLOW, "StatefulWorkflow",
+                        "diagym.envs.workflow.env:StatefulWorkflowEnv",
+                        "diagym.envs.workflow.vector:StatefulWorkflowVectorEnv",
                         _full(WorkflowParams, workflow_presets.PRESETS), WorkflowParams),
-    DACS: EnvFamily(DACS, "DACSSteering", "envs.dacs.env:DACSSteeringEnv", None,
+    DACS: EnvFamily(DACS, "DACSSteering", "diagym.envs.dacs.env:DACSSteeringEnv", None,
                     _full(DacsParams, dacs_presets.PRESETS), DacsParams),
 }
 WORKFLOW_PRESETS = workflow_presets.PRESETS

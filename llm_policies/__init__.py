@@ -8,5 +8,5 @@ families (per env family: answer fields, action conversion, tools, renderer), te
 OpenAI-compatible server over httpx; probe: what a server honours; limits, prices, cache:
 shared concurrency, cost and reuse; local_server: llama.cpp with the bundled Gemma 3 270M and
 SmolLM2 135M, the [local-llm] extra) and policy (LLMPolicy on the shared runner). Token
-accounting (offline cl100k_base) is envs._core.tokens, since env budgets need it too.
+accounting (offline cl100k_base) is diagym.envs._core.tokens, since env budgets need it too.
 """

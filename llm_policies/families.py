@@ -1,4 +1,4 @@
-"""What the text layer needs from each env family, in one table keyed by envs.family_of.
+"""What the text layer needs from each env family, in one table keyed by diagym.envs.family_of.
 
 A text policy needs, per family: the JSON fields of an answer with their bounds (what
 `parse_json_action` checks, so an out-of-range answer is `invalid_action`), how parsed
@@ -18,11 +18,11 @@ from typing import Any
 
 import numpy as np
 
-import envs
-from envs.dacs.scenario import N_OPTIONS
-from llm_policies.oracle import DacsOracle, WorkflowOracle
-from llm_policies.prompts.dacs import ANSWER_FIELDS, DacsRenderer
-from llm_policies.prompts.workflow import WorkflowRenderer, action_fields
+from diagym import envs
+from diagym.envs.dacs.scenario import N_OPTIONS
+from diagym.llm_policies.oracle import DacsOracle, WorkflowOracle
+from diagym.llm_policies.prompts.dacs import ANSWER_FIELDS, DacsRenderer
+from diagym.llm_policies.prompts.workflow import WorkflowRenderer, action_fields
 
 ActionFields = tuple[tuple[str, int], ...]  # (JSON key, exclusive upper bound) per field
 

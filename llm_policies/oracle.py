@@ -23,7 +23,7 @@ and a window that dropped old exchanges took their calls with it, so an unshown 
 guessed, as it would be after a resampling.
 
 DACSSteering (`DacsOracle`): the window read with the reference reader's own parser and
-evidence rule (controllers.dacs.readers: parse_window, Reader.value), so it answers as
+evidence rule (diagym.controllers.dacs.readers: parse_window, Reader.value), so it answers as
 `dacs-reader` wherever the window holds the evidence; where it does not, it guesses option 0
 (it cannot share the reader's seeded guess stream without the episode seed, which the prompt
 does not carry). In a conversation it reads only the newest window: older windows belong to
@@ -39,10 +39,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from controllers.dacs.readers import Reader, parse_window
-from llm_policies.client.transport import ChatResult, ToolCall
-from llm_policies.prompts.dacs import ANSWER_KEY
-from llm_policies.prompts.workflow import INITIAL_HEADER, RESAMPLED_NOTE
+from diagym.controllers.dacs.readers import Reader, parse_window
+from diagym.llm_policies.client.transport import ChatResult, ToolCall
+from diagym.llm_policies.prompts.dacs import ANSWER_KEY
+from diagym.llm_policies.prompts.workflow import INITIAL_HEADER, RESAMPLED_NOTE
 
 Messages = Sequence[dict[str, Any]]
 ORACLE_MODEL = "text-oracle"

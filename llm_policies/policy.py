@@ -22,15 +22,15 @@ from __future__ import annotations
 import json
 from typing import Any, Protocol
 
-from controllers.callline import CallLine
-from controllers.policy import EpisodeAborted
-from controllers.runlog import RunLog
-from envs._core import tokens
-from llm_policies.client.transport import ChatResult, ToolCall
-from llm_policies.families import ToolSpec, text_family
-from llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
-from llm_policies.harness.conversation import MessageWindow
-from llm_policies.prompts.schema import fields_schema
+from diagym.controllers.callline import CallLine
+from diagym.controllers.policy import EpisodeAborted
+from diagym.controllers.runlog import RunLog
+from diagym.envs._core import tokens
+from diagym.llm_policies.client.transport import ChatResult, ToolCall
+from diagym.llm_policies.families import ToolSpec, text_family
+from diagym.llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
+from diagym.llm_policies.harness.conversation import MessageWindow
+from diagym.llm_policies.prompts.schema import fields_schema
 
 PROVIDER_ERROR = "provider_error"
 # Decoding: a server that holds the answer to the action schema (constrained), or free text
@@ -101,7 +101,7 @@ class Renderer(Protocol):
 
 
 def renderer_for(env: Any, **kwargs: Any) -> Renderer:
-    """The renderer of a (possibly wrapped) env, from llm_policies.families."""
+    """The renderer of a (possibly wrapped) env, from diagym.llm_policies.families."""
     return text_family(env).renderer(env.unwrapped, **kwargs)
 
 
@@ -208,7 +208,7 @@ class LLMPolicy:
         return described
 
     def describe_session(self) -> dict[str, Any] | None:
-        """The session line's part of this policy (controllers.rollout.describe_session)."""
+        """The session line's part of this policy (diagym.controllers.rollout.describe_session)."""
         return None if self.session is None else dict(self.session)
 
     def attach_log(self, log: RunLog | None) -> None:

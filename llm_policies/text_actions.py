@@ -26,8 +26,8 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
-from llm_policies.families import ActionFields, ToolSpec, text_family
-from llm_policies.prompts.dacs import ANSWER_KEY
+from diagym.llm_policies.families import ActionFields, ToolSpec, text_family
+from diagym.llm_policies.prompts.dacs import ANSWER_KEY
 
 __all__ = ["ANSWER_KEY", "FAILURE_REASONS", "INVALID_ACTION", "INVALID_ARGUMENTS",
            "INVALID_JSON", "INVALID_SCHEMA", "MULTIPLE_TOOL_CALLS", "NO_TOOL_CALL",
@@ -128,7 +128,7 @@ def parse_action(text: Any, n_ops: int, candidates: int) -> tuple[str, tuple[int
 
 
 def text_action_fields(env: gym.Env) -> ActionFields:
-    """The JSON fields an env's text answers carry (llm_policies.families): (operation,
+    """The JSON fields an env's text answers carry (diagym.llm_policies.families): (operation,
     candidate) for StatefulWorkflow, (answer,) bounded by the option count for DACSSteering,
     in every mode, so focus actions stay with non-text policies."""
     return text_family(env).fields(env.unwrapped)
@@ -139,7 +139,7 @@ class TextActionWrapper(gym.Wrapper):
     step(InvalidReply).
 
     A tool call is judged by `judge_tool_call` against the family's tools
-    (llm_policies.families) and a valid one executes the tool's env action; an InvalidReply
+    (diagym.llm_policies.families) and a valid one executes the tool's env action; an InvalidReply
     is invalid by definition. A valid answer is executed (StatefulWorkflow: (operation,
     candidate); DACSSteering: the option index, or under keyword scoring the reply text
     itself); an invalid one, an index outside the fields' bounds included, ends the episode

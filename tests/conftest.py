@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.adapter import ReferencePolicy
 
 
 def play_oracle(env: Any, seed: int) -> tuple[dict[str, Any], float, list[tuple[int, int]]]:

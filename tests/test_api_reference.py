@@ -44,21 +44,21 @@ def test_every_listed_path_imports(path: str) -> None:
 
 @pytest.mark.parametrize("env_id", ENV_IDS)
 def test_every_listed_env_id_is_registered(env_id: str) -> None:
-    import envs
+    from diagym import envs
 
     assert env_id in gym.registry
     assert any(env_id in family.presets for family in envs.FAMILIES.values())
 
 
 def test_every_registered_id_is_listed() -> None:
-    import envs
+    from diagym import envs
 
     registered = {i for family in envs.FAMILIES.values() for i in family.presets}
     assert registered == set(ENV_IDS)
 
 
 def test_the_commands_are_the_clis() -> None:
-    from analysis.cli.main import build_parser
+    from diagym.analysis.cli.main import build_parser
 
     parser = build_parser()
     choices = next(a.choices for a in parser._actions if a.dest == "command")
@@ -66,7 +66,7 @@ def test_the_commands_are_the_clis() -> None:
 
 
 def test_the_old_params_name_is_a_deprecated_alias() -> None:
-    from envs.workflow import params
+    from diagym.envs.workflow import params
 
     with pytest.warns(DeprecationWarning, match="use WorkflowParams"):
         assert params.WorkflowSpec is params.WorkflowParams

@@ -37,7 +37,7 @@ def test_the_opening_says_what_to_do_first_and_what_installing_adds() -> None:
     text = README.read_text()
     opening = text[: text.index("\n## ")]  # before the first section
     for needed in ("diagym --help", "[docs/API.md](docs/API.md)", "pip install dist/diagym-",
-                   "`envs`, `controllers`, `llm_policies` and `analysis`",
+                   "one import name, `diagym`: `import diagym` registers every env",
                    "not random seeds or task seeds", "[References](#references)"):
         assert needed in opening, needed
     assert "set `torch.set_num_threads(1)`" in text  # for users' own SB3 loops

@@ -1,5 +1,5 @@
 """The `diagym` command line: one module per command over library code (analysis/cli/)."""
 
-from analysis.cli.main import main
+from diagym.analysis.cli.main import main
 
 __all__ = ["main"]

@@ -1,5 +1,5 @@
-"""`python -m analysis.cli` is `diagym`."""
+"""`python -m diagym.analysis.cli` is `diagym`."""
 
-from analysis.cli.main import main
+from diagym.analysis.cli.main import main
 
 raise SystemExit(main())

@@ -6,7 +6,7 @@ import argparse
 import json
 from typing import Any
 
-from analysis.cli.flags_general import bounded_int
+from diagym.analysis.cli.flags_general import bounded_int
 
 AUDIT_KEYS = ("family", "depth", "edges", "masks", "orders", "ready_nodes")
 AUDIT_HEADERS = ("family", "depth", "edges", "masks", "orders", "ready nodes")
@@ -22,7 +22,7 @@ def add_parser(subparsers: Any) -> None:
             "--n-ops."
         ),
     )
-    from envs.workflow.params import MAX_OPS
+    from diagym.envs.workflow.params import MAX_OPS
 
     parser.add_argument("--n-ops", type=bounded_int(1, MAX_OPS), required=True, metavar="N",
                         help=f"number of operations, 1..{MAX_OPS}")
@@ -49,7 +49,7 @@ def format_audit_table(rows: list[dict[str, Any]]) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.audit import audit_table  # deferred: only this command needs the env
+    from diagym.analysis.audit import audit_table  # deferred: only this command needs the env
 
     rows = [{key: row[key] for key in AUDIT_KEYS} for row in audit_table(args.n_ops)]
     print(json.dumps(rows, indent=2) if args.json else format_audit_table(rows))

@@ -10,20 +10,24 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.errors import UsageError
-from analysis.cli.flags_chat import spending_settings
-from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
-from analysis.cli.flags_general import (
+from diagym.analysis.cli.errors import UsageError
+from diagym.analysis.cli.flags_chat import spending_settings
+from diagym.analysis.cli.flags_executor import (
+    add_executor_flags,
+    check_executor_flags,
+    open_executor,
+)
+from diagym.analysis.cli.flags_general import (
     MAX_PRICES_BYTES,
     bounded_int,
     input_file,
     non_negative_float,
 )
-from analysis.cli.outputs import writable_dir, writable_file
-from llm_policies.client.config import client_default
+from diagym.analysis.cli.outputs import writable_dir, writable_file
+from diagym.llm_policies.client.config import client_default
 
 ROLES = ("agent", "orchestrator", "judge")
-# The choices of llm_policies.live_agents (orchestrator.HARNESSES, protocol.JUDGE_FORMATS,
+# The choices of diagym.llm_policies.live_agents (orchestrator.HARNESSES, protocol.JUDGE_FORMATS,
 # scenarios.SCENARIOS), named here so that `--help` imports no env: a test keeps them equal.
 HARNESSES = ("json", "chat")
 JUDGE_FORMATS = ("json", "tags")
@@ -31,7 +35,7 @@ SCENARIO_NAMES = ("ra1_n3", "ra2_n5")
 
 
 def add_parser(subparsers: Any) -> None:
-    from llm_policies.client.local_server import LOCAL_MODELS
+    from diagym.llm_policies.client.local_server import LOCAL_MODELS
 
     parser = subparsers.add_parser(
         "dacs-live",
@@ -137,7 +141,7 @@ def _endpoints(args: argparse.Namespace) -> dict[str, tuple[str, str]]:
 
 def _check_policy(spec: str) -> None:
     """A policy spec that does not load is one line naming this command's flag."""
-    from controllers.loading import PolicyLoadError, load_policy_factory
+    from diagym.controllers.loading import PolicyLoadError, load_policy_factory
 
     try:
         load_policy_factory(spec)
@@ -148,15 +152,15 @@ def _check_policy(spec: str) -> None:
 def _play(args: argparse.Namespace,
           ends: dict[str, tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The per-condition rows and the paired (dacs - flat) rows of every scenario."""
-    from analysis.studies.dacs_study.live_paired import paired_rows
-    from llm_policies.live_agents.roles import LiveRoles
-    from llm_policies.live_agents.scenarios import SCENARIOS
-    from llm_policies.live_agents.study import run_study, spent_in_log, tables
+    from diagym.analysis.studies.dacs_study.live_paired import paired_rows
+    from diagym.llm_policies.live_agents.roles import LiveRoles
+    from diagym.llm_policies.live_agents.scenarios import SCENARIOS
+    from diagym.llm_policies.live_agents.study import run_study, spent_in_log, tables
 
     with contextlib.ExitStack() as stack:
         system_role = True
         if args.local is not None:
-            from llm_policies.client.local_server import local_model, local_server
+            from diagym.llm_policies.client.local_server import local_model, local_server
 
             url = stack.enter_context(local_server(model=args.local))
             spec = local_model(args.local)
@@ -195,14 +199,14 @@ def run(args: argparse.Namespace) -> int:
 
 def _write(args: argparse.Namespace, rows: list[dict[str, Any]],
            paired: list[dict[str, Any]]) -> int:
-    from analysis.report import write_beside
-    from analysis.studies.dacs_study.live_agents import (
+    from diagym.analysis.report import write_beside
+    from diagym.analysis.studies.dacs_study.live_agents import (
         read_synthetic,
         synthetic_rows,
         write_outputs,
     )
-    from analysis.studies.dacs_study.live_paired import write_paired
-    from llm_policies.live_agents.study import write_tables
+    from diagym.analysis.studies.dacs_study.live_paired import write_paired
+    from diagym.llm_policies.live_agents.study import write_tables
 
     for path in [*write_tables(rows, args.out), *write_paired(paired, args.out)]:
         print(f"table: {path}")

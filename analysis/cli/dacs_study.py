@@ -8,22 +8,22 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
-from analysis.cli.flags_executor import (
+from diagym.analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
+from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
     check_executor_flags,
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import MAX_COUNT, add_log_flags, bounded_int
-from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
-from analysis.cli.policies import build_policy
+from diagym.analysis.cli.flags_general import MAX_COUNT, add_log_flags, bounded_int
+from diagym.analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
+from diagym.analysis.cli.policies import build_policy
 
 
 def _policy(text: str) -> str:
     """argparse type for --policy: reference, llm or an import spec (loaded later, so an
     import error is one line from `run`)."""
-    from controllers.loading import FORMS, is_import_path
+    from diagym.controllers.loading import FORMS, is_import_path
 
     if text in ("reference", "llm") or is_import_path(text):
         return text
@@ -45,7 +45,7 @@ def add_parser(subparsers: Any) -> None:
             "--window is given. Phase 4 (live LLM agents, an LLM judge) is diagym dacs-live."
         ),
     )
-    from analysis.studies.dacs_study.design import PHASES
+    from diagym.analysis.studies.dacs_study.design import PHASES
 
     parser.add_argument("--policy", type=_policy, default="reference", metavar="POLICY",
                         help="reference (the programmed orchestrators), llm (a chat model "
@@ -73,15 +73,15 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _play(args: argparse.Namespace) -> list[Any]:
-    from analysis.studies.dacs_study.design import ENV_ID, LLM_ARMS
-    from analysis.studies.dacs_study.run import reference_env, run_study, text_env
+    from diagym.analysis.studies.dacs_study.design import ENV_ID, LLM_ARMS
+    from diagym.analysis.studies.dacs_study.run import reference_env, run_study, text_env
 
     shared = {"episodes": args.episodes, "window": args.window, "phases": tuple(args.phases),
               "progress": True, "log": args.log, "resume": args.resume,
               "workers": args.concurrency, "run_name": args.run_name,
               "retry_failed": args.retry_failed}
     if args.policy == "reference":
-        from controllers.registry import make_reference_policy
+        from diagym.controllers.registry import make_reference_policy
 
         refuse_chat_flags(args, args.policy)
         with open_executor(args, executor_workers(args, chat=False)) as executor:
@@ -101,8 +101,8 @@ def _play(args: argparse.Namespace) -> list[Any]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.studies.dacs_study.report import format_table, plot_study, write_table
-    from controllers.runlog import RunLog
+    from diagym.analysis.studies.dacs_study.report import format_table, plot_study, write_table
+    from diagym.controllers.runlog import RunLog
 
     writable_file("--log", args.log)
     if not args.json:  # the plots are written only with the table
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"table: {path}")
     for path in plot_study(results, args.out, args.window):
         print(f"plot: {path}")
-    from analysis.report import write_beside
+    from diagym.analysis.report import write_beside
 
     write_beside(args.out, args.log, command="dacs-study")
     return 0

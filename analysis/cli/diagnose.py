@@ -10,19 +10,19 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
-from analysis.cli.flags_executor import (
+from diagym.analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
+from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
     check_executor_flags,
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import MAX_EPISODES, HelpValue, add_log_flags, bounded_int
-from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
-from analysis.cli.policies import build_policy, policy_name
+from diagym.analysis.cli.flags_general import MAX_EPISODES, HelpValue, add_log_flags, bounded_int
+from diagym.analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
+from diagym.analysis.cli.policies import build_policy, policy_name
 
 ENV = "StatefulWorkflow-v0"
-DACS_ENV = "DACSSteering-v0"  # analysis.diagnose.dacs.ENV_ID
+DACS_ENV = "DACSSteering-v0"  # diagym.analysis.diagnose.dacs.ENV_ID
 
 
 def add_parser(subparsers: Any) -> None:
@@ -86,14 +86,14 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _default_budgets() -> str:
-    from analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES, DEFAULT_BUDGET
+    from diagym.analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES, DEFAULT_BUDGET
 
     return f"{DEFAULT_BUDGET} on {ENV}, {DACS_EPISODES * len(DACS_BATTERY)} on {DACS_ENV}"
 
 
 def forecast_kwargs(text: str) -> dict[str, Any]:
     """--forecast's JSON object of gym.make kwargs, checked by WorkflowParams."""
-    from envs.workflow.params import WorkflowParams
+    from diagym.envs.workflow.params import WorkflowParams
 
     try:
         kwargs = json.loads(text)
@@ -110,8 +110,8 @@ def forecast_kwargs(text: str) -> dict[str, Any]:
 
 
 def _diagnosis(args: argparse.Namespace) -> Any:
-    from analysis.diagnose.run import check_seed, diagnose_log, diagnose_policy
-    from analysis.progress import progress
+    from diagym.analysis.diagnose.run import check_seed, diagnose_log, diagnose_policy
+    from diagym.analysis.progress import progress
 
     if args.adaptive and args.env != ENV:
         raise ValueError(f"--adaptive chooses among {ENV}'s battery configurations; "
@@ -124,7 +124,7 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     if args.env != ENV:
         raise ValueError(f"--env {args.env}: diagnose plays {ENV} or {DACS_ENV}")
     if args.episode_budget is None:
-        from analysis.diagnose.battery import DEFAULT_BUDGET
+        from diagym.analysis.diagnose.battery import DEFAULT_BUDGET
 
         args.episode_budget = DEFAULT_BUDGET
     if args.policy is None:
@@ -132,7 +132,7 @@ def _diagnosis(args: argparse.Namespace) -> Any:
             raise ValueError("give --policy NAME (play the battery) or --log RUN.jsonl "
                              "(diagnose a log)")
         _check_log_only(args)
-        from analysis.diagnose.dacs import holds_dacs_runs
+        from diagym.analysis.diagnose.dacs import holds_dacs_runs
 
         if holds_dacs_runs(args.log):
             if args.forecast:
@@ -144,14 +144,14 @@ def _diagnosis(args: argparse.Namespace) -> Any:
         raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
     battery, allocation = _battery(args)
     check_seed(args.seed, [args.episode_budget] if args.adaptive else allocation)
-    from controllers.runlog import RunLog
+    from diagym.controllers.runlog import RunLog
 
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
     plan = None
     if args.policy == "llm":  # a local model's whole-run estimate
-        from analysis.cli.estimate import run_plan
+        from diagym.analysis.cli.estimate import run_plan
 
         # adaptive: up to --budget episodes, each on any configuration of the battery
         plan = run_plan([(args.episode_budget,
@@ -177,7 +177,7 @@ def _resumed(args: argparse.Namespace, total: int) -> int:
     the others, so progress starts there)."""
     if not args.resume or args.log is None or not args.log.is_file():
         return 0
-    from analysis.diagnose.logs import read_log
+    from diagym.analysis.diagnose.logs import read_log
 
     return min(total, sum(len(run.episodes) for run in read_log(args.log).values()))
 
@@ -200,15 +200,20 @@ def _battery(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[int, ...]
     """(battery, episodes per configuration) for args.policy: the default battery, or for an
     sb3 model, whose network has one input and output size, the battery of the shape it was
     trained on (analysis/diagnose/battery.py `battery_for`), every configuration played."""
-    from analysis.diagnose.battery import DEFAULT_BATTERY, DEFAULT_SHARES, allocate, battery_for
+    from diagym.analysis.diagnose.battery import (
+        DEFAULT_BATTERY,
+        DEFAULT_SHARES,
+        allocate,
+        battery_for,
+    )
 
     if not args.policy.startswith("sb3:"):
         return DEFAULT_BATTERY, allocate(DEFAULT_SHARES, args.episode_budget)
     import gymnasium as gym
 
-    import envs
-    from analysis.cli.policies import trained_env_of
-    from envs.workflow.params import WorkflowParams
+    from diagym import envs
+    from diagym.analysis.cli.policies import trained_env_of
+    from diagym.envs.workflow.params import WorkflowParams
 
     trained_id, kwargs = trained_env_of(args.policy[len("sb3:"):])
     if envs.family_of(trained_id, strict=False) != envs.WORKFLOW:
@@ -226,10 +231,10 @@ def _battery(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[int, ...]
 def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     """The DACS contract of --policy played on the DACS battery (logged with --log), or of the
     DACS log given by --log without --policy."""
-    from analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
-    from analysis.diagnose.run import diagnose_dacs, diagnose_dacs_log
-    from analysis.progress import progress
-    from controllers.runlog import RunLog
+    from diagym.analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
+    from diagym.analysis.diagnose.run import diagnose_dacs, diagnose_dacs_log
+    from diagym.analysis.progress import progress
+    from diagym.controllers.runlog import RunLog
 
     if args.policy is None:
         if args.log is None:
@@ -250,8 +255,8 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
     check_executor_flags(args)
     plan = None
     if args.policy == "llm":  # a local model's whole-run estimate
-        import envs
-        from analysis.cli.estimate import run_plan
+        from diagym import envs
+        from diagym.analysis.cli.estimate import run_plan
 
         plan = run_plan((budget // configurations, envs.params_of(DACS_ENV, kwargs))
                         for kwargs in DEFAULT_BATTERY)
@@ -269,7 +274,7 @@ def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
 def _print_dacs(result: dict[str, Any]) -> None:
     """The DACS summary (report.summary_lines): the run, the headline, the best reader fit
     and the runner-up, the attribution, the verdicts."""
-    from analysis.diagnose.report import summary_lines
+    from diagym.analysis.diagnose.report import summary_lines
 
     details = []
     if result["mechanisms"]:
@@ -292,14 +297,14 @@ def _print_dacs(result: dict[str, Any]) -> None:
 
 
 def diagnose(args: argparse.Namespace) -> int:
-    from analysis.diagnose.report import (
+    from diagym.analysis.diagnose.report import (
         dacs_to_json,
         summary_lines,
         to_json,
         write,
         write_dacs,
     )
-    from analysis.report import write_beside
+    from diagym.analysis.report import write_beside
 
     if args.out is not None:
         writable_dir("--out", args.out)

@@ -1,4 +1,4 @@
-"""The one way a command reports a user error: it raises, and `analysis.cli.main` prints one
+"""The one way a command reports a user error: it raises, and `diagym.analysis.cli.main` prints one
 `diagym <command>: error: <message>` line and exits with status 2 (argparse's own errors
 have the same shape and status, from `OneLineParser`).
 
@@ -35,6 +35,6 @@ def known_errors() -> tuple[type[BaseException], ...]:
 def is_cost_limit(error: BaseException) -> bool:
     """Whether `error` is the chat client's CostLimitReached (only a run that imported the
     client can raise it, so nothing is imported to ask)."""
-    prices = sys.modules.get("llm_policies.client.prices")
+    prices = sys.modules.get("diagym.llm_policies.client.prices")
     return prices is not None and isinstance(error, prices.CostLimitReached)
 

@@ -8,10 +8,10 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.errors import UsageError
-from analysis.cli.outputs import writable_dir
+from diagym.analysis.cli.errors import UsageError
+from diagym.analysis.cli.outputs import writable_dir
 
-FORMATS = ("who-and-when",)  # analysis.export.who_and_when.FORMAT
+FORMATS = ("who-and-when",)  # diagym.analysis.export.who_and_when.FORMAT
 
 
 def add_parser(subparsers: Any) -> None:
@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.export.who_and_when import export
+    from diagym.analysis.export.who_and_when import export
 
     if not args.log.is_file():
         raise UsageError(f"LOG {args.log}: no such file")

@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.cli.flags_general import (
+from diagym.analysis.cli.flags_general import (
     MAX_PRICES_BYTES,
     MAX_WINDOW_TOKENS,
     bounded_int,
@@ -18,12 +18,12 @@ from analysis.cli.flags_general import (
     non_negative_float,
     positive_float,
 )
-from analysis.cli.outputs import writable_dir
-from llm_policies.client.config import RESPONSE_FORMATS, client_default
+from diagym.analysis.cli.outputs import writable_dir
+from diagym.llm_policies.client.config import RESPONSE_FORMATS, client_default
 
 if TYPE_CHECKING:
-    from analysis.cli.estimate import RunPlan
-    from analysis.llm_runs import ChatSettings
+    from diagym.analysis.cli.estimate import RunPlan
+    from diagym.analysis.llm_runs import ChatSettings
 
 
 DEFAULT_TIMEOUT_S = client_default("timeout")
@@ -34,7 +34,7 @@ ESTIMATE_OUTPUT_TOKENS = 24
 LOCAL_REJECTS = "json_schema"  # llama-cpp-python's server answers OpenAI's json_schema type 500
 
 
-HARNESSES = ("json", "tools", "chat")  # llm_policies.harness.HARNESSES
+HARNESSES = ("json", "tools", "chat")  # diagym.llm_policies.harness.HARNESSES
 TOOL_CHOICES = ("auto", "required")  # of ClientConfig's: "none" would offer a tool never called
 
 
@@ -63,7 +63,7 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
                             "http://127.0.0.1:8080/v1 (llama.cpp, vLLM, Ollama, OpenAI); "
                             "checked with one request before the run (default: none; "
                             "required unless --local)")
-    from llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
+    from diagym.llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
 
     group.add_argument("--local", nargs="?", const=DEFAULT_MODEL, choices=tuple(LOCAL_MODELS),
                        default=None, metavar="MODEL",
@@ -210,12 +210,12 @@ def harnesses_of(args: argparse.Namespace) -> tuple[str, ...]:
 def _measured_deadlines(args: argparse.Namespace, server: Any,
                         plan: RunPlan | None = None) -> tuple[float, float]:
     """(per-call timeout, probe deadline) for a started local server: an explicit --timeout
-    for both, else what the model's speed, measured now (llm_policies.client.local_speed),
+    for both, else what the model's speed, measured now (diagym.llm_policies.client.local_speed),
     predicts; the speed and what a decision costs are printed to stderr before the run, and
-    with the run's `plan` what the whole run takes (analysis.cli.estimate), so a long run's
+    with the run's `plan` what the whole run takes (diagym.analysis.cli.estimate), so a long run's
     duration can be judged before it is spent."""
-    from analysis.cli.estimate import whole_run_estimate
-    from llm_policies.client.local_speed import measure
+    from diagym.analysis.cli.estimate import whole_run_estimate
+    from diagym.llm_policies.client.local_speed import measure
 
     speed = measure(server.base_url, server.model.name)
     decision_s = speed.call_seconds(ESTIMATE_PROMPT_TOKENS, ESTIMATE_OUTPUT_TOKENS)
@@ -243,10 +243,10 @@ def spending_settings(args: argparse.Namespace) -> dict[str, Any]:
 def chat_settings(args: argparse.Namespace, served: Any = None,
                   deadlines: tuple[float, float] | None = None) -> ChatSettings:
     """The one place the chat-model flags become ChatSettings: for the server at --base-url
-    serving --model, or for `served`, a started local server (llm_policies.client.
+    serving --model, or for `served`, a started local server (diagym.llm_policies.client.
     local_server), whose model sets the defaults of --model, --response-format and the
     system role, with `deadlines` its (per-call timeout, probe deadline)."""
-    from analysis.llm_runs import ChatSettings
+    from diagym.analysis.llm_runs import ChatSettings
 
     if served is None:
         where: dict[str, Any] = {
@@ -291,12 +291,12 @@ def llm_endpoint(args: argparse.Namespace,
     anything is played (`llm_runs.preflight`, then `llm_runs.probe_server`: the capabilities
     the harnesses need); with --local, around a running local server, whose measured speed
     times `plan` (what the run plays, if known) is printed as the whole run's estimate."""
-    from analysis.llm_runs import preflight, probe_server
+    from diagym.analysis.llm_runs import preflight, probe_server
 
     if getattr(args, "cache_dir", None) is not None:
         writable_dir("--cache-dir", args.cache_dir)
     if args.local:
-        from llm_policies.client import local_server
+        from diagym.llm_policies.client import local_server
 
         local = local_server.LOCAL_MODELS[args.local]
         response_format = args.response_format or local.response_format

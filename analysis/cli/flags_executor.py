@@ -1,5 +1,5 @@
 """The executor flags (--executor local|ray, --ray-address): where a command's independent
-units play (controllers.executors), checked before anything slow starts."""
+units play (diagym.controllers.executors), checked before anything slow starts."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 
 
 def add_executor_flags(parser: argparse.ArgumentParser) -> None:
-    """--executor local|ray and --ray-address (controllers.executors): where the command's
+    """--executor local|ray and --ray-address (diagym.controllers.executors): where the command's
     independent units play. Checked by `open_executor` before anything slow starts."""
-    from controllers.executors import EXECUTORS
+    from diagym.controllers.executors import EXECUTORS
 
     parser.add_argument("--executor", choices=EXECUTORS, default="local",
                         help="where units play: local (threads of this process) or ray (tasks "
@@ -26,7 +26,7 @@ def add_executor_flags(parser: argparse.ArgumentParser) -> None:
 def check_executor_flags(args: argparse.Namespace) -> None:
     """ValueError (one line naming the flag) for --ray-address without --executor ray, and
     for --executor ray where Ray is not installed."""
-    from controllers.executors import RAY_INSTALL
+    from diagym.controllers.executors import RAY_INSTALL
 
     executor = getattr(args, "executor", "local")
     if getattr(args, "ray_address", None) is not None and executor != "ray":
@@ -49,7 +49,7 @@ def executor_workers(args: argparse.Namespace, chat: bool) -> int | None:
 def open_executor(args: argparse.Namespace, workers: int | None = None) -> Iterator[Any]:
     """The executor of --executor / --ray-address with `workers` units in flight (ray, None:
     one per CPU of the cluster), closed (a local Ray instance shut down) on exit."""
-    from controllers.executors import make_executor
+    from diagym.controllers.executors import make_executor
 
     check_executor_flags(args)
     name = getattr(args, "executor", "local")

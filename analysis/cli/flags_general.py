@@ -159,7 +159,7 @@ def run_name(text: str) -> str:
 
 
 def add_log_flags(parser: argparse.ArgumentParser, what: str, run_flags: bool = False) -> None:
-    """--log FILE.jsonl and --resume (the RunLog of controllers.runlog); with run_flags, also
+    """--log FILE.jsonl and --resume (the RunLog of diagym.controllers.runlog); with run_flags, also
     --run-name and --retry-failed (for commands that pass them to the runner)."""
     parser.add_argument("--log", type=Path, metavar="FILE.jsonl",
                         help=f"append-only run log ({what}; default: none, nothing is logged)")

@@ -9,19 +9,19 @@ import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.cli.flags_chat import add_llm_flags, harnesses_of
-from analysis.cli.flags_executor import (
+from diagym.analysis.cli.flags_chat import add_llm_flags, harnesses_of
+from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
     check_executor_flags,
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import add_log_flags, bounded_int
-from analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
-from analysis.cli.policies import TEXT_ORACLE, build_policy
+from diagym.analysis.cli.flags_general import add_log_flags, bounded_int
+from diagym.analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
+from diagym.analysis.cli.policies import TEXT_ORACLE, build_policy
 
 if TYPE_CHECKING:
-    from analysis.cli.estimate import RunPlan
+    from diagym.analysis.cli.estimate import RunPlan
 
 
 def add_parser(subparsers: Any) -> None:
@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
             "contrasts with seed-cluster bootstrap intervals (Tables 9 and 8)."
         ),
     )
-    from analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
+    from diagym.analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
 
     parser.add_argument("--design", choices=DESIGNS, required=True,
                         help="local (the 2^5 factorial) or fractional (the 2^(4-1) fraction; "
@@ -66,7 +66,7 @@ def add_parser(subparsers: Any) -> None:
 def _policy(text: str) -> str:
     """argparse type for --policy: llm, text-oracle or an import spec (loaded later, so an
     import error is one line from `run`)."""
-    from controllers.loading import FORMS, is_import_path
+    from diagym.controllers.loading import FORMS, is_import_path
 
     if text in ("llm", TEXT_ORACLE) or is_import_path(text):
         return text
@@ -77,17 +77,17 @@ def _policy(text: str) -> str:
 def run(args: argparse.Namespace) -> int:
     import tempfile
 
-    import envs  # noqa: F401  (registers the ids)
-    from analysis.studies.llm_study.design import DEFAULT_SEEDS
-    from analysis.studies.llm_study.report import (
+    import diagym  # noqa: F401  (registers the ids)
+    from diagym.analysis.studies.llm_study.design import DEFAULT_SEEDS
+    from diagym.analysis.studies.llm_study.report import (
         answered_calls,
         format_study_summary,
         summarise_study,
         write_outputs,
     )
-    from analysis.studies.llm_study.run import ENV_ID, run_design, text_env
-    from controllers.provenance import provenance
-    from controllers.runlog import RunLog
+    from diagym.analysis.studies.llm_study.run import ENV_ID, run_design, text_env
+    from diagym.controllers.provenance import provenance
+    from diagym.controllers.runlog import RunLog
 
     n_seeds = args.seeds or DEFAULT_SEEDS[args.design]
     harnesses = harnesses_of(args)
@@ -103,8 +103,8 @@ def run(args: argparse.Namespace) -> int:
         log = args.log or Path(scratch) / "study.jsonl"
         plan = None
         if args.policy == "llm":  # a local model's whole-run estimate
-            from analysis.cli.estimate import run_plan
-            from analysis.studies.llm_study.design import design_cells
+            from diagym.analysis.cli.estimate import run_plan
+            from diagym.analysis.studies.llm_study.design import design_cells
 
             plan = run_plan((len(harnesses) * n_seeds, cell.spec)
                             for cell in design_cells(args.design))
@@ -132,7 +132,7 @@ def run(args: argparse.Namespace) -> int:
     print(json.dumps(summary, indent=2) if args.json
           else format_study_summary(args.design, summary), file=args.stdout)
     if args.out is not None:
-        from analysis.report import write_beside
+        from diagym.analysis.report import write_beside
 
         write_beside(args.out, args.log, command="llm-study", quiet=args.json)
     return 0
@@ -142,7 +142,7 @@ def _policies(args: argparse.Namespace, stack: contextlib.ExitStack, log: Path,
               text_env: Any, plan: RunPlan | None = None) -> tuple[Any, Any, dict[str, Any]]:
     """(the policy's factory, make_env(spec), the policy's description for the summary);
     `plan`, what the study plays, for a local model's whole-run estimate."""
-    from analysis.studies.llm_study.run import ENV_ID
+    from diagym.analysis.studies.llm_study.run import ENV_ID
 
     built = stack.enter_context(build_policy(args, ENV_ID, log=log, plan=plan))
     if args.policy == "llm":
@@ -154,7 +154,7 @@ def _policies(args: argparse.Namespace, stack: contextlib.ExitStack, log: Path,
 
     import gymnasium as gym
 
-    from analysis.studies.llm_study.design import design_cells
+    from diagym.analysis.studies.llm_study.design import design_cells
 
     def bare_env(spec: Any) -> Any:
         return gym.make(ENV_ID, **dataclasses.asdict(spec))

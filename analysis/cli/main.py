@@ -17,7 +17,7 @@ from collections.abc import Callable
 from types import ModuleType
 from typing import Any, NoReturn
 
-from analysis.cli import (
+from diagym.analysis.cli import (
     audit,
     dacs_live,
     dacs_study,
@@ -33,14 +33,14 @@ from analysis.cli import (
     summarize,
     train,
 )
-from analysis.cli.errors import (
+from diagym.analysis.cli.errors import (
     COST_LIMIT_STATUS,
     USAGE_STATUS,
     is_cost_limit,
     known_errors,
 )
-from analysis.interrupts import exit_status, interruptible
-from analysis.terminal import shown
+from diagym.analysis.interrupts import exit_status, interruptible
+from diagym.analysis.terminal import shown
 
 COMMANDS: tuple[ModuleType, ...] = (
     audit, run, reproduce, llm_study, dacs_study, dacs_live, train, rl_study, serve_local, rcwt,

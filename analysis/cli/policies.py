@@ -1,5 +1,5 @@
 """The --policy flag: which forms it takes, and the one builder of a PolicyFactory
-(controllers.policy) from it, used by every command that plays a policy (run, diagnose,
+(diagym.controllers.policy) from it, used by every command that plays a policy (run, diagnose,
 llm-study, dacs-study, rcwt sweep), so a given --policy plays the same way everywhere.
 
 The forms: a programmed policy by name (controllers/registry.py), llm (a chat model behind
@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from analysis.cli.flags_chat import (
+from diagym.analysis.cli.flags_chat import (
     harnesses_of,
     llm_endpoint,
     refuse_chat_flags,
@@ -26,16 +26,16 @@ from analysis.cli.flags_chat import (
 )
 
 if TYPE_CHECKING:
-    from analysis.cli.estimate import RunPlan
-    from analysis.llm_runs import ChatSettings
-    from controllers.policy import PolicyFactory
+    from diagym.analysis.cli.estimate import RunPlan
+    from diagym.analysis.llm_runs import ChatSettings
+    from diagym.controllers.policy import PolicyFactory
 
 TEXT_ORACLE = "text-oracle"  # the harness's self-check (analysis.llm_runs.oracle_policy_factory)
 
 
 def policy_names() -> str:
     """The programmed policies' names, for a --policy help (as a HelpValue)."""
-    from controllers.policy_names import POLICY_NAMES
+    from diagym.controllers.policy_names import POLICY_NAMES
 
     return ", ".join(POLICY_NAMES)
 
@@ -46,8 +46,8 @@ def policy_name(text: str) -> str:
     that is none of them names the closest policy, or the `:Name` a file or module lacks."""
     import difflib
 
-    from controllers.loading import FORMS, is_import_path
-    from controllers.policy_names import POLICY_NAMES
+    from diagym.controllers.loading import FORMS, is_import_path
+    from diagym.controllers.policy_names import POLICY_NAMES
 
     names = (*POLICY_NAMES, "llm", TEXT_ORACLE)
     if text in names or text.startswith("sb3:") or is_import_path(text):
@@ -90,13 +90,13 @@ def build_policy(args: argparse.Namespace, env_id: str,
     fit (default: the env's own); `log` holds what a resumed chat run already paid (default
     --log); `plan`, what the run plays, for a local model's whole-run estimate. Refuses the
     flags the form does not use (ValueError)."""
-    from controllers.policy import FunctionFactory
+    from diagym.controllers.policy import FunctionFactory
 
     policy = args.policy
     if getattr(args, "trust_model", False) and not policy.startswith("sb3:"):
         raise ValueError(f"--trust-model loads sb3:PATH models; --policy {policy} has none")
     if policy == TEXT_ORACLE:
-        from analysis.llm_runs import OraclePolicyFactory
+        from diagym.analysis.llm_runs import OraclePolicyFactory
 
         refuse_served_flags(args, TEXT_ORACLE)
         yield BuiltPolicy(OraclePolicyFactory(budget=getattr(args, "budget", None),
@@ -106,7 +106,7 @@ def build_policy(args: argparse.Namespace, env_id: str,
                           chat=True)
         return
     if policy == "llm":
-        from analysis.llm_runs import ChatPolicyFactory, spent_in_log
+        from diagym.analysis.llm_runs import ChatPolicyFactory, spent_in_log
 
         with llm_endpoint(args, plan) as settings:
             capabilities = settings.capabilities or {}
@@ -120,12 +120,12 @@ def build_policy(args: argparse.Namespace, env_id: str,
                               settings=settings, described=described)
         return
     refuse_chat_flags(args, policy)
-    from controllers.loading import is_import_path, load_policy_factory
+    from diagym.controllers.loading import is_import_path, load_policy_factory
 
     if is_import_path(policy):
         yield BuiltPolicy(load_policy_factory(policy))
     elif policy.startswith("sb3:"):
-        from controllers.sb3.policy import SB3Policy
+        from diagym.controllers.sb3.policy import SB3Policy
 
         path = policy[len("sb3:"):]
 
@@ -137,7 +137,7 @@ def build_policy(args: argparse.Namespace, env_id: str,
         yield BuiltPolicy(FunctionFactory(make_sb3))
     else:
         def make_programmed(env: Any) -> Any:
-            from controllers.registry import make_reference_policy
+            from diagym.controllers.registry import make_reference_policy
 
             return make_reference_policy(policy, env)
 
@@ -149,7 +149,7 @@ def trained_env_of(path: str) -> tuple[str, dict[str, Any]]:
     diagym train writes beside it; ValueError, one line, when it is missing or not one."""
     import gymnasium as gym
 
-    from controllers.sb3.policy import CONFIG_NAME
+    from diagym.controllers.sb3.policy import CONFIG_NAME
 
     where = Path(path)
     directory = where.parent if where.suffix == ".zip" else where

@@ -9,16 +9,16 @@ import math
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.flags_chat import add_llm_flags
-from analysis.cli.flags_general import (
+from diagym.analysis.cli.flags_chat import add_llm_flags
+from diagym.analysis.cli.flags_general import (
     MAX_CSV_BYTES,
     MAX_WINDOW_TOKENS,
     add_env_kwargs,
     bounded_int,
     input_file,
 )
-from analysis.cli.outputs import writable_dir
-from analysis.cli.policies import build_policy
+from diagym.analysis.cli.outputs import writable_dir
+from diagym.analysis.cli.policies import build_policy
 
 LOG_NAME = "calls.jsonl"
 
@@ -45,8 +45,8 @@ def add_parser(subparsers: Any) -> None:
             "the five curve families and theta = W (1 - p0) to a sweep CSV."
         ),
     )
-    from analysis.studies.rcwt.design import ENV_ID, Q_GRID, WORKFLOW_ID
-    from llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS
+    from diagym.analysis.studies.rcwt.design import ENV_ID, Q_GRID, WORKFLOW_ID
+    from diagym.llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS
 
     commands = parser.add_subparsers(dest="rcwt_command", required=True, metavar="COMMAND")
 
@@ -105,7 +105,7 @@ def add_parser(subparsers: Any) -> None:
         description=(
             "Per model: logistic p0, k, theta = W (1 - p0) and R^2 (or 'not identified' and "
             "why), then every family's R^2, Gaussian AIC and delta AIC, and the family with "
-            "the lowest AIC (analysis.fits.fit_table)."
+            "the lowest AIC (diagym.analysis.fits.fit_table)."
         ),
     )
     fit.add_argument("csv", type=input_file(MAX_CSV_BYTES), metavar="FILE.csv",
@@ -120,10 +120,10 @@ def add_parser(subparsers: Any) -> None:
 
 def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
     """The sweep's call records (old and new), with a progress bar on stderr."""
-    import envs
-    from analysis.progress import progress
-    from analysis.studies.rcwt import run
-    from analysis.studies.rcwt.design import WORKFLOW_ID
+    from diagym import envs
+    from diagym.analysis.progress import progress
+    from diagym.analysis.studies.rcwt import run
+    from diagym.analysis.studies.rcwt.design import WORKFLOW_ID
 
     q = [value / 100.0 for value in args.q]
     family = envs.family_of(args.env)
@@ -156,15 +156,15 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
 
 
 def run_sweep(args: argparse.Namespace) -> int:
-    from analysis.studies.rcwt.report import cell_table, format_sweep, write_outputs
-    from controllers.runlog import RunLog
+    from diagym.analysis.studies.rcwt.report import cell_table, format_sweep, write_outputs
+    from diagym.controllers.runlog import RunLog
 
     log = args.out / LOG_NAME
     writable_dir("--out", args.out)
     RunLog.check_target(log, args.resume)
     records = _sweep(args, log)
     outputs = write_outputs(records, args.out, args.window, resamples=args.resamples)
-    from analysis.report import write_beside
+    from diagym.analysis.report import write_beside
 
     write_beside(args.out, command="rcwt sweep", quiet=args.json)
     if args.json:
@@ -178,7 +178,7 @@ def run_sweep(args: argparse.Namespace) -> int:
 
 
 def run_fit(args: argparse.Namespace) -> int:
-    from analysis.studies.rcwt.report import fit_table, format_fit_table, read_rows
+    from diagym.analysis.studies.rcwt.report import fit_table, format_fit_table, read_rows
 
     rows = read_rows(args.csv)
     table = fit_table(rows, args.window)

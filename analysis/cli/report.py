@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.errors import UsageError
-from analysis.cli.outputs import writable_file
+from diagym.analysis.cli.errors import UsageError
+from diagym.analysis.cli.outputs import writable_file
 
 
 def add_parser(subparsers: Any) -> None:
@@ -35,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.report import write_report
+    from diagym.analysis.report import write_report
 
     writable_file("--out", args.out)
     for path in args.inputs:

@@ -6,8 +6,12 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
-from analysis.cli.outputs import writable_dir
+from diagym.analysis.cli.flags_executor import (
+    add_executor_flags,
+    check_executor_flags,
+    open_executor,
+)
+from diagym.analysis.cli.outputs import writable_dir
 
 
 def add_parser(subparsers: Any) -> None:
@@ -20,7 +24,7 @@ def add_parser(subparsers: Any) -> None:
             "paper's Tables 1, 3-6 and C.1-C.7) and PNG profile plots."
         ),
     )
-    from analysis.studies.reproduce.design import GRID_CHOICES
+    from diagym.analysis.studies.reproduce.design import GRID_CHOICES
 
     parser.add_argument("--grid", choices=GRID_CHOICES, default="all",
                         help="which grid to run (default: all)")
@@ -31,7 +35,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.studies.reproduce.run import reproduce
+    from diagym.analysis.studies.reproduce.run import reproduce
 
     writable_dir("--out", args.out)
     check_executor_flags(args)
@@ -45,7 +49,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"results: {result.results_csv}")
     print(f"tables:  {result.tables_md}")
     print(f"plots:   {len(result.plots)} PNG files in {args.out}")
-    from analysis.report import write_beside
+    from diagym.analysis.report import write_beside
 
     write_beside(args.out, command="reproduce")
     return 0

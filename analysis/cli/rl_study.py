@@ -8,10 +8,14 @@ import json
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.errors import UsageError
-from analysis.cli.flags_executor import add_executor_flags, check_executor_flags, open_executor
-from analysis.cli.flags_general import MAX_COUNT, bounded_int
-from analysis.cli.outputs import with_json_stdout, writable_dir
+from diagym.analysis.cli.errors import UsageError
+from diagym.analysis.cli.flags_executor import (
+    add_executor_flags,
+    check_executor_flags,
+    open_executor,
+)
+from diagym.analysis.cli.flags_general import MAX_COUNT, bounded_int
+from diagym.analysis.cli.outputs import with_json_stdout, writable_dir
 
 ARCH_CHOICES = ("mlp", "entity", "entity-lstm")
 
@@ -89,9 +93,9 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import envs  # noqa: F401  (registers the ids)
-    from analysis.studies.rl_study.report import format_rows, write_report
-    from analysis.studies.rl_study.run import run_study
+    import diagym  # noqa: F401  (registers the ids)
+    from diagym.analysis.studies.rl_study.report import format_rows, write_report
+    from diagym.analysis.studies.rl_study.run import run_study
 
     writable_dir("--out", args.out)
     check_executor_flags(args)
@@ -107,7 +111,7 @@ def run(args: argparse.Namespace) -> int:
                              seed=args.seed, archs=args.arch, seeds=args.seeds,
                              full=args.full, diagnose=args.diagnose, executor=executor)
     table, plot = write_report(rows, args.out)
-    from analysis.report import write_beside
+    from diagym.analysis.report import write_beside
 
     write_beside(args.out, command="rl-study", quiet=args.json)
     if args.json:
@@ -121,8 +125,8 @@ def run(args: argparse.Namespace) -> int:
 def run_capacity_study(args: argparse.Namespace) -> int:
     """`rl-study --capacity`: analysis/studies/rl_study/capacity.py, its table printed and
     written to DIR/capacity.md (and its tables as data, DIR/capacity.tables.json)."""
-    from analysis.studies.rl_study.capacity import CapacityDesign, run_capacity
-    from analysis.studies.rl_study.capacity_report import (
+    from diagym.analysis.studies.rl_study.capacity import CapacityDesign, run_capacity
+    from diagym.analysis.studies.rl_study.capacity_report import (
         TABLE_NAME,
         format_table,
         lapse_rho,

@@ -6,22 +6,22 @@ import argparse
 import json
 from typing import Any
 
-from analysis.cli.flags_chat import add_llm_flags
-from analysis.cli.flags_executor import (
+from diagym.analysis.cli.flags_chat import add_llm_flags
+from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
     check_executor_flags,
     executor_workers,
     open_executor,
 )
-from analysis.cli.flags_general import (
+from diagym.analysis.cli.flags_general import (
     MAX_COUNT,
     HelpValue,
     add_env_kwargs,
     add_log_flags,
     bounded_int,
 )
-from analysis.cli.outputs import json_stdout, writable_file
-from analysis.cli.policies import build_policy, policy_name, policy_names
+from diagym.analysis.cli.outputs import json_stdout, writable_file
+from diagym.analysis.cli.policies import build_policy, policy_name, policy_names
 
 
 def add_parser(subparsers: Any) -> None:
@@ -72,10 +72,10 @@ def add_parser(subparsers: Any) -> None:
 def traced(make_policy: Any, text_actions: bool) -> Any:
     """make_policy with each episode's actions written as a trace line of the run log
     (controllers/tracing.py), decoded as `diagnose` decodes them for the env's family."""
-    import envs
-    from analysis.diagnose.dacs import option, text_option_decoder
-    from analysis.diagnose.run import text_decoder
-    from controllers.tracing import Traced, pair
+    from diagym import envs
+    from diagym.analysis.diagnose.dacs import option, text_option_decoder
+    from diagym.analysis.diagnose.run import text_decoder
+    from diagym.controllers.tracing import Traced, pair
 
     def make(env: Any) -> Any:
         dacs = envs.family_of(env, strict=False) == envs.DACS
@@ -94,15 +94,15 @@ def _play(args: argparse.Namespace) -> Any:
     on the cluster's workers (--concurrency of them for a chat model)."""
     import gymnasium as gym
 
-    import envs
-    from analysis.progress import progress
-    from controllers.loading import is_import_path
-    from controllers.policy import FunctionFactory
-    from controllers.rollout import rollout, rollout_parallel
+    from diagym import envs
+    from diagym.analysis.progress import progress
+    from diagym.controllers.loading import is_import_path
+    from diagym.controllers.policy import FunctionFactory
+    from diagym.controllers.rollout import rollout, rollout_parallel
 
     plan = None
     if args.policy == "llm":  # a local model's whole-run estimate
-        from analysis.cli.estimate import run_plan
+        from diagym.analysis.cli.estimate import run_plan
 
         plan = run_plan([(args.episodes, envs.params_of(args.env, args.env_kwargs))])
     with build_policy(args, args.env, args.env_kwargs, plan=plan) as built, \
@@ -115,7 +115,7 @@ def _play(args: argparse.Namespace) -> Any:
                                       factory.text_actions)
         make_policy = factory.for_executor(executor)
         if factory.text_actions:
-            from analysis.llm_runs import make_text_env
+            from diagym.analysis.llm_runs import make_text_env
 
             def make_env() -> Any:
                 return make_text_env(args.env, **args.env_kwargs)
@@ -158,9 +158,9 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace, out: Any) -> int:
-    from analysis.summary import format_summary, summarise
-    from controllers.provenance import provenance
-    from controllers.runlog import RunLog
+    from diagym.analysis.summary import format_summary, summarise
+    from diagym.controllers.provenance import provenance
+    from diagym.controllers.runlog import RunLog
 
     args.described = {}
     writable_file("--log", args.log)
@@ -179,7 +179,7 @@ def _run(args: argparse.Namespace, out: Any) -> int:
           f"{summary.episodes} episodes from seed {args.seed}")
     print(format_summary(summary))
     if args.log is not None:
-        from analysis.report import report_hint
+        from diagym.analysis.report import report_hint
 
         print(report_hint(args.log))
     return 0

@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from analysis.cli.flags_general import bounded_int
+from diagym.analysis.cli.flags_general import bounded_int
 
 
 def add_parser(subparsers: Any) -> None:
@@ -17,7 +17,7 @@ def add_parser(subparsers: Any) -> None:
             "make test installs them) on 127.0.0.1 until Ctrl-C, then stop it cleanly."
         ),
     )
-    from llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
+    from diagym.llm_policies.client.local_server import DEFAULT_MODEL, LOCAL_MODELS
 
     models = ", ".join(f"{m.key} ({m.title})" for m in LOCAL_MODELS.values())
     parser.add_argument("--port", type=bounded_int(0, 65535), default=8080, metavar="P",
@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     meanwhile raises (RuntimeError), reported with its exit code and last output, status 2."""
     import time
 
-    from llm_policies.client import local_server
+    from diagym.llm_policies.client import local_server
 
     model = local_server.LOCAL_MODELS[args.model]
     try:
@@ -56,6 +56,6 @@ def run(args: argparse.Namespace) -> int:
             while True:
                 server.check_alive()
                 time.sleep(CHECK_EVERY_S)
-    except KeyboardInterrupt:  # SIGTERM too, inside diagym's entry (analysis.interrupts)
+    except KeyboardInterrupt:  # SIGTERM too, inside diagym's entry (diagym.analysis.interrupts)
         print("server stopped", flush=True)
         return 0

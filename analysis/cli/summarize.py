@@ -8,9 +8,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.errors import UsageError
-from analysis.cli.outputs import writable_dir
-from analysis.terminal import shown
+from diagym.analysis.cli.errors import UsageError
+from diagym.analysis.cli.outputs import writable_dir
+from diagym.analysis.terminal import shown
 
 SUMMARY_JSON, SUMMARY_TEXT, PROFILE_PNG = "summary.json", "summary.txt", "profile.png"
 
@@ -34,8 +34,8 @@ def add_parser(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from analysis.report.logs import read_run_log
-    from analysis.report.profile import profile
+    from diagym.analysis.report.logs import read_run_log
+    from diagym.analysis.report.profile import profile
 
     if not args.log.is_file():
         raise UsageError(f"LOG {args.log}: no such file")

@@ -6,8 +6,8 @@ import argparse
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.flags_general import MAX_COUNT, add_env_kwargs, bounded_int, json_object
-from analysis.cli.outputs import writable_dir
+from diagym.analysis.cli.flags_general import MAX_COUNT, add_env_kwargs, bounded_int, json_object
+from diagym.analysis.cli.outputs import writable_dir
 
 MAX_N_ENVS = 1024  # one process steps them all: beyond this the rollout buffer outgrows memory
 # said in --arch's help and after an mlp run, as the README's "Why `mlp` stays the default"
@@ -102,8 +102,8 @@ def rollout_bytes(config: Any) -> int:
     floats (reward, value, log-probability, advantage, return, episode start)."""
     import numpy as np
 
-    from analysis.training import default_hyperparameters
-    from controllers.sb3.policy import make_single_env
+    from diagym.analysis.training import default_hyperparameters
+    from diagym.controllers.sb3.policy import make_single_env
 
     hyper = {**default_hyperparameters(config.algo, config.arch), **config.hyperparameters}
     n_steps = hyper.get("n_steps")
@@ -133,8 +133,8 @@ def check_memory(config: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import envs  # noqa: F401  (registers the ids)
-    from analysis.training import TrainConfig, read_curve, train
+    import diagym  # noqa: F401  (registers the ids)
+    from diagym.analysis.training import TrainConfig, read_curve, train
 
     config = TrainConfig(algo=args.algo, arch=args.arch, env=args.env, env_kwargs=args.env_kwargs,
                          steps=args.steps, n_envs=args.n_envs, seed=args.seed,

@@ -78,7 +78,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.likelihood import (
+from diagym.analysis.diagnose.likelihood import (
     LAPSE_GRID,
     MechanismModel,
     fit_lapse,

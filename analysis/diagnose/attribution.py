@@ -77,9 +77,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import envs  # noqa: F401  (registers the ids)
-from envs.workflow.layout import CANDIDATE, FAILURE_NAMES
-from envs.workflow.params import REGISTER_SLOTS, WorkflowParams
+import diagym  # noqa: F401  (registers the ids)
+from diagym.envs.workflow.layout import CANDIDATE, FAILURE_NAMES
+from diagym.envs.workflow.params import REGISTER_SLOTS, WorkflowParams
 
 ENV_ID = "StatefulWorkflow-v0"
 OK = "ok"
@@ -98,7 +98,7 @@ WEIGHT_KEYS = (*EXPLANATIONS, GUESS)
 @dataclass(frozen=True)
 class Trace:
     """One StatefulWorkflow episode as an agent played it: the env's gym.make kwargs (a
-    preset's are envs.WORKFLOW_PRESETS[id]), the task seed and the calls, in order."""
+    preset's are diagym.envs.WORKFLOW_PRESETS[id]), the task seed and the calls, in order."""
 
     env_kwargs: Mapping[str, Any]
     task_seed: int

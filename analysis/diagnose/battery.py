@@ -58,16 +58,16 @@ from dataclasses import dataclass
 import numpy as np
 from scipy.optimize import linprog
 
-from analysis.diagnose.defaults import DEFAULT_BUDGET
-from analysis.diagnose.hypotheses import (
+from diagym.analysis.diagnose.defaults import DEFAULT_BUDGET
+from diagym.analysis.diagnose.hypotheses import (
     FAILURE_MODES,
     REFERENCE,
     Mechanism,
     families,
     hypotheses,
 )
-from analysis.diagnose.likelihood import build_model
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.diagnose.likelihood import build_model
+from diagym.envs.workflow.params import WorkflowParams
 
 SELECTION_SIMULATIONS = 1024
 TARGET_FAMILIES = ("cache-k", "scan-s")

@@ -34,7 +34,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.dacs_fit import (
+from diagym.analysis.diagnose.dacs_fit import (
     ANSWER_CATEGORIES,
     EPSILON_GRID,
     READERS,
@@ -47,8 +47,8 @@ from analysis.diagnose.dacs_fit import (
     fit_test,
     lapse_log_likelihood,
 )
-from analysis.diagnose.dacs_mixture import as_hypothesis, best_mixture
-from analysis.diagnose.dacs_replay import (
+from diagym.analysis.diagnose.dacs_mixture import as_hypothesis, best_mixture
+from diagym.analysis.diagnose.dacs_replay import (
     AMBIGUOUS,
     CONTAMINATION,
     CORRECT,
@@ -84,17 +84,17 @@ from analysis.diagnose.dacs_replay import (
     text_option_decoder,
     traces_from_log,
 )
-from analysis.diagnose.dacs_verdicts import COMPONENTS, Position, Visibility, verdicts
-from analysis.diagnose.dacs_verdicts import Evidence as VerdictEvidence
-from analysis.diagnose.honesty import (
+from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS, Position, Visibility, verdicts
+from diagym.analysis.diagnose.dacs_verdicts import Evidence as VerdictEvidence
+from diagym.analysis.diagnose.honesty import (
     ChanceCount,
     Evidence,
     against_chance,
     conditional,
     headline,
 )
-from analysis.diagnose.mixture import single_verdicts
-from controllers.dacs.readers import evidence
+from diagym.analysis.diagnose.mixture import single_verdicts
+from diagym.controllers.dacs.readers import evidence
 
 __all__ = [
     "AMBIGUOUS", "ANSWER_CATEGORIES", "CONTAMINATION", "CORRECT", "COUNT_KEYS",

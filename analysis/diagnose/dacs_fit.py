@@ -58,24 +58,24 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from analysis.diagnose.dacs_replay import (
+from diagym.analysis.diagnose.dacs_replay import (
     _KEY_ID,
     DacsDecision,
     configuration_label,
     lures,
     right_value,
 )
-from analysis.diagnose.dacs_verdicts import LAPSE_STEP, Copying
-from analysis.diagnose.fit_test import FIT_SEED, REPLICATES
-from analysis.diagnose.honesty import (
+from diagym.analysis.diagnose.dacs_verdicts import LAPSE_STEP, Copying
+from diagym.analysis.diagnose.fit_test import FIT_SEED, REPLICATES
+from diagym.analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
     FitTest,
     g_squared,
     profile_interval,
     replicate_counts,
 )
-from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
-from envs.dacs.scenario import ATTRIBUTE_OF
+from diagym.controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller
+from diagym.envs.dacs.scenario import ATTRIBUTE_OF
 
 READERS = tuple(DACS_CONTROLLERS)
 UNIFORM = "uniform"

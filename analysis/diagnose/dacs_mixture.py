@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.dacs_fit import (
+from diagym.analysis.diagnose.dacs_fit import (
     DacsHypothesis,
     ReaderFit,
     choice_probabilities,
@@ -34,8 +34,8 @@ from analysis.diagnose.dacs_fit import (
     episode_ids,
     option_counts,
 )
-from analysis.diagnose.dacs_replay import DacsDecision
-from analysis.diagnose.mixture import Mixture, mixture_of
+from diagym.analysis.diagnose.dacs_replay import DacsDecision
+from diagym.analysis.diagnose.mixture import Mixture, mixture_of
 
 MIXTURE_EPSILONS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)
 

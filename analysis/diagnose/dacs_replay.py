@@ -96,16 +96,21 @@ from typing import Any
 
 import gymnasium as gym
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES
-from analysis.diagnose.logs import LoggedRun, read_log, replies_executed, runs_by_configuration
-from controllers.dacs.readers import ParsedWindow, evidence, parse_window
-from controllers.executors import Executor
-from controllers.policy import EpisodeRecord, MakePolicy, Policy
-from controllers.rollout import rollout_parallel
-from controllers.runlog import RunLog
-from controllers.tracing import Traced
-from envs.dacs.scenario import ATTRIBUTE_OF, KEYS
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES
+from diagym.analysis.diagnose.logs import (
+    LoggedRun,
+    read_log,
+    replies_executed,
+    runs_by_configuration,
+)
+from diagym.controllers.dacs.readers import ParsedWindow, evidence, parse_window
+from diagym.controllers.executors import Executor
+from diagym.controllers.policy import EpisodeRecord, MakePolicy, Policy
+from diagym.controllers.rollout import rollout_parallel
+from diagym.controllers.runlog import RunLog
+from diagym.controllers.tracing import Traced
+from diagym.envs.dacs.scenario import ATTRIBUTE_OF, KEYS
 
 ENV_ID = "DACSSteering-v0"
 CORRECT, CONTAMINATION, TRUNCATION, DISTRACTOR = "correct", "contamination", "truncation", \
@@ -242,7 +247,7 @@ def play(policy: Policy | None, env_kwargs: Mapping[str, Any], episodes: int, se
     def make_env() -> gym.Env:
         env = gym.make(ENV_ID, **kwargs)
         if text_actions:
-            from llm_policies.text_actions import TextActionWrapper
+            from diagym.llm_policies.text_actions import TextActionWrapper
 
             env = TextActionWrapper(env)
         return env
@@ -299,7 +304,7 @@ def logged_answers(logged: LoggedRun) -> dict[int, tuple[int, ...]]:
                for seed, actions in logged.actions.items()}
     missing = [seed for seed in logged.calls if seed not in answers]
     if missing:
-        from llm_policies.text_actions import TextActionWrapper
+        from diagym.llm_policies.text_actions import TextActionWrapper
 
         env = TextActionWrapper(gym.make(ENV_ID, **logged.run.get("env_kwargs", {})))
         decode = text_option_decoder(env)

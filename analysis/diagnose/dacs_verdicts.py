@@ -35,7 +35,7 @@ from dataclasses import dataclass, field
 from statistics import median_low
 from typing import Any
 
-from analysis.diagnose.honesty import (
+from diagym.analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
     ChanceCount,
     beats_words,

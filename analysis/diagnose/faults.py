@@ -57,11 +57,11 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.attribution import GUESS, INITIAL, STALE, WRONG_REGISTER
-from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.layout import ALREADY_COMPLETED, DEPENDENCY, FAILURE_NAMES, NO_FAILURE
-from envs.workflow.params import REGISTER_SLOTS, WorkflowParams
-from llm_policies.text_actions import INVALID_JSON
+from diagym.analysis.diagnose.attribution import GUESS, INITIAL, STALE, WRONG_REGISTER
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.envs.workflow.layout import ALREADY_COMPLETED, DEPENDENCY, FAILURE_NAMES, NO_FAILURE
+from diagym.envs.workflow.params import REGISTER_SLOTS, WorkflowParams
+from diagym.llm_policies.text_actions import INVALID_JSON
 
 NOT_READY, REPEATED_SUCCESS = FAILURE_NAMES[DEPENDENCY], FAILURE_NAMES[ALREADY_COMPLETED]
 INVALID_REPLY = "invalid_reply"

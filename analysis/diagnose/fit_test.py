@@ -28,13 +28,13 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.honesty import (
+from diagym.analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
     FitTest,
     g_squared,
     replicate_counts,
 )
-from analysis.diagnose.likelihood import (
+from diagym.analysis.diagnose.likelihood import (
     Fit,
     MechanismModel,
     lapse_log_p,
@@ -42,7 +42,7 @@ from analysis.diagnose.likelihood import (
     simulate_codes,
     with_lapse,
 )
-from envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.params import WorkflowParams
 
 REPLICATES = 200
 FIT_SEED = 5 * 10**9

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from controllers.workflow.parameters import (
+from diagym.controllers.workflow.parameters import (
     CONTROLLERS,
     K_OFFSET,
     K_PERSEVERATE,

@@ -55,24 +55,24 @@ from dataclasses import dataclass, field
 import numpy as np
 
 # INTERVAL_LOG_UNITS is honesty's rule, imported here too by the fits' callers.
-from analysis.diagnose.honesty import (  # noqa: F401
+from diagym.analysis.diagnose.honesty import (  # noqa: F401
     INTERVAL_LOG_UNITS,
     integer_interval,
     profile_interval,
 )
-from analysis.diagnose.hypotheses import FAILURE_MODES, Mechanism, Row, families, hypotheses
-from controllers.workflow.batched import (
+from diagym.analysis.diagnose.hypotheses import FAILURE_MODES, Mechanism, Row, families, hypotheses
+from diagym.controllers.workflow.batched import (
     COMPLETED,
     ERRORS_COL,
     FIRST_FAILURE,
     RECORD_FIELDS,
     run_episodes,
 )
-from controllers.workflow.mechanisms import CONTROLLER_FIELDS
-from controllers.workflow.parameters import K_LAPSE, K_SCAN, LAPSE_SCALE, UNLIMITED
-from envs.workflow.kernel import allocate_rows
-from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.params import WorkflowParams
+from diagym.controllers.workflow.mechanisms import CONTROLLER_FIELDS
+from diagym.controllers.workflow.parameters import K_LAPSE, K_SCAN, LAPSE_SCALE, UNLIMITED
+from diagym.envs.workflow.kernel import allocate_rows
+from diagym.envs.workflow.layout import FAILURE_NAMES
+from diagym.envs.workflow.params import WorkflowParams
 
 SIMULATION_SEED = 3 * 10**9
 SIMULATIONS = 4096

@@ -15,8 +15,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from controllers.logreader import LoggedRun, read_log
-from controllers.runlog import read_entries
+from diagym.controllers.logreader import LoggedRun, read_log
+from diagym.controllers.runlog import read_entries
 
 __all__ = ["DESIGN", "LoggedRun", "design_line", "read_log", "replies_executed",
            "runs_by_configuration"]
@@ -40,7 +40,7 @@ def replies_executed(calls: Sequence[Mapping[str, Any]],
     call the harness judged "ok" was executed, in decision order; its action is its reply (or
     its one tool call) decoded by `decode` (the text wrapper's rules), a reply decoded to None
     being no action."""
-    from llm_policies.text_actions import ToolCallAction
+    from diagym.llm_policies.text_actions import ToolCallAction
 
     actions = []
     for call in sorted(calls, key=lambda c: int(c.get("decision", 0))):

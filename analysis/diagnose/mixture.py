@@ -37,8 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.fit_test import Component, Hypothesis
-from analysis.diagnose.likelihood import Fit, MechanismModel, lapse_log_p
+from diagym.analysis.diagnose.fit_test import Component, Hypothesis
+from diagym.analysis.diagnose.likelihood import Fit, MechanismModel, lapse_log_p
 
 WEIGHTS = np.round(np.arange(0.01, 1.0, 0.01), 2)
 

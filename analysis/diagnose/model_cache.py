@@ -6,12 +6,12 @@ the wall time of a diagnosis of a fast agent; both are deterministic functions o
 inputs. The cache holds them under a key that digests every input: the battery's kwargs, the
 simulation count and seeds, the smoothing, the hypotheses (names, families, parameters and
 rows) and the source of every module that defines a kernel or the hypotheses
-(envs._core.numba_setup.kernel_sources, and this package's likelihood and hypotheses), so an
+(diagym.envs._core.numba_setup.kernel_sources, and this package's likelihood and hypotheses), so an
 edit to the simulator or the hypothesis list selects a fresh entry and no stale table is read.
 
 The directory is private to the user (mode 0700) under $XDG_CACHE_HOME/diagym/models (default
 ~/.cache), never the repository; as with the kernels' cache, only the most recently written
-entries are kept (envs._core.numba_setup._prune). Files are numpy archives read without
+entries are kept (diagym.envs._core.numba_setup._prune). Files are numpy archives read without
 pickle, written to a temporary name and renamed, so a reader never sees half a file; a file
 that cannot be read is rebuilt. Where no private directory can be made, the model is built
 and not kept.
@@ -29,12 +29,12 @@ from pathlib import Path
 
 import numpy as np
 
-from analysis.diagnose import hypotheses as hypotheses_module
-from analysis.diagnose import likelihood
-from analysis.diagnose.hypotheses import Mechanism, hypotheses
-from analysis.diagnose.likelihood import SIMULATIONS, MechanismModel, build_model
-from envs._core.numba_setup import _private_dir, _prune, kernel_sources, source_digest
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.diagnose import hypotheses as hypotheses_module
+from diagym.analysis.diagnose import likelihood
+from diagym.analysis.diagnose.hypotheses import Mechanism, hypotheses
+from diagym.analysis.diagnose.likelihood import SIMULATIONS, MechanismModel, build_model
+from diagym.envs._core.numba_setup import _private_dir, _prune, kernel_sources, source_digest
+from diagym.envs.workflow.params import WorkflowParams
 
 MODEL_FILE = "model.npz"
 LAPSE_FILE = "lapse.npz"

@@ -35,13 +35,13 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from analysis.diagnose.attribution import COUNT_KEYS
-from analysis.diagnose.honesty import FitTest
-from analysis.diagnose.likelihood import Fit, outcome_count
-from analysis.diagnose.run import Configuration, Diagnosis, label
-from analysis.policy_label import policy_label
-from controllers.provenance import provenance
-from envs.workflow.layout import FAILURE_NAMES
+from diagym.analysis.diagnose.attribution import COUNT_KEYS
+from diagym.analysis.diagnose.honesty import FitTest
+from diagym.analysis.diagnose.likelihood import Fit, outcome_count
+from diagym.analysis.diagnose.run import Configuration, Diagnosis, label
+from diagym.analysis.policy_label import policy_label
+from diagym.controllers.provenance import provenance
+from diagym.envs.workflow.layout import FAILURE_NAMES
 
 TOP = 10
 TOP_DRAWN = 3

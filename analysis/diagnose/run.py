@@ -30,11 +30,11 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.diagnose.attribution import ENV_ID, Tally, Trace, attribution_counts
-from analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY, battery_for
-from analysis.diagnose.fit_test import Forecast, Hypothesis, fit_test, forecast, plausible
-from analysis.diagnose.honesty import (
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.diagnose.attribution import ENV_ID, Tally, Trace, attribution_counts
+from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY, battery_for
+from diagym.analysis.diagnose.fit_test import Forecast, Hypothesis, fit_test, forecast, plausible
+from diagym.analysis.diagnose.honesty import (
     ChanceCount,
     Evidence,
     FitTest,
@@ -42,7 +42,7 @@ from analysis.diagnose.honesty import (
     conditional,
     headline,
 )
-from analysis.diagnose.likelihood import (
+from diagym.analysis.diagnose.likelihood import (
     SIMULATION_SEED,
     FamilyFit,
     Fit,
@@ -52,7 +52,7 @@ from analysis.diagnose.likelihood import (
     fit_lapse,
     outcome_count,
 )
-from analysis.diagnose.logs import (
+from diagym.analysis.diagnose.logs import (
     DESIGN,
     LoggedRun,
     design_line,
@@ -60,17 +60,17 @@ from analysis.diagnose.logs import (
     replies_executed,
     runs_by_configuration,
 )
-from analysis.diagnose.mixture import Mixture, best_mixture, single_verdicts
-from analysis.diagnose.model_cache import cached_model, save_lapse_tables
-from analysis.diagnose.verdicts import verdicts
-from controllers.episodes import Episodes
-from controllers.executors import Executor
-from controllers.policy import EpisodeRecord, Policy
-from controllers.rollout import describe_run, rollout_parallel
-from controllers.runlog import RunLog, identity
-from controllers.tracing import Action, Traced, pair
-from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.diagnose.mixture import Mixture, best_mixture, single_verdicts
+from diagym.analysis.diagnose.model_cache import cached_model, save_lapse_tables
+from diagym.analysis.diagnose.verdicts import verdicts
+from diagym.controllers.episodes import Episodes
+from diagym.controllers.executors import Executor
+from diagym.controllers.policy import EpisodeRecord, Policy
+from diagym.controllers.rollout import describe_run, rollout_parallel
+from diagym.controllers.runlog import RunLog, identity
+from diagym.controllers.tracing import Action, Traced, pair
+from diagym.envs.workflow.layout import FAILURE_NAMES
+from diagym.envs.workflow.params import WorkflowParams
 
 MECHANISM_FAMILIES = ("cache-k", "scan-s")
 
@@ -236,11 +236,11 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
     analysis/diagnose/adaptive.py instead, up to that many episodes (`allocation` unused).
     With `log`, every episode, call and trace is logged as it happens and resume=True
     continues an interrupted diagnosis (an adaptive one replays its rounds, whose episodes
-    the log already holds). `executor` says where episodes play (controllers.executors);
+    the log already holds). `executor` says where episodes play (diagym.controllers.executors);
     out of process the traces come back as the log's trace lines, so without `log` a
     temporary one is kept. `forecasts` are gym.make kwargs to predict the agent's success on
     (fit_test.forecast)."""
-    from analysis.diagnose import adaptive
+    from diagym.analysis.diagnose import adaptive
 
     battery = tuple(battery)
     if adaptive_budget is None and len(allocation) != len(battery):
@@ -324,7 +324,7 @@ class _BatteryPlay:
 def _battery_env(kwargs: dict[str, Any], text_actions: bool) -> gym.Env:
     """A battery configuration's env, behind the text wrapper for a text policy."""
     if text_actions:
-        from analysis.llm_runs import make_text_env
+        from diagym.analysis.llm_runs import make_text_env
 
         return make_text_env(ENV_ID, **kwargs)
     return gym.make(ENV_ID, **kwargs)
@@ -381,7 +381,7 @@ def logged_traces(spec: WorkflowParams, logged: LoggedRun) -> dict[int, tuple[Ac
     traces = {seed: tuple(pair(a) for a in actions) for seed, actions in logged.actions.items()}
     missing = [seed for seed in logged.calls if seed not in traces]
     if missing:
-        from analysis.llm_runs import make_text_env
+        from diagym.analysis.llm_runs import make_text_env
 
         env = make_text_env(ENV_ID, **env_kwargs(spec))
         decode = text_decoder(env)
@@ -441,7 +441,7 @@ def diagnose_log(path: Path, battery: Sequence[WorkflowParams] | None = None,
     if line is None or not isinstance(line.get("budget"), int):
         return _diagnose(policy, [logged_configurations[i] for i in sorted(found)], battery,
                          forecasts)
-    from analysis.diagnose.adaptive import logged_rule
+    from diagym.analysis.diagnose.adaptive import logged_rule
 
     design, consumed = _replay_design(battery, int(line["budget"]), logged_configurations,
                                       logged_rule(line))
@@ -454,7 +454,7 @@ def _replay_design(battery: tuple[WorkflowParams, ...], budget: int,
                    ) -> tuple[Any, dict[int, Configuration]]:
     """An adaptive design replayed on logged episodes: each round takes the configuration's
     next episodes in seed order, as the live design played them."""
-    from analysis.diagnose import adaptive
+    from diagym.analysis.diagnose import adaptive
 
     consumed: dict[int, Configuration] = {}
 
@@ -482,7 +482,7 @@ def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,
     diagnose_dacs_log of that log gives this diagnosis exactly. Out of process (`executor`)
     the answers come back as the log's trace lines, so without `log` a temporary one is
     kept."""
-    from analysis.diagnose import dacs
+    from diagym.analysis.diagnose import dacs
 
     described: list[Any] = []
 
@@ -512,7 +512,7 @@ def diagnose_dacs_log(path: Path) -> dict[str, Any]:
     """The DACS diagnosis of a log's DACSSteering runs on DACS battery configurations (written
     by diagnose_dacs, or any run whose episodes carry trace or call lines), playing nothing;
     ValueError, one line, for a log diagnose cannot read (dacs.traces_from_log)."""
-    from analysis.diagnose import dacs
+    from diagym.analysis.diagnose import dacs
 
     policy, traces = dacs.traces_from_log(Path(path))
     return {**dacs.diagnosis(traces), "policy": policy}

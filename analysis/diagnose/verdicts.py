@@ -28,7 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
-from analysis.diagnose.attribution import (
+from diagym.analysis.diagnose.attribution import (
     AMBIGUOUS,
     EXPLANATIONS,
     GUESS,
@@ -37,10 +37,10 @@ from analysis.diagnose.attribution import (
     WRONG_REGISTER,
     Tally,
 )
-from analysis.diagnose.honesty import ChanceCount, beats_words, lapse_words
-from analysis.diagnose.hypotheses import Row, families
-from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, LAPSE_GRID, FamilyFit, Fit
-from controllers.workflow.parameters import (
+from diagym.analysis.diagnose.honesty import ChanceCount, beats_words, lapse_words
+from diagym.analysis.diagnose.hypotheses import Row, families
+from diagym.analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, LAPSE_GRID, FamilyFit, Fit
+from diagym.controllers.workflow.parameters import (
     CONTROLLERS,
     K_CAPACITY,
     K_ELIMINATE,

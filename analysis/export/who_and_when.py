@@ -40,21 +40,21 @@ from typing import Any
 
 import gymnasium as gym
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.diagnose.attribution import ENV_ID
-from analysis.diagnose.faults import Label
-from analysis.studies.attribution_bench.run import Case, cases
-from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowParams
-from llm_policies.harness.base import consequence, json_format
-from llm_policies.prompts.workflow import (
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.diagnose.attribution import ENV_ID
+from diagym.analysis.diagnose.faults import Label
+from diagym.analysis.studies.attribution_bench.run import Case, cases
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.envs.workflow.params import WorkflowParams
+from diagym.llm_policies.harness.base import consequence, json_format
+from diagym.llm_policies.prompts.workflow import (
     action_fields,
     conversation_rules,
     history_entry,
     opening_prompt,
     result_prompt,
 )
-from llm_policies.text_actions import TEXT_FAILURES
+from diagym.llm_policies.text_actions import TEXT_FAILURES
 
 FORMAT = "who-and-when"
 AGENT, ENVIRONMENT = "Agent", "StatefulWorkflow"

@@ -14,9 +14,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from analysis.report.html import render
-from analysis.report.inputs import REPORT_NAME, build
-from analysis.terminal import shown
+from diagym.analysis.report.html import render
+from diagym.analysis.report.inputs import REPORT_NAME, build
+from diagym.analysis.terminal import shown
 
 
 @dataclass(frozen=True)

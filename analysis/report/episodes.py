@@ -31,12 +31,12 @@ from typing import Any
 
 import gymnasium as gym
 
-import envs
-from analysis.diagnose.attribution import Trace, attribute, replay
-from analysis.report.logs import LogRun
-from controllers.logreader import prompt_of
-from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.text import describe_observation, describe_task
+from diagym import envs
+from diagym.analysis.diagnose.attribution import Trace, attribute, replay
+from diagym.analysis.report.logs import LogRun
+from diagym.controllers.logreader import prompt_of
+from diagym.envs.workflow.layout import FAILURE_NAMES
+from diagym.envs.workflow.text import describe_observation, describe_task
 
 LISTED_EPISODES = 20_000
 DETAILED_EPISODES = 300
@@ -114,8 +114,8 @@ class _Replayer:
         self.run = run
         self.kwargs = dict(run.run.get("env_kwargs") or {})
         self.env = gym.make(str(run.run["env"]), **self.kwargs)
-        from analysis.diagnose.run import logged_traces
-        from envs.workflow.params import WorkflowParams
+        from diagym.analysis.diagnose.run import logged_traces
+        from diagym.envs.workflow.params import WorkflowParams
 
         self.traces = logged_traces(WorkflowParams.from_kwargs(**self.kwargs), run.logged)
         self.viewer: Any = None
@@ -127,7 +127,7 @@ class _Replayer:
 
     def _controller_actions(self, seed: int) -> tuple[tuple[int, int], ...] | None:
         """A reference controller's actions on `seed`, played again (module docstring)."""
-        from controllers.workflow.adapter import ReferencePolicy
+        from diagym.controllers.workflow.adapter import ReferencePolicy
 
         policy = self.run.run.get("policy")
         if not (isinstance(policy, Mapping) and set(policy) == {"controller"}):
@@ -177,7 +177,7 @@ class _Replayer:
 
         from matplotlib.image import imsave
 
-        from envs.workflow.viewer import WorkflowViewer
+        from diagym.envs.workflow.viewer import WorkflowViewer
 
         if self.viewer is None:
             self.viewer = WorkflowViewer()

@@ -16,13 +16,13 @@ import json
 from importlib import resources
 from typing import Any
 
-from analysis.report.model import SECTIONS, Facts, Figure, Item, Report, Table, Text
+from diagym.analysis.report.model import SECTIONS, Facts, Figure, Item, Report, Table, Text
 
 SIZE_MARK = "@@REPORT_BYTES@@"
 
 
 def _asset(name: str) -> str:
-    return resources.files("analysis.report").joinpath(name).read_text(encoding="utf-8")
+    return resources.files("diagym.analysis.report").joinpath(name).read_text(encoding="utf-8")
 
 
 def _e(value: Any) -> str:

@@ -29,13 +29,13 @@ from typing import Any
 
 import numpy as np
 
-from analysis.policy_label import policy_label
-from analysis.report.episodes import clip, viewer_data
-from analysis.report.logs import LogRun, RunLogFile, holds_an_entry, read_run_log
-from analysis.report.model import Facts, Figure, Report, Table, Text
-from analysis.report.profile import profile
-from analysis.stats import wilson_interval
-from analysis.studies.study_tables import (
+from diagym.analysis.policy_label import policy_label
+from diagym.analysis.report.episodes import clip, viewer_data
+from diagym.analysis.report.logs import LogRun, RunLogFile, holds_an_entry, read_run_log
+from diagym.analysis.report.model import Facts, Figure, Report, Table, Text
+from diagym.analysis.report.profile import profile
+from diagym.analysis.stats import wilson_interval
+from diagym.analysis.studies.study_tables import (
     TABLES_SUFFIX,
     Block,
     Heading,
@@ -43,8 +43,8 @@ from analysis.studies.study_tables import (
     read_study_tables,
     tables_path,
 )
-from controllers.provenance import PROVENANCE_NAME
-from controllers.runlog import CALL_FIELDS, call_totals
+from diagym.controllers.provenance import PROVENANCE_NAME
+from diagym.controllers.runlog import CALL_FIELDS, call_totals
 
 CSV_ROWS = 200
 TEXT_BYTES = 60_000
@@ -251,8 +251,8 @@ def _cost(log: RunLogFile, runs: Sequence[LogRun]) -> Table | None:
 
 def _configuration_label(kwargs: Mapping[str, Any]) -> str:
     """A battery configuration as analysis/diagnose names it (its kwargs for another env)."""
-    from analysis.diagnose.run import label
-    from envs.workflow.params import WorkflowParams
+    from diagym.analysis.diagnose.run import label
+    from diagym.envs.workflow.params import WorkflowParams
 
     try:
         return label(WorkflowParams.from_kwargs(**kwargs))

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.policy_label import policy_label
-from analysis.summary import Summary, format_summary, summarise
-from controllers.logreader import LoggedRun, read_log
-from controllers.policy import EpisodeRecord
-from controllers.runlog import format_skipped, read_entries
+from diagym.analysis.policy_label import policy_label
+from diagym.analysis.summary import Summary, format_summary, summarise
+from diagym.controllers.logreader import LoggedRun, read_log
+from diagym.controllers.policy import EpisodeRecord
+from diagym.controllers.runlog import format_skipped, read_entries
 
 
 @dataclass

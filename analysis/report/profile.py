@@ -19,11 +19,11 @@ from typing import Any
 import numpy as np
 from scipy.stats import binomtest
 
-import envs
-from analysis.policy_label import policy_label
-from analysis.report.logs import LogRun
-from analysis.report.model import Figure, Table
-from analysis.stats import wilson_interval
+from diagym import envs
+from diagym.analysis.policy_label import policy_label
+from diagym.analysis.report.logs import LogRun
+from diagym.analysis.report.model import Figure, Table
+from diagym.analysis.stats import wilson_interval
 
 MAX_FACTORS = 6  # panels per figure; further varying factors are listed in the table only
 
@@ -126,7 +126,7 @@ def profile_png(found: Sequence[Point]) -> bytes | None:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure as MplFigure
 
-    from analysis.plotting import colour, legend_outside, percent_axis, style
+    from diagym.analysis.plotting import colour, legend_outside, percent_axis, style
 
     panels = sorted({(p.family, p.factor) for p in found})[:MAX_FACTORS]
     if not panels:

@@ -118,7 +118,7 @@ class _WindowPolicy:
         self.guesses = 0
 
     def reset(self, *, seed: int | None = None) -> None:
-        from envs._core import rng  # numba: imported at play, not when the names are listed
+        from diagym.envs._core import rng  # numba: imported at play, not when the names are listed
 
         self._key = rng.stream_key(0 if seed is None else seed, rng.CONTROLLER_STREAM)
         self._counter = np.int64(0)
@@ -131,7 +131,7 @@ class _WindowPolicy:
         return {"guesses": self.guesses}
 
     def _guess(self, n_options: int) -> int:
-        from envs._core import rng
+        from diagym.envs._core import rng
 
         self.guesses += 1
         value, self._counter = rng.uniform_below(self._key, self._counter, max(n_options, 1))

@@ -25,7 +25,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol, TypeVar
 
-from controllers.executors.local import LocalExecutor
+from diagym.controllers.executors.local import LocalExecutor
 
 __all__ = ["EXECUTORS", "Executor", "ExecutorUnavailable", "LocalExecutor", "make_executor",
            "worker_state"]
@@ -89,7 +89,7 @@ def make_executor(name: str = "local", address: str | None = None,
         except ImportError:
             raise ExecutorUnavailable(
                 f"the ray executor needs Ray, which is not installed: {RAY_INSTALL}") from None
-        from controllers.executors.ray_executor import RayExecutor
+        from diagym.controllers.executors.ray_executor import RayExecutor
 
         return RayExecutor(address=address, workers=workers)
     raise ValueError(f"executor must be one of {' | '.join(EXECUTORS)}; got {name!r}")

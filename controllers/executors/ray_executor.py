@@ -35,7 +35,7 @@ import ray
 import ray.cloudpickle
 from ray.exceptions import RayActorError, RayError, RayTaskError, TaskCancelledError
 
-from controllers.executors.local import check_workers
+from diagym.controllers.executors.local import check_workers
 
 U = TypeVar("U")
 R = TypeVar("R")

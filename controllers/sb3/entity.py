@@ -59,7 +59,7 @@ def _width(space: spaces.Space) -> int:
 class EntityExtractor(BaseFeaturesExtractor):
     """Tokens -> transformer -> one flat feature vector the heads slice (see `Layout`).
 
-    Reads the one-hot observation of controllers.sb3.observation (after SB3's
+    Reads the one-hot observation of diagym.controllers.sb3.observation (after SB3's
     preprocessing: Discrete fields one-hot, everything float)."""
 
     def __init__(self, observation_space: spaces.Dict, d_model: int = 64, heads: int = 4,

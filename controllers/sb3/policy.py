@@ -27,10 +27,10 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import envs
-from controllers.provenance import file_sha256
-from controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
-from controllers.sb3.observation import OneHotObservation, VecOneHot, encode
+from diagym import envs
+from diagym.controllers.provenance import file_sha256
+from diagym.controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
+from diagym.controllers.sb3.observation import OneHotObservation, VecOneHot, encode
 
 ALGOS = ("ppo", "maskable-ppo", "recurrent-ppo")
 CONFIG_NAME = "config.json"
@@ -126,8 +126,8 @@ class NumericObservation(gym.ObservationWrapper):
 
 
 class WorkflowEncoding:
-    """StatefulWorkflow for SB3: one-hot observations (controllers.sb3.observation), the
-    joint Discrete(N * b) action encoding (controllers.sb3.actions) and the numba VecEnv."""
+    """StatefulWorkflow for SB3: one-hot observations (diagym.controllers.sb3.observation), the
+    joint Discrete(N * b) action encoding (diagym.controllers.sb3.actions) and the numba VecEnv."""
 
     one_hot = True
 
@@ -138,7 +138,7 @@ class WorkflowEncoding:
 
     def fast_vec(self, env_id: str, env_kwargs: dict[str, Any], n_envs: int,
                  joint_actions: bool) -> Any:
-        from controllers.sb3.vec_env import WorkflowVecEnv
+        from diagym.controllers.sb3.vec_env import WorkflowVecEnv
 
         return WorkflowVecEnv(n_envs, env_id=env_id, joint_actions=joint_actions, **env_kwargs)
 
@@ -221,7 +221,7 @@ class SB3Policy:
                  deterministic: bool = True, source: str = "",
                  raw_space: gym.spaces.Dict | None = None) -> None:
         """raw_space: the env's own observation space when the model was trained on one-hot
-        observations (controllers.sb3.observation); None for raw observations."""
+        observations (diagym.controllers.sb3.observation); None for raw observations."""
         self.model = model
         self.raw_space = raw_space
         self.algo = algo

@@ -30,13 +30,13 @@ from stable_baselines3.common.vec_env.base_vec_env import (
     VecEnvStepReturn,
 )
 
-import envs
-from controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
-from envs._core import rng
-from envs.workflow.autoreset import step_batch_reset_now, warm_up
-from envs.workflow.generator import reset_batch
-from envs.workflow.kernel import allocate_rows
-from envs.workflow.layout import (
+from diagym import envs
+from diagym.controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
+from diagym.envs._core import rng
+from diagym.envs.workflow.autoreset import step_batch_reset_now, warm_up
+from diagym.envs.workflow.generator import reset_batch
+from diagym.envs.workflow.kernel import allocate_rows
+from diagym.envs.workflow.layout import (
     CALLS,
     FAILURE_NAMES,
     SEED,
@@ -44,7 +44,7 @@ from envs.workflow.layout import (
     RowView,
     observation_space_for,
 )
-from envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.params import WorkflowParams
 
 _MAX_SEED = 2**63
 
@@ -56,7 +56,7 @@ class WorkflowVecEnv(VecEnv):
     spec_kwargs: any WorkflowParams field, as for `gym.make`.
     joint_actions: False gives MultiDiscrete([N, b]) actions and (num_envs, N + b) masks; True
         gives Discrete(N * b) actions, k = (k // b, k % b), and (num_envs, N * b) masks
-        (controllers.sb3.actions, the encoding JointActionWrapper uses for single envs).
+        (diagym.controllers.sb3.actions, the encoding JointActionWrapper uses for single envs).
     monitor: True puts Monitor's info["episode"] = {"r", "l", "t"} on each finished episode and
         reports env_is_wrapped(Monitor) as True (the info contract is Monitor's); False leaves
         episode statistics to SB3's VecMonitor.

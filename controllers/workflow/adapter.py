@@ -12,8 +12,8 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import envs
-from controllers.workflow.mechanisms import (
+from diagym import envs
+from diagym.controllers.workflow.mechanisms import (
     C_CHECKS,
     C_ENTRIES,
     C_LOOKUPS,
@@ -24,9 +24,9 @@ from controllers.workflow.mechanisms import (
     controller_params,
     value_bits,
 )
-from controllers.workflow.parameters import CONTROLLERS, K_RETAIN, RETAIN_PLAN
-from envs.workflow.layout import OBS_ROW, TASK_ROW, RowView, obs_offsets, task_offsets
-from envs.workflow.params import WorkflowParams
+from diagym.controllers.workflow.parameters import CONTROLLERS, K_RETAIN, RETAIN_PLAN
+from diagym.envs.workflow.layout import OBS_ROW, TASK_ROW, RowView, obs_offsets, task_offsets
+from diagym.envs.workflow.params import WorkflowParams
 
 
 class ReferencePolicy:

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable
 
 import numpy as np
 
-from controllers.workflow.mechanisms import (
+from diagym.controllers.workflow.mechanisms import (
     C_CHECKS,
     C_ENTRIES,
     C_LOOKUPS,
@@ -29,12 +29,12 @@ from controllers.workflow.mechanisms import (
     controller_params,
     value_bits,
 )
-from controllers.workflow.parameters import CONTROLLERS, K_RETAIN, RETAIN_PLAN
-from envs._core.numba_setup import jit
-from envs.workflow.generator import generate_into
-from envs.workflow.kernel import allocate_rows, execute_into
-from envs.workflow.layout import CALLS, DONE, ERRORS, FAILURE_NAMES, SUCCESSES
-from envs.workflow.params import P_N, P_R, WorkflowParams
+from diagym.controllers.workflow.parameters import CONTROLLERS, K_RETAIN, RETAIN_PLAN
+from diagym.envs._core.numba_setup import jit
+from diagym.envs.workflow.generator import generate_into
+from diagym.envs.workflow.kernel import allocate_rows, execute_into
+from diagym.envs.workflow.layout import CALLS, DONE, ERRORS, FAILURE_NAMES, SUCCESSES
+from diagym.envs.workflow.params import P_N, P_R, WorkflowParams
 
 # Columns of the per-episode record matrix.
 SUCCESS, COMPLETED, CALLS_COL, ERRORS_COL, FIRST_FAILURE, CHECKS, LOOKUPS, PREP, ENTRIES, \

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from controllers.workflow.parameters import (
+from diagym.controllers.workflow.parameters import (
     CONTROLLER_NAMES,
     CONTROLLERS,
     K_CAPACITY,
@@ -45,10 +45,10 @@ from controllers.workflow.parameters import (
     SELECT_SERIAL,
     SELECT_SHAM,
 )
-from envs._core import rng
-from envs._core.bits import smallest_ready
-from envs._core.numba_setup import jit_inline
-from envs.workflow.layout import (
+from diagym.envs._core import rng
+from diagym.envs._core.bits import smallest_ready
+from diagym.envs._core.numba_setup import jit_inline
+from diagym.envs.workflow.layout import (
     CANDIDATE,
     MOD,
     NO_FAILURE,
@@ -56,7 +56,7 @@ from envs.workflow.layout import (
     obs_offsets,
     task_offsets,
 )
-from envs.workflow.params import MAX_OPS, P_B, P_HIDDEN, P_N, P_WIDTH
+from diagym.envs.workflow.params import MAX_OPS, P_B, P_HIDDEN, P_N, P_WIDTH
 
 
 def controller_params(name: str) -> np.ndarray:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs._core.numba_setup import jit, jit_inline
+from diagym.envs._core.numba_setup import jit, jit_inline
 
 _DE_BRUIJN = np.int64(0x03F79D71B4CB0A89)
 _LOWEST_BIT_TABLE = np.zeros(64, dtype=np.int64)

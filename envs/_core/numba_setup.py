@@ -30,8 +30,9 @@ from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
+from diagym.envs._core.packages import LAYERS
+
 _PROJECT_DIR = Path(__file__).resolve().parents[2]
-_PACKAGES = ("envs", "controllers", "llm_policies", "analysis")
 _MARKER = "numba_setup"  # every module with kernels imports this one
 _KEPT_VERSIONS = 8  # cache directories of other source versions kept (other checkouts)
 
@@ -39,7 +40,7 @@ _KEPT_VERSIONS = 8  # cache directories of other source versions kept (other che
 def kernel_sources(root: Path = _PROJECT_DIR) -> list[Path]:
     """The project's modules that define kernels (those that import this module), sorted."""
     found = []
-    for package in _PACKAGES:
+    for package in LAYERS:
         for path in sorted((root / package).rglob("*.py")):
             if path.resolve() == Path(__file__).resolve() or _MARKER in path.read_text():
                 found.append(path)

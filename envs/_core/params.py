@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any, ClassVar, Self
 
-from envs._core.checks import check_known
+from diagym.envs._core.checks import check_known
 
 
 class EnvParams:

@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from envs._core.numba_setup import jit, jit_inline
+from diagym.envs._core.numba_setup import jit, jit_inline
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX1 = np.uint64(0xBF58476D1CE4E5B9)

@@ -24,10 +24,10 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs._core import tokens
-from envs._core.checks import check_render_mode, check_seed
-from envs.dacs.params import DacsParams
-from envs.dacs.scenario import (
+from diagym.envs._core import tokens
+from diagym.envs._core.checks import check_render_mode, check_seed
+from diagym.envs.dacs.params import DacsParams
+from diagym.envs.dacs.scenario import (
     KEYS,
     MAX_AGENTS,
     MAX_VALUES,
@@ -38,8 +38,8 @@ from envs.dacs.scenario import (
     generate,
     options_for,
 )
-from envs.dacs.scoring import keyword_score, mentions
-from envs.dacs.window import (
+from diagym.envs.dacs.scoring import keyword_score, mentions
+from diagym.envs.dacs.window import (
     Block,
     Window,
     assemble,
@@ -356,7 +356,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
         if self.render_mode == "ansi":
             return self._current.text
         if self.render_mode == "rgb_array":
-            from envs.dacs.viewer import DacsViewer  # matplotlib, on first use
+            from diagym.envs.dacs.viewer import DacsViewer  # matplotlib, on first use
 
             if self._viewer is None:
                 self._viewer = DacsViewer()
@@ -377,7 +377,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
 
     def _frame(self) -> Any:
         """The viewer's Frame of the public state."""
-        from envs.dacs.viewer import Frame
+        from diagym.envs.dacs.viewer import Frame
 
         pending = self._pending
         if self.agent_chosen_focus:

@@ -10,9 +10,15 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import ClassVar
 
-from envs._core.checks import check_bool, check_choice, check_int, check_nonnegative
-from envs._core.params import EnvParams
-from envs.dacs.scenario import MAX_AGENTS, MAX_DECISIONS, MIN_AGENTS, MIN_DECISIONS, SCENARIOS
+from diagym.envs._core.checks import check_bool, check_choice, check_int, check_nonnegative
+from diagym.envs._core.params import EnvParams
+from diagym.envs.dacs.scenario import (
+    MAX_AGENTS,
+    MAX_DECISIONS,
+    MIN_AGENTS,
+    MIN_DECISIONS,
+    SCENARIOS,
+)
 
 CONTEXT_MODES = ("dacs", "flat", "registry")
 ORDERS = ("natural", "requester_first", "requester_last")

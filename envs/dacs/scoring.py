@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from envs.dacs.scenario import VALUES, Scenario
+from diagym.envs.dacs.scenario import VALUES, Scenario
 
 
 @dataclass(frozen=True)

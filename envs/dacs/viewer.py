@@ -23,7 +23,7 @@ from matplotlib.backends.backend_agg import FigureCanvasAgg
 from matplotlib.figure import Figure
 from matplotlib.patches import Patch, Rectangle
 
-from envs.dacs.window import Window
+from diagym.envs.dacs.window import Window
 
 WIDTH_PX, HEIGHT_PX, DPI = 640, 400, 100  # even sides, as video encoders want
 COLOURS = {"full": "#1e88e5", "registry": "#8bc34a", "compressed": "#c5e1a5",

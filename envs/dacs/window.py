@@ -26,9 +26,9 @@ import itertools
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
-from envs._core import tokens
-from envs.dacs.params import CONTEXT_MODES, ORDERS  # noqa: F401  (the window's knob levels)
-from envs.dacs.scenario import KEYS, VALUES, AgentContext
+from diagym.envs._core import tokens
+from diagym.envs.dacs.params import CONTEXT_MODES, ORDERS  # noqa: F401  (the window's knob levels)
+from diagym.envs.dacs.scenario import KEYS, VALUES, AgentContext
 
 REGISTRY_MAX_TOKENS = 200
 # The steering history a full block shows: the agent's last Q/A pairs with the orchestrator

@@ -14,13 +14,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs._core import rng
-from envs._core.numba_setup import compiling, jit
-from envs.workflow.generator import generate_into, reset_batch
-from envs.workflow.kernel import allocate_rows, execute_into, first_invalid_action
-from envs.workflow.kernel import warm_up as kernel_warm_up
-from envs.workflow.layout import DONE, NO_FAILURE, SEED
-from envs.workflow.params import P_N, WorkflowParams
+from diagym.envs._core import rng
+from diagym.envs._core.numba_setup import compiling, jit
+from diagym.envs.workflow.generator import generate_into, reset_batch
+from diagym.envs.workflow.kernel import allocate_rows, execute_into, first_invalid_action
+from diagym.envs.workflow.kernel import warm_up as kernel_warm_up
+from diagym.envs.workflow.layout import DONE, NO_FAILURE, SEED
+from diagym.envs.workflow.params import P_N, WorkflowParams
 
 
 @jit

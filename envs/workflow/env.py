@@ -14,11 +14,11 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from envs._core import rng
-from envs._core.checks import check_render_mode, check_seed, is_integer
-from envs.workflow.generator import generate_into
-from envs.workflow.kernel import allocate_rows, execute_into, warm_up
-from envs.workflow.layout import (
+from diagym.envs._core import rng
+from diagym.envs._core.checks import check_render_mode, check_seed, is_integer
+from diagym.envs.workflow.generator import generate_into
+from diagym.envs.workflow.kernel import allocate_rows, execute_into, warm_up
+from diagym.envs.workflow.layout import (
     CALLS,
     DONE,
     ERRORS,
@@ -32,11 +32,11 @@ from envs.workflow.layout import (
     task_from_row,
     work_offsets,
 )
-from envs.workflow.params import WorkflowParams
-from envs.workflow.text import render_text
+from diagym.envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.text import render_text
 
 if TYPE_CHECKING:
-    from envs.workflow.viewer import WorkflowViewer
+    from diagym.envs.workflow.viewer import WorkflowViewer
 
 __all__ = ["StatefulWorkflowEnv", "WorkflowTask", "observation_space_for"]
 
@@ -91,7 +91,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     envs/workflow/presets.py: StatefulWorkflow-v0 (snapshot after every success),
     StatefulWorkflowHistory-v0 (registers shown initially only), StatefulWorkflowHidden-v0
     (history with hidden resampling), StatefulWorkflowRetry-v0 (history with R = 8). Every id
-    has a numba vector entry point (envs.workflow.vector) for gym.make_vec.
+    has a numba vector entry point (diagym.envs.workflow.vector) for gym.make_vec.
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 2}
@@ -234,7 +234,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             return render_text(self.params, self.task, self._observation())
         if self.render_mode == "rgb_array":
             if self._viewer is None:
-                from envs.workflow.viewer import WorkflowViewer  # matplotlib, on first use
+                from diagym.envs.workflow.viewer import WorkflowViewer  # matplotlib, on first use
 
                 self._viewer = WorkflowViewer()
             return self._viewer.render(self.params, self.task, self._observation())

@@ -16,10 +16,10 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs._core import rng
-from envs._core.bits import smallest_ready
-from envs._core.numba_setup import jit, jit_inline
-from envs.workflow.layout import (
+from diagym.envs._core import rng
+from diagym.envs._core.bits import smallest_ready
+from diagym.envs._core.numba_setup import jit, jit_inline
+from diagym.envs.workflow.layout import (
     CALLS,
     COMPLETED,
     DONE,
@@ -39,7 +39,7 @@ from envs.workflow.layout import (
     task_offsets,
     work_offsets,
 )
-from envs.workflow.params import (
+from diagym.envs.workflow.params import (
     CHAINS,
     CLUSTERED,
     CONCENTRATED,

@@ -18,11 +18,11 @@ from __future__ import annotations
 
 import numpy as np
 
-from envs._core import rng
-from envs._core.bits import lowest_bit
-from envs._core.numba_setup import compiling, jit, jit_inline
-from envs.workflow.generator import generate_into
-from envs.workflow.layout import (
+from diagym.envs._core import rng
+from diagym.envs._core.bits import lowest_bit
+from diagym.envs._core.numba_setup import compiling, jit, jit_inline
+from diagym.envs.workflow.generator import generate_into
+from diagym.envs.workflow.layout import (
     ALREADY_COMPLETED,
     CALLS,
     CANDIDATE,
@@ -46,7 +46,7 @@ from envs.workflow.layout import (
     task_offsets,
     work_offsets,
 )
-from envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, P_WIDTH
+from diagym.envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, P_WIDTH
 
 
 @jit_inline
@@ -156,8 +156,8 @@ def warm_up() -> None:
     global _warmed_up
     if _warmed_up:
         return
-    from envs.workflow.generator import reset_batch
-    from envs.workflow.params import WorkflowParams
+    from diagym.envs.workflow.generator import reset_batch
+    from diagym.envs.workflow.params import WorkflowParams
 
     with compiling("StatefulWorkflow", (reset_batch, execute_into, generate_into)):
         params = WorkflowParams(n_ops=2, depth=1, width=1, candidates=2).to_params()

@@ -21,8 +21,8 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
-from envs._core.numba_setup import jit
-from envs.workflow.params import WorkflowParams
+from diagym.envs._core.numba_setup import jit
+from diagym.envs.workflow.params import WorkflowParams
 
 # Fields of a `state` row.
 SEED = 0  # task seed of the current episode

@@ -12,8 +12,8 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from envs._core.checks import check_bool, check_choice, check_int
-from envs._core.params import EnvParams
+from diagym.envs._core.checks import check_bool, check_choice, check_int
+from diagym.envs._core.params import EnvParams
 
 # Each categorical knob's levels, in code order: the spec encodes a level as its index here,
 # and the generator compares with the named codes below, so the two cannot drift apart.
@@ -142,7 +142,7 @@ def __getattr__(name: str) -> Any:
     if name == "WorkflowSpec":
         import warnings
 
-        warnings.warn("envs.workflow.params.WorkflowSpec is deprecated; use WorkflowParams",
+        warnings.warn("diagym.envs.workflow.params.WorkflowSpec is deprecated; use WorkflowParams",
                       DeprecationWarning, stacklevel=2)
         return WorkflowParams
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -11,8 +11,8 @@ from typing import Any
 
 import numpy as np
 
-from envs.workflow.layout import FAILURE_NAMES, WorkflowTask
-from envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.layout import FAILURE_NAMES, WorkflowTask
+from diagym.envs.workflow.params import WorkflowParams
 
 
 def describe_rules(spec: WorkflowParams) -> str:

@@ -15,11 +15,11 @@ import numpy as np
 from gymnasium.vector import AutoresetMode, VectorEnv
 from gymnasium.vector.utils import batch_space
 
-from envs._core.checks import MAX_SEED, check_int, check_render_mode, is_integer
-from envs.workflow.autoreset import step_batch, warm_up
-from envs.workflow.generator import reset_batch
-from envs.workflow.kernel import allocate_rows
-from envs.workflow.layout import (
+from diagym.envs._core.checks import MAX_SEED, check_int, check_render_mode, is_integer
+from diagym.envs.workflow.autoreset import step_batch, warm_up
+from diagym.envs.workflow.generator import reset_batch
+from diagym.envs.workflow.kernel import allocate_rows
+from diagym.envs.workflow.layout import (
     CALLS,
     ERRORS,
     FAILURE_NAMES,
@@ -29,11 +29,11 @@ from envs.workflow.layout import (
     observation_space_for,
     task_from_row,
 )
-from envs.workflow.params import WorkflowParams
-from envs.workflow.text import render_text
+from diagym.envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.text import render_text
 
 if TYPE_CHECKING:
-    from envs.workflow.viewer import WorkflowViewer
+    from diagym.envs.workflow.viewer import WorkflowViewer
 
 
 class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.ndarray]):
@@ -144,7 +144,7 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
                 frames.append(render_text(self.params, task, observation))
                 continue
             if self._viewer is None:
-                from envs.workflow.viewer import WorkflowViewer  # matplotlib, on first use
+                from diagym.envs.workflow.viewer import WorkflowViewer  # matplotlib, on first use
 
                 self._viewer = WorkflowViewer()
             frames.append(self._viewer.render(self.params, task, observation))

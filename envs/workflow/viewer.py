@@ -24,8 +24,8 @@ from matplotlib.collections import LineCollection
 from matplotlib.figure import Figure
 from matplotlib.patches import Rectangle
 
-from envs.workflow.layout import FAILURE_NAMES, WorkflowTask
-from envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.layout import FAILURE_NAMES, WorkflowTask
+from diagym.envs.workflow.params import WorkflowParams
 
 WIDTH_PX, HEIGHT_PX, DPI = 640, 400, 100  # even sides, as video encoders want
 COLUMN_ROWS = 8  # a depth level with more operations wraps into further columns

@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from llm_policies.client.transport import ChatResult, ToolCall
-from llm_policies.client.wrapping import ChatWrapper, Messages, Tools
+from diagym.llm_policies.client.transport import ChatResult, ToolCall
+from diagym.llm_policies.client.wrapping import ChatWrapper, Messages, Tools
 
 MAX_ENTRY_BYTES = 4 * 1024 * 1024
 DIR_MODE = 0o700

@@ -20,7 +20,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from llm_policies.client.secrets import redact_url
+from diagym.llm_policies.client.secrets import redact_url
 
 MODES = ("json_schema", "json_object", "none")
 RESPONSE_FORMATS = ("auto", *MODES)

@@ -19,11 +19,11 @@ from typing import Any
 
 import httpx
 
-from llm_policies.client.body import Outcome
-from llm_policies.client.config import MODES, ClientConfig, split_base_url
-from llm_policies.client.replies import ReplyRules
-from llm_policies.client.results import TOOLS_MODE, ChatResult, Limiter
-from llm_policies.client.secrets import scrub, url_secrets
+from diagym.llm_policies.client.body import Outcome
+from diagym.llm_policies.client.config import MODES, ClientConfig, split_base_url
+from diagym.llm_policies.client.replies import ReplyRules
+from diagym.llm_policies.client.results import TOOLS_MODE, ChatResult, Limiter
+from diagym.llm_policies.client.secrets import scrub, url_secrets
 
 ACCEPT_ENCODING = "gzip, deflate"
 

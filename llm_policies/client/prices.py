@@ -49,10 +49,10 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from envs._core import tokens
-from llm_policies.client.config import finite_number
-from llm_policies.client.results import ChatResult
-from llm_policies.client.wrapping import ChatWrapper, Messages, Tools
+from diagym.envs._core import tokens
+from diagym.llm_policies.client.config import finite_number
+from diagym.llm_policies.client.results import ChatResult
+from diagym.llm_policies.client.wrapping import ChatWrapper, Messages, Tools
 
 PER_TOKENS = 1_000_000  # prices are USD per this many tokens
 BUNDLED = "prices.json"
@@ -113,7 +113,7 @@ class PriceTable:
         the file and the field."""
         if path is None:
             name = f"bundled llm_policies/client/{BUNDLED}"
-            raw = resources.files("llm_policies.client").joinpath(BUNDLED).read_bytes()
+            raw = resources.files("diagym.llm_policies.client").joinpath(BUNDLED).read_bytes()
         else:
             name = str(path)
             try:

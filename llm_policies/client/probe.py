@@ -38,9 +38,9 @@ from typing import Any
 
 import httpx
 
-from llm_policies.client.deadlines import ClampedTransport, Clock, raw_chunks, timed
-from llm_policies.client.secrets import redact_url, scrub, url_secrets
-from llm_policies.client.transport import ChatClient, ChatResult, split_base_url
+from diagym.llm_policies.client.deadlines import ClampedTransport, Clock, raw_chunks, timed
+from diagym.llm_policies.client.secrets import redact_url, scrub, url_secrets
+from diagym.llm_policies.client.transport import ChatClient, ChatResult, split_base_url
 
 __all__ = [
     "HARNESS_NEEDS", "MAX_MODELS_BYTES", "PROBE_MAX_TOKENS", "Capabilities", "ProbeError",

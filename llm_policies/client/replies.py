@@ -19,7 +19,7 @@ from typing import Any
 
 import httpx
 
-from llm_policies.client.body import (
+from diagym.llm_policies.client.body import (
     MAX_ERROR_BODY_BYTES,
     MAX_JSON_DEPTH,
     BodyReader,
@@ -27,8 +27,8 @@ from llm_policies.client.body import (
     json_depth_exceeds,
     valid_unicode,
 )
-from llm_policies.client.config import MODES, ClientConfig
-from llm_policies.client.results import ToolCall
+from diagym.llm_policies.client.config import MODES, ClientConfig
+from diagym.llm_policies.client.results import ToolCall
 
 NEGOTIATION_STATUSES = frozenset({400, 422, 500})
 NEGOTIATION_WORDS = ("response_format", "response format", "schema", "json_object", "grammar")

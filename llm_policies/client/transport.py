@@ -131,16 +131,16 @@ from typing import Any
 
 import httpx
 
-from llm_policies.client.body import MAX_JSON_DEPTH, Outcome, Stop
-from llm_policies.client.config import (
+from diagym.llm_policies.client.body import MAX_JSON_DEPTH, Outcome, Stop
+from diagym.llm_policies.client.config import (
     MODES,
     RESPONSE_FORMATS,
     ClientConfig,
     integer_at_least,
     split_base_url,
 )
-from llm_policies.client.core import Attempt, ChatCore, Slot, checked_tools
-from llm_policies.client.deadlines import (
+from diagym.llm_policies.client.core import Attempt, ChatCore, Slot, checked_tools
+from diagym.llm_policies.client.deadlines import (
     ClampedTransport,
     Clock,
     atimed,
@@ -148,9 +148,15 @@ from llm_policies.client.deadlines import (
     raw_chunks,
     timed,
 )
-from llm_policies.client.replies import MAX_TOOL_CALLS
-from llm_policies.client.results import ERROR_KINDS, TOOLS_MODE, ChatResult, Limiter, ToolCall
-from llm_policies.client.secrets import REDACTED
+from diagym.llm_policies.client.replies import MAX_TOOL_CALLS
+from diagym.llm_policies.client.results import (
+    ERROR_KINDS,
+    TOOLS_MODE,
+    ChatResult,
+    Limiter,
+    ToolCall,
+)
+from diagym.llm_policies.client.secrets import REDACTED
 
 DEFAULT_CONCURRENCY = 8  # AsyncChatClient's requests in flight
 __all__ = [

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_policies.client.transport import ChatResult
+from diagym.llm_policies.client.transport import ChatResult
 
 Messages = list[dict[str, Any]]
 Tools = list[dict[str, Any]] | None

@@ -11,11 +11,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llm_policies.families import ToolSpec
-from llm_policies.harness.base import Harness, Judged
-from llm_policies.harness.chat import ChatHarness
-from llm_policies.harness.json_action import JsonHarness
-from llm_policies.harness.tools import ToolsHarness
+from diagym.llm_policies.families import ToolSpec
+from diagym.llm_policies.harness.base import Harness, Judged
+from diagym.llm_policies.harness.chat import ChatHarness
+from diagym.llm_policies.harness.json_action import JsonHarness
+from diagym.llm_policies.harness.tools import ToolsHarness
 
 HARNESSES = ("json", "tools", "chat")
 CONVERSATION_HARNESSES = ("tools", "chat")
@@ -43,6 +43,6 @@ def make_harness(name: str, renderer: Any, *, tools: Sequence[ToolSpec] | None =
         return ChatHarness(renderer, window=window, invalid_retries=invalid_retries)
     if tools is None:
         raise ValueError("tools: the tools harness needs the env's functions "
-                         "(llm_policies.families tools, as LLMPolicy.for_env passes them)")
+                         "(diagym.llm_policies.families tools, as LLMPolicy.for_env passes them)")
     return ToolsHarness(renderer, tools, window=window, invalid_retries=invalid_retries,
                         bounded_fields=bounded_fields)

@@ -12,9 +12,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from llm_policies.client.transport import ChatResult
-from llm_policies.harness.conversation import MessageWindow
-from llm_policies.text_actions import FAILURE_REASONS
+from diagym.llm_policies.client.transport import ChatResult
+from diagym.llm_policies.harness.conversation import MessageWindow
+from diagym.llm_policies.text_actions import FAILURE_REASONS
 
 ActionFields = tuple[tuple[str, int], ...]
 

@@ -11,11 +11,16 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_policies.client.transport import ChatResult
-from llm_policies.harness.base import Judged, consequence, json_format, reask_text
-from llm_policies.harness.conversation import Conversation, Message, MessageWindow, check_window
-from llm_policies.harness.json_action import judge_text
-from llm_policies.text_actions import TEXT_FAILURES
+from diagym.llm_policies.client.transport import ChatResult
+from diagym.llm_policies.harness.base import Judged, consequence, json_format, reask_text
+from diagym.llm_policies.harness.conversation import (
+    Conversation,
+    Message,
+    MessageWindow,
+    check_window,
+)
+from diagym.llm_policies.harness.json_action import judge_text
+from diagym.llm_policies.text_actions import TEXT_FAILURES
 
 
 class ChatHarness:

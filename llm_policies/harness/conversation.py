@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from envs._core.tokens import count
+from diagym.envs._core.tokens import count
 
 Message = dict[str, Any]
 

@@ -8,10 +8,10 @@ from __future__ import annotations
 
 from typing import Any
 
-from llm_policies.client.transport import ChatResult
-from llm_policies.harness.base import Judged, json_format, reask_text
-from llm_policies.harness.conversation import MessageWindow, message_tokens
-from llm_policies.text_actions import parse_json_action
+from diagym.llm_policies.client.transport import ChatResult
+from diagym.llm_policies.harness.base import Judged, json_format, reask_text
+from diagym.llm_policies.harness.conversation import MessageWindow, message_tokens
+from diagym.llm_policies.text_actions import parse_json_action
 
 
 def judge_text(fields: Any, text: str) -> Judged:

@@ -1,7 +1,7 @@
 """The `tools` harness: the chat conversation, with each decision made by a native function
 call (OpenAI tools) instead of JSON text.
 
-The env family's functions (llm_policies.families: StatefulWorkflow execute(operation,
+The env family's functions (diagym.llm_policies.families: StatefulWorkflow execute(operation,
 candidate); DACSSteering answer(option), and focus(agent) where the policy chooses its focus)
 are sent with every call as JSON-schema functions of integer arguments; the reply's call goes
 to TextActionWrapper as a ToolCallAction and its result comes back as the tool message. A
@@ -14,13 +14,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from llm_policies.client.transport import ChatResult
-from llm_policies.families import ToolSpec
-from llm_policies.harness.base import Judged, consequence
-from llm_policies.harness.chat import ChatHarness
-from llm_policies.harness.conversation import Message
-from llm_policies.prompts.schema import fields_schema
-from llm_policies.text_actions import (
+from diagym.llm_policies.client.transport import ChatResult
+from diagym.llm_policies.families import ToolSpec
+from diagym.llm_policies.harness.base import Judged, consequence
+from diagym.llm_policies.harness.chat import ChatHarness
+from diagym.llm_policies.harness.conversation import Message
+from diagym.llm_policies.prompts.schema import fields_schema
+from diagym.llm_policies.text_actions import (
     INVALID_ACTION,
     MULTIPLE_TOOL_CALLS,
     NO_TOOL_CALL,

@@ -7,7 +7,7 @@ controller, their own class) must be pluggable here. The observation is a dict,
 "condition": "dacs" | "flat"}, and the action is the answer text. `reset(seed=trial)` opens
 each trial.
 
-`LiveRenderer` is the Renderer (llm_policies.policy) of that observation, so `LLMPolicy`
+`LiveRenderer` is the Renderer (diagym.llm_policies.policy) of that observation, so `LLMPolicy`
 plays it in the json harness (a fresh prompt per request: the window alone, which keeps
 DACS's isolation) or the chat harness (one conversation per trial: every earlier window
 stays in it, so focus mode is no longer isolated; a choice to study, not the default). The
@@ -20,9 +20,9 @@ from __future__ import annotations
 
 from typing import Any
 
-from envs._core.tokens import count
-from llm_policies.policy import LLMPolicy
-from llm_policies.prompts.workflow import Rendered
+from diagym.envs._core.tokens import count
+from diagym.llm_policies.policy import LLMPolicy
+from diagym.llm_policies.prompts.workflow import Rendered
 
 ORCHESTRATOR_SYSTEM = (
     "You are the orchestrator of several specialist agents. An agent has asked you a "

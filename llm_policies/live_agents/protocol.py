@@ -18,8 +18,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from envs.dacs.scoring import mentions
-from llm_policies.live_agents.scenarios import AgentSpec, LiveScenario, Rubric
+from diagym.envs.dacs.scoring import mentions
+from diagym.llm_policies.live_agents.scenarios import AgentSpec, LiveScenario, Rubric
 
 STEER_RE = re.compile(r"\[\[\s*STEER\s*:\s*(.*?)\]\]", re.IGNORECASE | re.DOTALL)
 DONE_RE = re.compile(r"\[\[\s*DONE\s*\]\]", re.IGNORECASE)

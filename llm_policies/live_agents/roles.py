@@ -2,7 +2,7 @@
 the orchestrator Policy.
 
 Why a class of settings rather than a closure: a study's trials are executor units
-(controllers.executors), and under `--executor ray` they play in other processes, so what
+(diagym.controllers.executors), and under `--executor ray` they play in other processes, so what
 builds the roles must pickle and build them where the trial plays. Each trial gets clients of
 its own (a ChatClient serves one thread), over what the study shares: one price table, one
 cost meter (an executor's shared copy under Ray, so the limit holds over every worker) and
@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from llm_policies.client.cache import CachedChat, ResponseCache
-from llm_policies.client.config import client_default
-from llm_policies.client.prices import CostedChat, CostMeter, PriceTable
-from llm_policies.client.transport import ChatClient
-from llm_policies.live_agents.orchestrator import llm_orchestrator
-from llm_policies.live_agents.protocol import VERDICT_SCHEMA
-from llm_policies.live_agents.trial import FoldSystem
+from diagym.llm_policies.client.cache import CachedChat, ResponseCache
+from diagym.llm_policies.client.config import client_default
+from diagym.llm_policies.client.prices import CostedChat, CostMeter, PriceTable
+from diagym.llm_policies.client.transport import ChatClient
+from diagym.llm_policies.live_agents.orchestrator import llm_orchestrator
+from diagym.llm_policies.live_agents.protocol import VERDICT_SCHEMA
+from diagym.llm_policies.live_agents.trial import FoldSystem
 
 ROLES = ("agent", "orchestrator", "judge")
 
@@ -34,7 +34,7 @@ ROLES = ("agent", "orchestrator", "judge")
 class LiveRoles:
     """endpoints: role -> (base URL, model name). system_role False folds system text into
     the first user turn (a chat format without one). orchestrator_policy: a user's policy as
-    an import spec (controllers.loading), made with the scenario as its one argument, instead
+    an import spec (diagym.controllers.loading), made with the scenario as its one argument, instead
     of the LLM orchestrator."""
 
     endpoints: dict[str, tuple[str, str]]
@@ -91,7 +91,7 @@ class LiveRoles:
     def orchestrator(self, scenario: Any, seed: int) -> Any:
         """The orchestrator Policy: the user's (orchestrator_policy) or the LLM one."""
         if self.orchestrator_policy is not None:
-            from controllers.loading import load_policy_factory
+            from diagym.controllers.loading import load_policy_factory
 
             return load_policy_factory(self.orchestrator_policy)(scenario)
         return llm_orchestrator(self.chat("orchestrator", seed), harness=self.harness,

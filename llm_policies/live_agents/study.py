@@ -2,7 +2,7 @@
 
 Trial t of both conditions uses seed `seed + t` for every model, so the two conditions differ
 only in the orchestrator's window. Each (condition, trial) is one executor unit
-(controllers.executors: in this process, or a Ray task under `--executor ray`) that builds
+(diagym.controllers.executors: in this process, or a Ray task under `--executor ray`) that builds
 its roles where it plays and returns its call lines and its trial entry; the caller's thread
 appends both to the log together when the unit ends, so an interrupted study resumes at the
 missing units without duplicating or losing a finished one, whichever executor played it.
@@ -19,10 +19,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from llm_policies.live_agents.protocol import Decision
-from llm_policies.live_agents.scenarios import LiveScenario
-from llm_policies.live_agents.summary import summarize
-from llm_policies.live_agents.trial import CONDITIONS, run_trial
+from diagym.llm_policies.live_agents.protocol import Decision
+from diagym.llm_policies.live_agents.scenarios import LiveScenario
+from diagym.llm_policies.live_agents.summary import summarize
+from diagym.llm_policies.live_agents.trial import CONDITIONS, run_trial
 
 # (role, seed, scenario) -> the role's chat model ("agent", "judge") or Policy
 # ("orchestrator"); roles.LiveRoles is the one that pickles for Ray.
@@ -114,7 +114,7 @@ def run_study(scenario: LiveScenario, trials: int, roles: Roles, log: Path, *,
               executor: Any = None) -> list[dict[str, Any]]:
     """Play every missing (condition, trial) into `log` on `executor` (None: one at a time
     here); return the trial entries in order (trial-major, conditions paired)."""
-    from controllers.executors import LocalExecutor
+    from diagym.controllers.executors import LocalExecutor
 
     finished = read_log(log)
     units = [TrialUnit(scenario, condition, t, seed, roles, max_steps, max_steers,

@@ -9,7 +9,7 @@ from typing import Any
 
 import numpy as np
 
-from llm_policies.live_agents.protocol import Decision, cohen_kappa, kappa_interval
+from diagym.llm_policies.live_agents.protocol import Decision, cohen_kappa, kappa_interval
 
 
 def summarize(decisions: Sequence[Decision], condition: str, trials: int,

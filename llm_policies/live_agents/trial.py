@@ -16,13 +16,13 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from controllers.policy import EpisodeAborted, Policy
-from envs._core import tokens
-from envs.dacs.window import HISTORY_TURNS, REGISTRY_MAX_TOKENS
-from llm_policies.client.transport import ChatResult
-from llm_policies.live_agents import protocol
-from llm_policies.live_agents.orchestrator import CallLines
-from llm_policies.live_agents.scenarios import AgentSpec, LiveScenario
+from diagym.controllers.policy import EpisodeAborted, Policy
+from diagym.envs._core import tokens
+from diagym.envs.dacs.window import HISTORY_TURNS, REGISTRY_MAX_TOKENS
+from diagym.llm_policies.client.transport import ChatResult
+from diagym.llm_policies.live_agents import protocol
+from diagym.llm_policies.live_agents.orchestrator import CallLines
+from diagym.llm_policies.live_agents.scenarios import AgentSpec, LiveScenario
 
 CONDITIONS = ("dacs", "flat")
 RECENT_TURNS = 3

@@ -60,7 +60,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from envs._core.tokens import count, encode, encoding
+from diagym.envs._core.tokens import count, encode, encoding
 
 ORDERS = ("coord_first", "reason_first")
 LAYOUTS = ("context_system", "instructions_first")

@@ -19,10 +19,10 @@ from typing import Any
 
 import numpy as np
 
-from envs._core.tokens import count
-from envs.dacs.scenario import KEYS, N_OPTIONS, VALUES
-from llm_policies.prompts.schema import integer_fields_schema
-from llm_policies.prompts.workflow import Rendered
+from diagym.envs._core.tokens import count
+from diagym.envs.dacs.scenario import KEYS, N_OPTIONS, VALUES
+from diagym.llm_policies.prompts.schema import integer_fields_schema
+from diagym.llm_policies.prompts.workflow import Rendered
 
 # A text answer names an option, never a focus action (those stay with non-text policies),
 # so its bound is the option count whatever the env's action space.

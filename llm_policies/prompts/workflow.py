@@ -3,7 +3,7 @@
 Seed 003 (sections 9 and 10) gives the model, at every decision, the complete public task,
 the current observation and the interaction history, and takes back one JSON action. This
 module renders exactly that, from the env's own observation dict, so any StatefulWorkflow id
-or kwargs work. The rules and the task lines come from `envs.workflow.text` (what
+or kwargs work. The rules and the task lines come from `diagym.envs.workflow.text` (what
 `render_mode="ansi"` prints), so a person reading a rendered episode sees what the model saw.
 
 Message layout (documented because budgets are counted on it):
@@ -33,12 +33,18 @@ from typing import Any
 
 import numpy as np
 
-from envs._core.tokens import count
-from envs.workflow.layout import FAILURE_NAMES, TASK_ROW, RowView, task_from_row, task_offsets
-from envs.workflow.params import WorkflowParams
-from envs.workflow.text import describe_rules, describe_task
-from llm_policies.prompts.budget import Assembly, assemble
-from llm_policies.prompts.schema import integer_fields_schema
+from diagym.envs._core.tokens import count
+from diagym.envs.workflow.layout import (
+    FAILURE_NAMES,
+    TASK_ROW,
+    RowView,
+    task_from_row,
+    task_offsets,
+)
+from diagym.envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.text import describe_rules, describe_task
+from diagym.llm_policies.prompts.budget import Assembly, assemble
+from diagym.llm_policies.prompts.schema import integer_fields_schema
 
 # The one action a reply may contain. Ranges (0..N-1, 0..b-1) are checked by the env, so an
 # out-of-range integer is `invalid_action`, not `invalid_schema` (prompts.schema bounds them

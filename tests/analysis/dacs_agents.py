@@ -16,8 +16,14 @@ from typing import Any
 
 import numpy as np
 
-from controllers.dacs.readers import ParsedWindow, Reader, dacs_controller, evidence, parse_window
-from envs.dacs.scenario import ATTRIBUTE_OF, KEYS
+from diagym.controllers.dacs.readers import (
+    ParsedWindow,
+    Reader,
+    dacs_controller,
+    evidence,
+    parse_window,
+)
+from diagym.envs.dacs.scenario import ATTRIBUTE_OF, KEYS
 from tests.analysis.test_dacs_diagnosis import Contaminating, Lapsing
 from tests.analysis.test_dacs_verdicts import CopyingReader
 

@@ -12,9 +12,9 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.diagnose.attribution import ENV_ID, Trace
-from controllers.policy import Policy
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.diagnose.attribution import ENV_ID, Trace
+from diagym.controllers.policy import Policy
 
 
 def sizes(observation: Mapping[str, np.ndarray]) -> tuple[int, int]:
@@ -180,7 +180,7 @@ class HiddenController:
     controller = ""
 
     def __init__(self, env: Any) -> None:
-        from controllers.workflow.adapter import ReferencePolicy
+        from diagym.controllers.workflow.adapter import ReferencePolicy
 
         self.inner = ReferencePolicy.for_env(self.controller, env)
 

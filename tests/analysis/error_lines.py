@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from analysis.cli.main import main
+from diagym.analysis.cli.main import main
 
 
 def one_error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:

@@ -15,7 +15,7 @@ from typing import Any
 
 import numpy as np
 
-from controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.adapter import ReferencePolicy
 
 
 def _sizes(observation: dict[str, Any]) -> tuple[int, int]:
@@ -90,7 +90,7 @@ class Mixture:
 
 def _cache1(env: Any) -> Any:
     """cache-1 is a family member, not one of the 19 names: its row through the adapter."""
-    from analysis.diagnose.hypotheses import families
+    from diagym.analysis.diagnose.hypotheses import families
 
     row = next(m.row for m in families()["cache-k"] if m.params["k"] == 1)
     policy = ReferencePolicy.for_env("cache-2", env)

@@ -11,8 +11,8 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from analysis.cli.main import main
-from llm_policies.oracle import InProcessChat, WorkflowOracle
+from diagym.analysis.cli.main import main
+from diagym.llm_policies.oracle import InProcessChat, WorkflowOracle
 from tests.llm_fake_server import FakeServer, Reply, tool_server
 
 ENV = "StatefulWorkflow-v0"

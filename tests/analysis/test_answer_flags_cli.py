@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from analysis.cli import main
+from diagym.analysis.cli import main
 from tests.llm_fake_server import FakeServer, tool_server
 
 KWARGS = json.dumps({"depth": 8, "width": 4, "candidates": 3, "snapshot_period": 1,

@@ -15,8 +15,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-import envs
-from analysis.diagnose.attribution import (
+from diagym import envs
+from diagym.analysis.diagnose.attribution import (
     AMBIGUOUS,
     COUNT_KEYS,
     ENV_ID,
@@ -37,10 +37,10 @@ from analysis.diagnose.attribution import (
     replay,
     tally,
 )
-from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.batched import run_controller
-from controllers.workflow.parameters import CONTROLLERS
-from envs.workflow.params import WorkflowParams
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.batched import run_controller
+from diagym.controllers.workflow.parameters import CONTROLLERS
+from diagym.envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import (
     BadScheduler,
     Guesser,

@@ -9,18 +9,18 @@ from pathlib import Path
 
 import pytest
 
-from analysis.diagnose.attribution import explanation_values, replay
-from analysis.diagnose.battery import DEFAULT_BATTERY
-from analysis.diagnose.faults import (
+from diagym.analysis.diagnose.attribution import explanation_values, replay
+from diagym.analysis.diagnose.battery import DEFAULT_BATTERY
+from diagym.analysis.diagnose.faults import (
     CAUSES,
     INVALID_REPLY,
     NOT_READY,
     REPEATED_SUCCESS,
     FaultInjector,
 )
-from analysis.studies.attribution_bench.design import BenchDesign
-from analysis.studies.attribution_bench.report import check, kappa, score
-from analysis.studies.attribution_bench.run import Case, cases, play
+from diagym.analysis.studies.attribution_bench.design import BenchDesign
+from diagym.analysis.studies.attribution_bench.report import check, kappa, score
+from diagym.analysis.studies.attribution_bench.run import Case, cases, play
 
 # history with R = 2 (b = 3) and a snapshot every other success with R = 0 (b = 8)
 SMALL = BenchDesign(configurations=(DEFAULT_BATTERY[0], DEFAULT_BATTERY[2]), episodes=28)

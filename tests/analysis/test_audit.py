@@ -15,7 +15,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.audit import audit, audit_graph, audit_table, closed_forms, divisors
+from diagym.analysis.audit import audit, audit_graph, audit_table, closed_forms, divisors
 
 GRAPH_SHAPES = ("chains", "barriers")
 CASES = [(f, n, d) for n in (4, 8, 12, 16) for f in GRAPH_SHAPES for d in divisors(n)]

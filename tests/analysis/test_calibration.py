@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.studies.reproduce.design import grid_configurations, grid_seeds
-from analysis.studies.reproduce.predictions import predict_instances
-from controllers.workflow.batched import run_controller
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.studies.reproduce.design import grid_configurations, grid_seeds
+from diagym.analysis.studies.reproduce.predictions import predict_instances
+from diagym.controllers.workflow.batched import run_controller
+from diagym.envs.workflow.params import WorkflowParams
 
 TOLERANCE_SD = 4.5
 

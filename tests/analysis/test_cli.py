@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.audit import audit_table
-from analysis.cli import main
-from analysis.cli.main import build_parser
+from diagym.analysis.audit import audit_table
+from diagym.analysis.cli import main
+from diagym.analysis.cli.main import build_parser
 
 KEYS = {"family", "depth", "edges", "masks", "orders", "ready_nodes"}
 
@@ -40,7 +40,7 @@ def test_audit_table_output(capsys: pytest.CaptureFixture[str]) -> None:
 
 def test_module_entry_point() -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "analysis.cli", "audit", "--n-ops", "4", "--json"],
+        [sys.executable, "-m", "diagym.analysis.cli", "audit", "--n-ops", "4", "--json"],
         capture_output=True,
         text=True,
         check=True,
@@ -72,8 +72,8 @@ def test_run_json_summarises_the_batched_runs_episodes(
     """The gym-API path behind `diagym run` against the batched runner on the same seeds."""
     import numpy as np
 
-    from controllers.workflow.batched import run_controller
-    from envs.workflow.params import WorkflowParams
+    from diagym.controllers.workflow.batched import run_controller
+    from diagym.envs.workflow.params import WorkflowParams
 
     argv = ["run", "--env", "StatefulWorkflow-v0", "--env-kwargs",
             '{"snapshot_period": 0, "candidates": 8}', "--policy", "scan-4", "--episodes", "40",

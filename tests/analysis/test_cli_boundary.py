@@ -1,6 +1,6 @@
 """The CLI's one error boundary (analysis/cli/main.py `reported`) and its one policy builder
 (analysis/cli/policies.py `build_policy`): a known error is one line with its status, a bug
-keeps its traceback, and every --policy form becomes a controllers.policy.PolicyFactory."""
+keeps its traceback, and every --policy form becomes a diagym.controllers.policy.PolicyFactory."""
 
 from __future__ import annotations
 
@@ -9,12 +9,12 @@ import argparse
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.cli.errors import COST_LIMIT_STATUS, USAGE_STATUS, UsageError
-from analysis.cli.main import build_parser, command_name, main, reported
-from analysis.cli.policies import build_policy
-from controllers.policy import Policy, PolicyFactory
-from llm_policies.client.prices import CostLimitReached
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.cli.errors import COST_LIMIT_STATUS, USAGE_STATUS, UsageError
+from diagym.analysis.cli.main import build_parser, command_name, main, reported
+from diagym.analysis.cli.policies import build_policy
+from diagym.controllers.policy import Policy, PolicyFactory
+from diagym.llm_policies.client.prices import CostLimitReached
 
 ENV = "StatefulWorkflow-v0"
 
@@ -39,7 +39,7 @@ def test_a_bug_is_not_reported_as_a_usage_error(bug: Exception,
 
 
 def test_a_bug_in_a_command_keeps_its_traceback(monkeypatch: pytest.MonkeyPatch) -> None:
-    from analysis.cli import summarize
+    from diagym.analysis.cli import summarize
 
     def broken(_args: argparse.Namespace) -> int:
         raise KeyError("a bug")
@@ -68,8 +68,8 @@ def _run_args(policy: str) -> argparse.Namespace:
 ])
 def test_every_policy_form_is_a_factory_that_plays(policy: str, text_actions: bool,
                                                    chat: bool) -> None:
-    from analysis.llm_runs import make_text_env
-    from controllers.rollout import rollout
+    from diagym.analysis.llm_runs import make_text_env
+    from diagym.controllers.rollout import rollout
 
     with build_policy(_run_args(policy), ENV) as built:
         assert isinstance(built.factory, PolicyFactory)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
+from diagym.analysis.cli import main
 from tests.analysis.error_lines import one_error_line as _fail
 
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "1"]
@@ -121,7 +121,7 @@ def test_a_warning_line_never_passes_a_log_lines_escape_codes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """An episode record with a key of its own: the report beside diagnose's outputs cannot
     be built, and its warning quotes the key escaped."""
-    from analysis.report import write_beside
+    from diagym.analysis.report import write_beside
 
     lines = _logged_run(tmp_path / "run.jsonl", capsys)
     episode = json.loads(lines[1])

@@ -1,6 +1,7 @@
 """An argument error and `diagym --help` answer without importing the libraries a command
-runs on (numba, gymnasium, the controllers), so they take a fraction of a second; the
-seconds themselves are measured in benchmarks/startup.py, not here."""
+runs on (numba, the env classes, the controllers), so they take a fraction of a second; the
+seconds themselves are measured in benchmarks/startup.py, not here. Gymnasium is imported:
+`import diagym`, which every `diagym.*` import runs first, registers the env ids."""
 
 from __future__ import annotations
 
@@ -14,13 +15,13 @@ import pytest
 from tests.conftest import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
-HEAVY = ("numba", "gymnasium", "envs", "torch", "ray", "scipy", "matplotlib",
-         "controllers.registry")
+HEAVY = ("numba", "diagym.envs.workflow.env", "diagym.envs.dacs.env", "torch", "ray", "scipy",
+         "matplotlib", "diagym.controllers.registry")
 
 PROBE = f"""
 import contextlib, io, json, sys
 HEAVY = {HEAVY!r}
-from analysis.cli.main import main
+from diagym.analysis.cli.main import main
 err = io.StringIO()
 with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
     try:
@@ -53,7 +54,7 @@ def _command_helps() -> list[tuple[str, ...]]:
     """`COMMAND --help` for every command, and for each sub-command of one that has them."""
     import argparse
 
-    from analysis.cli.main import build_parser
+    from diagym.analysis.cli.main import build_parser
 
     found = []
     for action in build_parser(lazy=False)._subparsers._group_actions:
@@ -66,7 +67,7 @@ def _command_helps() -> list[tuple[str, ...]]:
 
 # What a help page may import: the env families' parameters (gymnasium, ~0.3 s) name some
 # commands' choices; numba, scipy, torch, ray and the policies' kernels take seconds.
-HELP_HEAVY = ("numba", "torch", "ray", "scipy", "matplotlib", "controllers.registry")
+HELP_HEAVY = ("numba", "torch", "ray", "scipy", "matplotlib", "diagym.controllers.registry")
 
 
 @pytest.mark.parametrize("argv", _command_helps(), ids=" ".join)
@@ -94,19 +95,19 @@ def test_misspelt_flag_is_reported_before_values_are_converted() -> None:
 
 
 def test_run_help_still_lists_the_programmed_policies() -> None:
-    from controllers.registry import POLICY_NAMES
+    from diagym.controllers.registry import POLICY_NAMES
 
-    shown = subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--help"], cwd=ROOT,
+    shown = subprocess.run([sys.executable, "-m", "diagym.analysis.cli", "run", "--help"], cwd=ROOT,
                            capture_output=True, text=True, timeout=scaled(120), check=True).stdout
     flat = " ".join(shown.split()).replace("- ", "-")
     assert all(name in flat for name in POLICY_NAMES)
 
 
 def test_dacs_live_choices_are_the_libraries() -> None:
-    from analysis.cli import dacs_live
-    from llm_policies.live_agents.orchestrator import HARNESSES
-    from llm_policies.live_agents.protocol import JUDGE_FORMATS
-    from llm_policies.live_agents.scenarios import SCENARIOS
+    from diagym.analysis.cli import dacs_live
+    from diagym.llm_policies.live_agents.orchestrator import HARNESSES
+    from diagym.llm_policies.live_agents.protocol import JUDGE_FORMATS
+    from diagym.llm_policies.live_agents.scenarios import SCENARIOS
 
     assert dacs_live.HARNESSES == HARNESSES
     assert dacs_live.JUDGE_FORMATS == JUDGE_FORMATS

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from analysis.cli.main import build_parser
+from diagym.analysis.cli import main
+from diagym.analysis.cli.main import build_parser
 from tests.analysis.error_lines import one_error_line as _fail
 
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2"]
@@ -83,7 +83,7 @@ def test_the_lazy_parser_builds_only_the_chosen_command() -> None:
         a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction)
     ).choices)
     args = parser.parse_args([*RUN, "--episodes", "3"])
-    assert args.episodes == 3 and args.func.__module__ == "analysis.cli.run"
+    assert args.episodes == 3 and args.func.__module__ == "diagym.analysis.cli.run"
     assert "--episodes" not in commands.choices["audit"]._option_string_actions
 
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.diagnose import dacs
-from controllers.dacs.readers import Reader, dacs_controller, evidence, parse_window
-from envs.dacs.scenario import ATTRIBUTE_OF, KEYS
+from diagym.analysis.diagnose import dacs
+from diagym.controllers.dacs.readers import Reader, dacs_controller, evidence, parse_window
+from diagym.envs.dacs.scenario import ATTRIBUTE_OF, KEYS
 
 HOMOGENEOUS_FLAT = {"family": "homogeneous", "context_mode": "flat", "window": None}
 

@@ -11,13 +11,13 @@ from typing import Any
 
 import pytest
 
-from analysis.diagnose import dacs
-from analysis.diagnose.dacs_mixture import MIXTURE_EPSILONS, best_mixture
-from analysis.diagnose.dacs_verdicts import COMPONENTS
-from analysis.diagnose.honesty import FIT_ALPHA, MIN_OUTCOMES
-from analysis.diagnose.mixture import margin, pairs_searched
-from analysis.diagnose.report import dacs_markdown, mixture_lines
-from controllers.dacs.readers import dacs_controller
+from diagym.analysis.diagnose import dacs
+from diagym.analysis.diagnose.dacs_mixture import MIXTURE_EPSILONS, best_mixture
+from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS
+from diagym.analysis.diagnose.honesty import FIT_ALPHA, MIN_OUTCOMES
+from diagym.analysis.diagnose.mixture import margin, pairs_searched
+from diagym.analysis.diagnose.report import dacs_markdown, mixture_lines
+from diagym.controllers.dacs.readers import dacs_controller
 from tests.analysis.dacs_agents import HELD_OUT
 from tests.analysis.test_dacs_verdicts import CopyingReader
 

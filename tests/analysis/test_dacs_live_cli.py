@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from analysis.cli.main import main
+from diagym.analysis.cli.main import main
 from tests.llm_fake_server import FakeServer
 from tests.llm_policies.test_live_agents import respond
 

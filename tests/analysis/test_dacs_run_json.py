@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from envs.dacs.params import DacsParams
+from diagym.analysis.cli import main
+from diagym.envs.dacs.params import DacsParams
 
 
 def test_a_dacs_run_reports_accuracy_and_no_success(capsys: pytest.CaptureFixture[str]) -> None:

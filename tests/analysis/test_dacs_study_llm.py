@@ -8,10 +8,10 @@ import zlib
 from pathlib import Path
 from typing import Any
 
-from analysis.studies.dacs_study.design import LLM_ARMS
-from analysis.studies.dacs_study.run import run_study, text_env
-from llm_policies.oracle import DacsOracle, InProcessChat
-from llm_policies.policy import LLMPolicy, renderer_for
+from diagym.analysis.studies.dacs_study.design import LLM_ARMS
+from diagym.analysis.studies.dacs_study.run import run_study, text_env
+from diagym.llm_policies.oracle import DacsOracle, InProcessChat
+from diagym.llm_policies.policy import LLMPolicy, renderer_for
 
 
 class Flaky:
@@ -79,7 +79,7 @@ def test_a_study_cut_short_resumes_the_missing_episode_with_invalid_replies(
 def test_retry_failed_replays_only_the_provider_error_episodes(tmp_path: Path) -> None:
     """A study whose provider was down for its first arm is finished by --retry-failed:
     the provider_error episodes are played again, the measured ones are not."""
-    from llm_policies.client.transport import ChatResult
+    from diagym.llm_policies.client.transport import ChatResult
 
     log = tmp_path / "dacs.jsonl"
     model = Flaky()

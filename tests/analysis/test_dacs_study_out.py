@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli.main import main
+from diagym.analysis.cli.main import main
 
 
 def _table(text: str) -> list[list[str]]:

@@ -14,8 +14,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.diagnose import dacs
-from analysis.diagnose.dacs_verdicts import (
+from diagym.analysis.diagnose import dacs
+from diagym.analysis.diagnose.dacs_verdicts import (
     COMPONENTS,
     COPY_LOG_UNITS,
     READING,
@@ -26,9 +26,9 @@ from analysis.diagnose.dacs_verdicts import (
     Visibility,
     verdicts,
 )
-from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS
-from controllers.dacs.readers import DACS_CONTROLLERS, Reader, evidence, parse_window
-from envs.dacs.scenario import ATTRIBUTE_OF, KEYS
+from diagym.analysis.diagnose.likelihood import INTERVAL_LOG_UNITS
+from diagym.controllers.dacs.readers import DACS_CONTROLLERS, Reader, evidence, parse_window
+from diagym.envs.dacs.scenario import ATTRIBUTE_OF, KEYS
 from tests.analysis.test_dacs_diagnosis import Contaminating, Lapsing, battery_decisions
 
 # The opening of the verdicts that name each reader's mechanism.

@@ -17,15 +17,15 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from analysis.cli.main import main
-from analysis.diagnose import adaptive
-from analysis.diagnose.battery import allocate, battery_for, shape_pool
-from analysis.diagnose.hypotheses import reference_mechanisms
-from analysis.diagnose.likelihood import build_model, outcome_count
-from analysis.diagnose.run import diagnose_policy, mechanism_model
-from analysis.training import TrainConfig, train
-from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.cli.main import main
+from diagym.analysis.diagnose import adaptive
+from diagym.analysis.diagnose.battery import allocate, battery_for, shape_pool
+from diagym.analysis.diagnose.hypotheses import reference_mechanisms
+from diagym.analysis.diagnose.likelihood import build_model, outcome_count
+from diagym.analysis.diagnose.run import diagnose_policy, mechanism_model
+from diagym.analysis.training import TrainConfig, train
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import HiddenController
 
 HERE = Path(__file__).resolve()
@@ -74,7 +74,7 @@ def test_adaptive_names_an_opaque_controller_before_the_budget(
 
 
 def adaptive_battery() -> list[WorkflowParams]:
-    from analysis.diagnose.battery import DEFAULT_BATTERY
+    from diagym.analysis.diagnose.battery import DEFAULT_BATTERY
 
     return list(DEFAULT_BATTERY)
 
@@ -230,8 +230,8 @@ def test_the_parsimony_rule_gives_a_failure_mode_the_rankings_prior_odds() -> No
     same counts, the parsimony rule's odds of exact over the failure mode are the precision
     rule's times exp(INTERVAL_LOG_UNITS), the penalty the ranking gives the failure mode
     (with no counts: 1 : exp(-INTERVAL_LOG_UNITS))."""
-    from analysis.diagnose.hypotheses import families
-    from analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, simulate_codes
+    from diagym.analysis.diagnose.hypotheses import families
+    from diagym.analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, simulate_codes
 
     spec = WorkflowParams(depth=2, width=4, candidates=3, snapshot_period=0,
                         hidden_resampling=True, error_allowance=2)

@@ -16,13 +16,13 @@ from typing import Any
 
 import pytest
 
-from analysis.cli.main import main
-from analysis.diagnose.battery import DEFAULT_BATTERY
-from analysis.diagnose.logs import read_log
-from analysis.diagnose.run import logged_traces, mechanism_model
-from controllers.tracing import Traced
-from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.cli.main import main
+from diagym.analysis.diagnose.battery import DEFAULT_BATTERY
+from diagym.analysis.diagnose.logs import read_log
+from diagym.analysis.diagnose.run import logged_traces, mechanism_model
+from diagym.controllers.tracing import Traced
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import HiddenController, WrongRegister
 
 HERE = Path(__file__).resolve()
@@ -141,7 +141,7 @@ def test_a_resumed_diagnosis_loses_nothing(tmp_path: Path,
 def test_tracing_keeps_the_run_identity() -> None:
     import gymnasium as gym
 
-    from controllers.rollout import describe_run
+    from diagym.controllers.rollout import describe_run
 
     env = gym.make("StatefulWorkflow-v0")
     inner = ReferencePolicy.for_env("cache-2", env)

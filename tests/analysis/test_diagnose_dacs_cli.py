@@ -17,11 +17,11 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-from analysis.cli.main import main
-from analysis.diagnose import dacs
-from analysis.diagnose.dacs_verdicts import COMPONENTS
-from controllers.dacs.readers import dacs_controller
-from controllers.runlog import RunLog
+from diagym.analysis.cli.main import main
+from diagym.analysis.diagnose import dacs
+from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS
+from diagym.controllers.dacs.readers import dacs_controller
+from diagym.controllers.runlog import RunLog
 from tests.analysis.test_dacs_diagnosis import Contaminating
 from tests.analysis.test_dacs_verdicts import assert_names_its_mechanism
 
@@ -334,9 +334,9 @@ def test_a_log_without_finished_episodes_or_with_other_settings_is_one_line(
 def test_a_log_of_another_env_beside_dacs_runs_is_one_line(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
         capsys: pytest.CaptureFixture[str]) -> None:
-    from controllers.rollout import rollout
-    from controllers.workflow.adapter import ReferencePolicy
-    from envs.workflow.params import WorkflowParams
+    from diagym.controllers.rollout import rollout
+    from diagym.controllers.workflow.adapter import ReferencePolicy
+    from diagym.envs.workflow.params import WorkflowParams
 
     monkeypatch.chdir(tmp_path)
     write_log(Path("run.jsonl"), ("uniform", BATTERY[0]))

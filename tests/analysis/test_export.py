@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli.main import main
-from analysis.diagnose.battery import DEFAULT_BATTERY
-from analysis.diagnose.faults import ENV_FAILURE, INVALID_REPLY, Label, label_of
-from analysis.export.who_and_when import AGENT, read_label
-from analysis.studies.attribution_bench.design import BenchDesign
-from analysis.studies.attribution_bench.run import play
-from controllers.policy import EpisodeRecord
+from diagym.analysis.cli.main import main
+from diagym.analysis.diagnose.battery import DEFAULT_BATTERY
+from diagym.analysis.diagnose.faults import ENV_FAILURE, INVALID_REPLY, Label, label_of
+from diagym.analysis.export.who_and_when import AGENT, read_label
+from diagym.analysis.studies.attribution_bench.design import BenchDesign
+from diagym.analysis.studies.attribution_bench.run import play
+from diagym.controllers.policy import EpisodeRecord
 
 DESIGN = BenchDesign(configurations=(DEFAULT_BATTERY[0], DEFAULT_BATTERY[2]), episodes=14)
 

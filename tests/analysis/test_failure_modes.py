@@ -11,10 +11,15 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY, DEFAULT_SHARES, allocate
-from analysis.diagnose.fit_test import fit_test
-from analysis.diagnose.hypotheses import families
-from analysis.diagnose.likelihood import (
+from diagym.analysis.diagnose.battery import (
+    DEFAULT_ALLOCATION,
+    DEFAULT_BATTERY,
+    DEFAULT_SHARES,
+    allocate,
+)
+from diagym.analysis.diagnose.fit_test import fit_test
+from diagym.analysis.diagnose.hypotheses import families
+from diagym.analysis.diagnose.likelihood import (
     MechanismModel,
     build_model,
     fit,
@@ -23,10 +28,10 @@ from analysis.diagnose.likelihood import (
     outcome_count,
     simulate_codes,
 )
-from analysis.diagnose.mixture import best_mixture, margin
-from analysis.diagnose.run import label
-from analysis.diagnose.verdicts import verdicts
-from controllers.workflow.parameters import CONTROLLERS, K_CAPACITY, K_RETAIN, RETAIN_CACHE
+from diagym.analysis.diagnose.mixture import best_mixture, margin
+from diagym.analysis.diagnose.run import label
+from diagym.analysis.diagnose.verdicts import verdicts
+from diagym.controllers.workflow.parameters import CONTROLLERS, K_CAPACITY, K_RETAIN, RETAIN_CACHE
 
 LABELS = [label(s) for s in DEFAULT_BATTERY]
 
@@ -141,6 +146,6 @@ def _success(model: MechanismModel, index: int) -> np.ndarray:
 
 
 def _single(model: MechanismModel, ranked: list) -> object:
-    from analysis.diagnose.fit_test import Hypothesis
+    from diagym.analysis.diagnose.fit_test import Hypothesis
 
     return Hypothesis.of_fit(model, ranked[0])

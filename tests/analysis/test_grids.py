@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from analysis.studies.reproduce.design import GRID_NAMES, grid_configurations, grid_seeds
-from analysis.studies.reproduce.report import SUMMARY_KEYS
+from diagym.analysis.cli import main
+from diagym.analysis.studies.reproduce.design import GRID_NAMES, grid_configurations, grid_seeds
+from diagym.analysis.studies.reproduce.report import SUMMARY_KEYS
 
 
 def test_primary_factorial_size() -> None:
@@ -65,8 +65,8 @@ def test_reproduce_writes_results_tables_and_plots(tmp_path: Path,
 def test_a_failing_positive_control_aborts_the_run() -> None:
     import numpy as np
 
-    from analysis.studies.reproduce.run import check_positive_controls
-    from controllers.workflow.batched import ControllerAbort
+    from diagym.analysis.studies.reproduce.run import check_positive_controls
+    from diagym.controllers.workflow.batched import ControllerAbort
 
     configs = grid_configurations("selection")
     success = np.ones((len(configs), 4), dtype=bool)

@@ -2,7 +2,7 @@
 against a loopback server whose model is the text oracle.
 
 The oracle server answers each chat request as the in-process text oracle would
-(llm_policies.oracle.InProcessChat), as JSON text or, when the request offers tools, as a
+(diagym.llm_policies.oracle.InProcessChat), as JSON text or, when the request offers tools, as a
 native tool call; so a run through HTTP must score what the in-process oracle scores, which
 is the positive control for every harness end to end (HTTP payload, tool_calls parsing, tool
 messages, the wrapper's judgement). The probe's own requests (a forced `ping` tool, a schema
@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from analysis.cli import main
-from llm_policies.oracle import InProcessChat, WorkflowOracle
+from diagym.analysis.cli import main
+from diagym.llm_policies.oracle import InProcessChat, WorkflowOracle
 from tests.llm_fake_server import FakeServer, Reply, no_tool_server, tool_call, tool_server
 
 ENV = "StatefulWorkflowHistory-v0"

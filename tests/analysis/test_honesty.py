@@ -7,10 +7,16 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.diagnose.attribution import GUESS, WRONG_REGISTER, attribution_counts
-from analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
-from analysis.diagnose.fit_test import Hypothesis, fit_test, forecast, plausible, success_rate
-from analysis.diagnose.honesty import (
+from diagym.analysis.diagnose.attribution import GUESS, WRONG_REGISTER, attribution_counts
+from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
+from diagym.analysis.diagnose.fit_test import (
+    Hypothesis,
+    fit_test,
+    forecast,
+    plausible,
+    success_rate,
+)
+from diagym.analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
     OUTSIDE,
     ChanceCount,
@@ -21,7 +27,7 @@ from analysis.diagnose.honesty import (
     headline,
     profile_interval,
 )
-from analysis.diagnose.likelihood import (
+from diagym.analysis.diagnose.likelihood import (
     MechanismModel,
     build_model,
     fit_lapse,
@@ -29,9 +35,9 @@ from analysis.diagnose.likelihood import (
     simulate_codes,
     with_lapse,
 )
-from analysis.diagnose.run import diagnose_policy, label
-from controllers.workflow.parameters import CONTROLLERS
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.diagnose.run import diagnose_policy, label
+from diagym.controllers.workflow.parameters import CONTROLLERS
+from diagym.envs.workflow.params import WorkflowParams
 from tests.analysis.diagnose_agents import Guesser, play
 from tests.analysis.heldout_agents import FAILURE_MODE, HELD_OUT, LAPSE
 

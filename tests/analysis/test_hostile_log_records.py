@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
+from diagym.analysis.cli import main
 
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes"]
 

@@ -21,17 +21,17 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-import analysis.report
-from analysis.cli.main import main
-from analysis.diagnose.attribution import COUNT_KEYS
-from analysis.report import episodes as viewer_episodes
-from analysis.report import write_report
-from analysis.report.episodes import PROMPT_BYTES, REPLY_BYTES, clip
-from analysis.summary import summarise
-from controllers.policy import EpisodeRecord
-from controllers.provenance import provenance
-from controllers.runlog import call_totals
-from controllers.workflow.adapter import ReferencePolicy
+from diagym.analysis import report as report_package
+from diagym.analysis.cli.main import main
+from diagym.analysis.diagnose.attribution import COUNT_KEYS
+from diagym.analysis.report import episodes as viewer_episodes
+from diagym.analysis.report import write_report
+from diagym.analysis.report.episodes import PROMPT_BYTES, REPLY_BYTES, clip
+from diagym.analysis.summary import summarise
+from diagym.controllers.policy import EpisodeRecord
+from diagym.controllers.provenance import provenance
+from diagym.controllers.runlog import call_totals
+from diagym.controllers.workflow.adapter import ReferencePolicy
 from tests.analysis import report_inputs as inputs
 
 VOID = {"meta", "img", "br", "hr", "input", "link"}
@@ -298,7 +298,7 @@ def test_a_report_that_cannot_be_built_warns_and_the_command_still_succeeds(
     def broken(*_args: Any, **_kwargs: Any) -> Any:
         raise RuntimeError("boom")
 
-    monkeypatch.setattr(analysis.report, "write_report", broken)
+    monkeypatch.setattr(report_package, "write_report", broken)
     out = tmp_path / "diag"
     assert main(["diagnose", "--policy", "exact", "--budget", "12", "--out", str(out)]) == 0
     assert (out / "diagnosis.json").is_file() and not (out / "report.html").exists()

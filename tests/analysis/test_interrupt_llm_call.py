@@ -57,7 +57,7 @@ def test_ctrl_c_during_a_call_stops_at_once_and_resume_keeps_the_decisions(
     oracle = SlowOracle()
     log = tmp_path / "run.jsonl"
     with FakeServer(oracle, models=["fake"]) as server:
-        argv = [sys.executable, "-m", "analysis.cli", "run", "--env", ENV, "--policy", "llm",
+        argv = [sys.executable, "-m", "diagym.analysis.cli", "run", "--env", ENV, "--policy", "llm",
                 "--base-url", server.base_url, "--model", "fake", "--episodes", "1",
                 "--log", str(log)]
         process = subprocess.Popen(argv, cwd=ROOT, stdout=subprocess.PIPE,

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.interrupts import Interrupted, exit_status, interruptible
+from diagym.analysis.interrupts import Interrupted, exit_status, interruptible
 from tests.conftest import scaled
 
 DIAGYM = str(Path(sys.executable).with_name("diagym"))

@@ -7,8 +7,8 @@ import math
 
 import pytest
 
-from analysis.plotting import caption_of
-from analysis.studies.dacs_study.live_agents import figure4, synthetic_rows
+from diagym.analysis.plotting import caption_of
+from diagym.analysis.studies.dacs_study.live_agents import figure4, synthetic_rows
 
 pytestmark = pytest.mark.timeout(120)
 

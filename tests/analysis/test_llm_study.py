@@ -16,8 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.cli import main
-from analysis.studies.llm_study.design import design_cells
+from diagym.analysis.cli import main
+from diagym.analysis.studies.llm_study.design import design_cells
 from tests.llm_fake_server import FakeServer, Reply, scripted
 
 
@@ -49,9 +49,9 @@ def test_unknown_design_is_rejected_by_name() -> None:
 
 def _study_requests(server: FakeServer) -> list[dict[str, Any]]:
     """The requests of the study's decisions, without those of the server probe and the
-    pre-flight check (analysis.llm_runs.probe_server), which every invocation sends and which
+    pre-flight check (diagym.analysis.llm_runs.probe_server), which every invocation sends and which
     are capped far below a decision's max_tokens."""
-    from llm_policies.client.probe import PROBE_MAX_TOKENS
+    from diagym.llm_policies.client.probe import PROBE_MAX_TOKENS
 
     return [body for body in server.requests if body.get("max_tokens", 0) > PROBE_MAX_TOKENS]
 
@@ -120,7 +120,7 @@ def test_the_study_without_a_log_still_reports_the_median(
 
 
 def _endpoint_args(*argv: str) -> argparse.Namespace:
-    from analysis.cli.flags_chat import add_llm_flags
+    from diagym.analysis.cli.flags_chat import add_llm_flags
 
     parser = argparse.ArgumentParser()
     add_llm_flags(parser)
@@ -131,11 +131,11 @@ def _endpoint_args(*argv: str) -> argparse.Namespace:
 def fake_local_server(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """local_server.local_server replaced by a stub, so --local needs no model here (and
     nothing to probe)."""
-    import analysis.llm_runs
-    from llm_policies.client import local_server, local_speed
+    from diagym.analysis import llm_runs
+    from diagym.llm_policies.client import local_server, local_speed
 
     started: list[str] = []
-    monkeypatch.setattr(analysis.llm_runs, "probe_server",
+    monkeypatch.setattr(llm_runs, "probe_server",
                         lambda settings, *_args, **_kwargs: settings)
 
     @contextlib.contextmanager
@@ -156,8 +156,8 @@ def fake_local_server(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     (("--response-format", "auto"), "auto")])
 def test_response_format_applies_to_local(fake_local_server: list[str], flags: tuple[str, ...],
                                           expected: str) -> None:
-    from analysis.cli.flags_chat import llm_endpoint
-    from llm_policies.client import local_server
+    from diagym.analysis.cli.flags_chat import llm_endpoint
+    from diagym.llm_policies.client import local_server
 
     with llm_endpoint(_endpoint_args("--local", *flags)) as settings:
         assert settings.response_format == expected
@@ -167,7 +167,7 @@ def test_response_format_applies_to_local(fake_local_server: list[str], flags: t
 
 def test_local_rejects_json_schema_before_starting_a_server(
         fake_local_server: list[str]) -> None:
-    from analysis.cli.flags_chat import llm_endpoint
+    from diagym.analysis.cli.flags_chat import llm_endpoint
 
     with pytest.raises(ValueError, match="^--response-format with --local must be one of "
                                          "auto | json_object | none"):
@@ -185,7 +185,7 @@ def test_an_unknown_response_format_is_a_usage_error(capsys: pytest.CaptureFixtu
 
 
 # The harness as a factor: every harness plays the design's cells on the same task seeds, in
-# the text oracle (llm_policies.oracle) priced per call by the stand-in below.
+# the text oracle (diagym.llm_policies.oracle) priced per call by the stand-in below.
 
 def _priced_oracle_factory(calls: list[str], fail_on_call: int | None = None
                            ) -> Callable[[str], Callable[[Any], Any]]:
@@ -194,10 +194,10 @@ def _priced_oracle_factory(calls: list[str], fail_on_call: int | None = None
     call (a tenth of a cent per message), so sums are not a multiple of one price. Each call
     appends its harness to `calls`; `fail_on_call`: the provider fails that call (1-based,
     over the whole study) once."""
-    from llm_policies.client.transport import ChatResult
-    from llm_policies.families import text_family
-    from llm_policies.oracle import InProcessChat
-    from llm_policies.policy import LLMPolicy
+    from diagym.llm_policies.client.transport import ChatResult
+    from diagym.llm_policies.families import text_family
+    from diagym.llm_policies.oracle import InProcessChat
+    from diagym.llm_policies.policy import LLMPolicy
 
     class Priced(InProcessChat):
         harness = ""
@@ -238,7 +238,7 @@ def _standing_ok_calls(log: Path) -> list[dict]:
 
 
 def test_every_harness_plays_every_cell_on_the_same_task_seeds(tmp_path: Path) -> None:
-    from analysis.studies.llm_study.run import cell_run_name, run_design
+    from diagym.analysis.studies.llm_study.run import cell_run_name, run_design
 
     log, calls = tmp_path / "study.jsonl", []
     results = run_design("fractional", 5, 2, _priced_oracle_factory(calls),
@@ -265,12 +265,12 @@ def test_every_harness_plays_every_cell_on_the_same_task_seeds(tmp_path: Path) -
 
 def test_the_report_has_one_row_per_harness_with_its_cost_from_the_call_lines(
         tmp_path: Path) -> None:
-    from analysis.studies.llm_study.report import (
+    from diagym.analysis.studies.llm_study.report import (
         answered_calls,
         format_study_summary,
         summarise_study,
     )
-    from analysis.studies.llm_study.run import run_design
+    from diagym.analysis.studies.llm_study.run import run_design
 
     log, calls = tmp_path / "study.jsonl", []
     results = run_design("fractional", 0, 2, _priced_oracle_factory(calls),
@@ -313,7 +313,7 @@ def test_the_report_has_one_row_per_harness_with_its_cost_from_the_call_lines(
 
 
 def test_a_resumed_harness_study_plays_nothing_again(tmp_path: Path) -> None:
-    from analysis.studies.llm_study.run import run_design
+    from diagym.analysis.studies.llm_study.run import run_design
 
     log, calls = tmp_path / "study.jsonl", []
     first = run_design("fractional", 0, 2, _priced_oracle_factory(calls),
@@ -330,8 +330,8 @@ def test_a_replayed_episode_costs_once_in_the_report(tmp_path: Path) -> None:
     """Positive control of counting each decision once: a provider failure on the third call
     ends an episode after two paid answers; retrying it replays them, and the report's cost is
     the sum over the calls that stand, not over every answered line."""
-    from analysis.studies.llm_study.report import answered_calls, summarise_study
-    from analysis.studies.llm_study.run import run_design
+    from diagym.analysis.studies.llm_study.report import answered_calls, summarise_study
+    from diagym.analysis.studies.llm_study.run import run_design
 
     log, calls = tmp_path / "study.jsonl", []
     run_design("fractional", 0, 1, _priced_oracle_factory(calls, fail_on_call=3),
@@ -348,13 +348,13 @@ def test_a_replayed_episode_costs_once_in_the_report(tmp_path: Path) -> None:
 
 
 def test_a_single_json_study_keeps_the_top_level_shape_and_unknown_cost(tmp_path: Path) -> None:
-    from analysis.llm_runs import oracle_policy_factory
-    from analysis.studies.llm_study.report import (
+    from diagym.analysis.llm_runs import oracle_policy_factory
+    from diagym.analysis.studies.llm_study.report import (
         answered_calls,
         format_study_summary,
         summarise_study,
     )
-    from analysis.studies.llm_study.run import run_design
+    from diagym.analysis.studies.llm_study.run import run_design
 
     log = tmp_path / "study.jsonl"
     results = run_design("fractional", 0, 1, lambda _harness: oracle_policy_factory(), log=log)
@@ -374,9 +374,9 @@ def test_a_single_json_study_keeps_the_top_level_shape_and_unknown_cost(tmp_path
 
 
 def test_a_log_written_before_harnesses_resumes_as_the_json_harness(tmp_path: Path) -> None:
-    from analysis.llm_runs import oracle_policy_factory
-    from analysis.studies.llm_study.run import run_design, text_env
-    from controllers.rollout import rollout_parallel
+    from diagym.analysis.llm_runs import oracle_policy_factory
+    from diagym.analysis.studies.llm_study.run import run_design, text_env
+    from diagym.controllers.rollout import rollout_parallel
 
     log = tmp_path / "study.jsonl"
     for cell in design_cells("fractional"):  # the runs as the study named them before
@@ -392,7 +392,7 @@ def test_a_log_written_before_harnesses_resumes_as_the_json_harness(tmp_path: Pa
 
 @pytest.mark.parametrize("harnesses", [(), ("json", "json"), ("json", "xml")])
 def test_harnesses_are_distinct_known_names(harnesses: tuple[str, ...]) -> None:
-    from analysis.studies.llm_study.run import run_design
+    from diagym.analysis.studies.llm_study.run import run_design
 
     with pytest.raises(ValueError, match="^harnesses must be distinct names among json"):
         run_design("fractional", 0, 1, lambda _harness: pytest.fail("no policy is needed"),
@@ -404,8 +404,8 @@ def test_a_local_run_takes_its_timeouts_from_the_measured_speed(
     """Without --timeout, the call timeout and the probe deadline are the measured speed's
     (local_speed.Speed at 100 prompt and 10 generated tokens/s), and the estimate is printed;
     an explicit --timeout is both."""
-    from analysis.cli.flags_chat import llm_endpoint
-    from llm_policies.client.local_speed import Speed
+    from diagym.analysis.cli.flags_chat import llm_endpoint
+    from diagym.llm_policies.client.local_speed import Speed
 
     speed = Speed(prompt_tps=100.0, gen_tps=10.0, prompt_tokens=400, seconds=5.0)
     with llm_endpoint(_endpoint_args("--local")) as settings:
@@ -422,9 +422,9 @@ def test_a_design_not_played_through_gets_no_contrasts(tmp_path: Path) -> None:
     """A study read part-way (cells missing, or cells with fewer seeds) would mix the missing
     cells into every marginal difference: its contrasts are not estimated, and the table says
     so; the whole design's are."""
-    from analysis.llm_runs import oracle_policy_factory
-    from analysis.studies.llm_study.report import format_study_summary, summarise_study
-    from analysis.studies.llm_study.run import run_design
+    from diagym.analysis.llm_runs import oracle_policy_factory
+    from diagym.analysis.studies.llm_study.report import format_study_summary, summarise_study
+    from diagym.analysis.studies.llm_study.run import run_design
 
     results = run_design("fractional", 0, 2, lambda _harness: oracle_policy_factory(),
                          log=tmp_path / "study.jsonl")

@@ -19,7 +19,7 @@ from tests.controllers.test_runlog_streaming import _padded_log
 ROOT = Path(__file__).resolve().parents[2]
 PEAK = """
 import sys, tracemalloc
-from analysis.cli import main
+from diagym.analysis.cli import main
 tracemalloc.start()
 code = main(sys.argv[1:])
 print("PEAK", tracemalloc.get_traced_memory()[1], code)

@@ -15,7 +15,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-from analysis.diagnose.battery import (
+from diagym.analysis.diagnose.battery import (
     DEFAULT_ALLOCATION,
     DEFAULT_BATTERY,
     DEFAULT_BUDGET,
@@ -24,8 +24,8 @@ from analysis.diagnose.battery import (
     candidate_pool,
     choose_battery,
 )
-from analysis.diagnose.hypotheses import REFERENCE, Mechanism, families, hypotheses
-from analysis.diagnose.likelihood import (
+from diagym.analysis.diagnose.hypotheses import REFERENCE, Mechanism, families, hypotheses
+from diagym.analysis.diagnose.likelihood import (
     INTERVAL_LOG_UNITS,
     LAPSE_GRID,
     PSEUDO_COUNT,
@@ -44,11 +44,11 @@ from analysis.diagnose.likelihood import (
     simulate_codes,
     with_lapse,
 )
-from controllers.rollout import rollout
-from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.batched import episode_columns
-from controllers.workflow.parameters import CONTROLLER_NAMES, CONTROLLERS, K_LAPSE
-from envs.workflow.params import WorkflowParams
+from diagym.controllers.rollout import rollout
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.batched import episode_columns
+from diagym.controllers.workflow.parameters import CONTROLLER_NAMES, CONTROLLERS, K_LAPSE
+from diagym.envs.workflow.params import WorkflowParams
 
 REPEATS = 8
 RECOVERY_REPEATS = 20

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.diagnose import model_cache
-from analysis.diagnose.hypotheses import reference_mechanisms
-from analysis.diagnose.likelihood import build_model, lapse_log_p
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.diagnose import model_cache
+from diagym.analysis.diagnose.hypotheses import reference_mechanisms
+from diagym.analysis.diagnose.likelihood import build_model, lapse_log_p
+from diagym.envs.workflow.params import WorkflowParams
 
 BATTERY = (WorkflowParams(width=8, candidates=3, snapshot_period=0),
            WorkflowParams(width=4, candidates=4, snapshot_period=1, error_allowance=1))

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
+from diagym.analysis.cli import main
 from tests.analysis.error_lines import one_error_line as _fail
 
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "2"]

@@ -9,7 +9,7 @@ from pathlib import Path
 from matplotlib.figure import Figure
 from PIL import Image
 
-from analysis.plotting import PAD_INCHES, add_caption, legend_outside, new_figure, save
+from diagym.analysis.plotting import PAD_INCHES, add_caption, legend_outside, new_figure, save
 
 
 def _figure() -> Figure:
@@ -36,7 +36,7 @@ def test_save_lays_the_figure_out_once(tmp_path: Path, monkeypatch) -> None:
 def test_the_measured_box_is_the_tight_box(tmp_path: Path) -> None:
     ours = Image.open(save(_figure(), tmp_path / "ours.png")).size
     tight = _figure()
-    from analysis.plotting import place_caption
+    from diagym.analysis.plotting import place_caption
 
     place_caption(tight)
     tight.savefig(tmp_path / "tight.png", bbox_inches="tight", pad_inches=PAD_INCHES)
@@ -45,7 +45,7 @@ def test_the_measured_box_is_the_tight_box(tmp_path: Path) -> None:
 
 
 def test_the_box_measured_once_is_matplotlibs_tight_box() -> None:
-    from analysis.plotting import _tight_box, place_caption
+    from diagym.analysis.plotting import _tight_box, place_caption
 
     ours = _tight_box(_figure()).bounds
     theirs = _figure()

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from matplotlib.colors import to_hex
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.plotting import (
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.plotting import (
     COLOURS,
     PALETTE_ORDER,
     band_lines,
@@ -27,9 +27,9 @@ from analysis.plotting import (
     save,
     seed_text,
 )
-from analysis.studies.reproduce.design import condition_label, grid_configurations
-from analysis.studies.reproduce.figures import profile_figures
-from controllers.workflow.batched import run_many
+from diagym.analysis.studies.reproduce.design import condition_label, grid_configurations
+from diagym.analysis.studies.reproduce.figures import profile_figures
+from diagym.controllers.workflow.batched import run_many
 
 PNG = b"\x89PNG\r\n\x1a\n"
 
@@ -183,7 +183,7 @@ def test_palette_is_one_distinct_colour_per_known_name() -> None:
 
 def test_a_controller_has_one_colour_across_figures(reproduction: tuple,
                                                    rl_rows: list) -> None:
-    from analysis.studies.rl_study.report import profile_figure
+    from diagym.analysis.studies.rl_study.report import profile_figure
 
     configs, episodes, seeds = reproduction
     figures = profile_figures(configs, episodes, seeds=seeds)
@@ -198,7 +198,7 @@ def test_a_controller_has_one_colour_across_figures(reproduction: tuple,
 @pytest.fixture(scope="module")
 def rl_rows() -> list:
     """Rows of the rl-study's reference arms (the runner, no training), on 4 held-out seeds."""
-    from analysis.studies.rl_study.design import (
+    from diagym.analysis.studies.rl_study.design import (
         ENV_ID,
         EVAL_SEEDS,
         FEEDBACK,
@@ -206,9 +206,9 @@ def rl_rows() -> list:
         REFERENCES,
         WIDTHS,
     )
-    from analysis.studies.rl_study.run import _row
-    from controllers.rollout import rollout
-    from controllers.workflow.adapter import ReferencePolicy
+    from diagym.analysis.studies.rl_study.run import _row
+    from diagym.controllers.rollout import rollout
+    from diagym.controllers.workflow.adapter import ReferencePolicy
 
     rows = []
     for (feedback, period), width in itertools.product(FEEDBACK.items(), WIDTHS):
@@ -221,7 +221,7 @@ def rl_rows() -> list:
 
 
 def test_rl_figure_and_table_name_the_seeds_played(rl_rows: list, tmp_path: Path) -> None:
-    from analysis.studies.rl_study.report import format_rows, profile_figure
+    from diagym.analysis.studies.rl_study.report import format_rows, profile_figure
 
     figure = profile_figure(rl_rows)
     _check(figure, tmp_path / "rl.png")
@@ -231,12 +231,12 @@ def test_rl_figure_and_table_name_the_seeds_played(rl_rows: list, tmp_path: Path
 
 # -- dacs-study ------------------------------------------------------------------------------
 def test_dacs_figures_label_every_axis_and_count_decisions(tmp_path: Path) -> None:
-    from analysis.studies.dacs_study.design import PHASES, env_kwargs
-    from analysis.studies.dacs_study.report import decisions, phase_figure, plot_study
-    from analysis.studies.dacs_study.run import reference_env, run_study
-    from analysis.summary import summarise
-    from controllers.registry import make_reference_policy
-    from controllers.rollout import rollout
+    from diagym.analysis.studies.dacs_study.design import PHASES, env_kwargs
+    from diagym.analysis.studies.dacs_study.report import decisions, phase_figure, plot_study
+    from diagym.analysis.studies.dacs_study.run import reference_env, run_study
+    from diagym.analysis.summary import summarise
+    from diagym.controllers.registry import make_reference_policy
+    from diagym.controllers.rollout import rollout
 
     results = run_study(make_reference_policy, episodes=2, phases=("agents",))
     figure = phase_figure(results, "agents")
@@ -259,8 +259,8 @@ def test_dacs_figures_label_every_axis_and_count_decisions(tmp_path: Path) -> No
 def test_training_curve_names_its_evaluation_seeds(tmp_path: Path) -> None:
     import torch
 
-    from analysis.plotting import curve_figure
-    from analysis.training import EVAL_SEED, TrainConfig, read_curve, train
+    from diagym.analysis.plotting import curve_figure
+    from diagym.analysis.training import EVAL_SEED, TrainConfig, read_curve, train
 
     torch.set_num_threads(1)
     config = TrainConfig(algo="ppo", env="StatefulWorkflow-v0",

@@ -1,7 +1,7 @@
 """Analytic predictions (analysis/studies/reproduce/predictions.py) against algebra, brute force
 and the env.
 
-Expected values come from enumeration (analysis.audit), scipy, brute-force sums over failure
+Expected values come from enumeration (diagym.analysis.audit), scipy, brute-force sums over failure
 tuples, a plain-Python re-derivation on `env.unwrapped.task`, and Monte Carlo play of small
 contract-following controllers in the real env; never from the paper's tables.
 """
@@ -18,13 +18,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-import envs  # noqa: F401  (registers StatefulWorkflow-v0)
-from analysis.audit import audit, divisors
-from analysis.studies.reproduce import predictions as P
-from analysis.studies.reproduce.design import GridConfiguration, grid_configurations
-from envs.workflow.params import WorkflowParams
+import diagym  # noqa: F401  (registers StatefulWorkflow-v0)
+from diagym.analysis.audit import audit, divisors
+from diagym.analysis.studies.reproduce import predictions as P
+from diagym.analysis.studies.reproduce.design import GridConfiguration, grid_configurations
+from diagym.envs.workflow.params import WorkflowParams
 
-ENV_ID = "envs:StatefulWorkflow-v0"
+ENV_ID = "diagym:StatefulWorkflow-v0"
 SEEDS = np.arange(0, 64, dtype=np.int64)
 
 

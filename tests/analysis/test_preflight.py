@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from analysis.cli import main
-from analysis.llm_runs import ChatSettings, PreflightError, preflight
+from diagym.analysis.cli import main
+from diagym.analysis.llm_runs import ChatSettings, PreflightError, preflight
 from tests.conftest import scaled
 from tests.fault_server import FaultServer
 from tests.llm_fake_server import completion_body

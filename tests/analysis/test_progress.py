@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis import progress as progress_module
-from analysis.progress import INTERVAL_ENV, progress
+from diagym.analysis import progress as progress_module
+from diagym.analysis.progress import INTERVAL_ENV, progress
 from tests.conftest import scaled
 
 DIAGYM = str(Path(sys.executable).with_name("diagym"))

@@ -23,16 +23,16 @@ import gymnasium as gym
 import pytest
 import ray
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.cli import main
-from controllers.executors.ray_executor import RayExecutor
-from controllers.registry import make_reference_policy
-from controllers.rollout import rollout_parallel
-from controllers.tracing import Traced
-from llm_policies.client.limits import AdaptiveLimit
-from llm_policies.client.prices import CostLimitReached, CostMeter
-from llm_policies.client.transport import ChatClient
-from llm_policies.oracle import WorkflowOracle
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.cli import main
+from diagym.controllers.executors.ray_executor import RayExecutor
+from diagym.controllers.registry import make_reference_policy
+from diagym.controllers.rollout import rollout_parallel
+from diagym.controllers.tracing import Traced
+from diagym.llm_policies.client.limits import AdaptiveLimit
+from diagym.llm_policies.client.prices import CostLimitReached, CostMeter
+from diagym.llm_policies.client.transport import ChatClient
+from diagym.llm_policies.oracle import WorkflowOracle
 from tests.llm_fake_server import FakeServer, Reply
 
 pytestmark = pytest.mark.timeout(120)

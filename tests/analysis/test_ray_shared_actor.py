@@ -80,7 +80,7 @@ def test_killing_the_shared_limit_actor_is_one_line_and_stdout_stays_json(
     log = tmp_path / "run.jsonl"
     paced = Paced()
     with FakeServer(paced, models=["fake"]) as server:
-        argv = [sys.executable, "-m", "analysis.cli", "run", "--env", ENV, "--policy", "llm",
+        argv = [sys.executable, "-m", "diagym.analysis.cli", "run", "--env", ENV, "--policy", "llm",
                 "--base-url", server.base_url, "--model", "fake", "--episodes", "40",
                 "--concurrency", "2", "--executor", "ray", "--log", str(log), "--json"]
         env = {**os.environ, "RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"}
@@ -122,7 +122,7 @@ def test_json_stdout_holds_only_the_json_on_ray(tmp_path: Path) -> None:
                       "    def act(self, observation, info):\n"
                       "        return (0, 0)\n")
     done = subprocess.run(
-        [sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
+        [sys.executable, "-m", "diagym.analysis.cli", "run", "--env", "StatefulWorkflow-v0",
          "--policy", f"{policy}:Noisy", "--episodes", "4", "--executor", "ray", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=scaled(300),
         env={**os.environ, "RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"})
@@ -136,13 +136,13 @@ def test_diagnose_json_stdout_holds_only_the_json_on_ray(tmp_path: Path) -> None
     worker: stdout is exactly one JSON object, the diagnosis; the print goes to stderr."""
     policy = tmp_path / "noisy.py"
     policy.write_text("import time\n"
-                      "from controllers.registry import make_reference_policy\n"
+                      "from diagym.controllers.registry import make_reference_policy\n"
                       "def noisy(env):\n"
                       "    print('hello from a worker', flush=True)\n"
                       "    time.sleep(1.5)  # Ray forwards worker output every so often\n"
                       "    return make_reference_policy('cache-2', env)\n")
     done = subprocess.run(
-        [sys.executable, "-m", "analysis.cli", "diagnose", "--policy", f"{policy}:noisy",
+        [sys.executable, "-m", "diagym.analysis.cli", "diagnose", "--policy", f"{policy}:noisy",
          "--budget", "4", "--executor", "ray", "--json"],
         cwd=ROOT, capture_output=True, text=True, timeout=scaled(300),
         env={**os.environ, "RAY_ADDRESS": "", "RAY_USAGE_STATS_ENABLED": "0"})

@@ -1,4 +1,4 @@
-"""Behaviour of analysis.studies.rcwt.fits and the rcwt report's fit tables: family recovery,
+"""Behaviour of diagym.analysis.studies.rcwt.fits and the rcwt report's fit tables: family recovery,
 AIC choice, theta, bootstrap, tables.
 
 All data here are synthetic: generated from known curves so that the fitted parameters have a
@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 from scipy.optimize import least_squares
 from scipy.stats import norm
 
-from analysis.studies.rcwt.fits import (
+from diagym.analysis.studies.rcwt.fits import (
     BOUNDS,
     CURVE_FAMILIES,
     CURVES,
@@ -33,7 +33,7 @@ from analysis.studies.rcwt.fits import (
     stratified_indices,
     theta,
 )
-from analysis.studies.rcwt.report import fit_table, plot_fits, read_rows
+from diagym.analysis.studies.rcwt.report import fit_table, plot_fits, read_rows
 
 NOISE = 0.01
 P_GRID = np.linspace(0.0, 0.98, 80)

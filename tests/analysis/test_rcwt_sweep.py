@@ -1,4 +1,4 @@
-"""RCWT sweeps on DACSSteering-v0 (analysis.studies.rcwt) and the `rcwt` CLI.
+"""RCWT sweeps on DACSSteering-v0 (diagym.analysis.studies.rcwt) and the `rcwt` CLI.
 
 The positive control is the programmed flat-reader, whose cliff is known from the token
 layout (layout_cliff); everything runs without a model (the LLM path uses the fake server).
@@ -15,15 +15,15 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.cli.main import main
-from analysis.cli.rcwt import add_parser
-from analysis.studies.rcwt.design import assemble_trial, build_trials, layout_cliff
-from analysis.studies.rcwt.fits import fit_family, theta
-from analysis.studies.rcwt.report import fit_table, read_rows, write_csv, write_outputs
-from analysis.studies.rcwt.run import FlatReader, LLMAnswer, run_sweep
-from controllers.runlog import ResumeNeeded
-from envs._core.tokens import count
-from llm_policies.prompts.budget import ARTIFACT_DROP, LAYOUTS, ORDERS
+from diagym.analysis.cli.main import main
+from diagym.analysis.cli.rcwt import add_parser
+from diagym.analysis.studies.rcwt.design import assemble_trial, build_trials, layout_cliff
+from diagym.analysis.studies.rcwt.fits import fit_family, theta
+from diagym.analysis.studies.rcwt.report import fit_table, read_rows, write_csv, write_outputs
+from diagym.analysis.studies.rcwt.run import FlatReader, LLMAnswer, run_sweep
+from diagym.controllers.runlog import ResumeNeeded
+from diagym.envs._core.tokens import count
+from diagym.llm_policies.prompts.budget import ARTIFACT_DROP, LAYOUTS, ORDERS
 from tests.llm_fake_server import FakeServer, Reply
 
 W = 768
@@ -288,8 +288,8 @@ def test_rcwt_sweep_cli(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> N
 def test_workflow_sweep_assembles_every_decision_to_w_and_resumes(tmp_path: Path) -> None:
     """StatefulWorkflow under RCWT budgets: one episode per (q, order, seed), every prompt
     exactly W tokens (checked on what the server received), a rerun plays nothing again."""
-    from analysis.studies.rcwt.run import run_workflow_sweep
-    from envs._core.tokens import count
+    from diagym.analysis.studies.rcwt.run import run_workflow_sweep
+    from diagym.envs._core.tokens import count
     from tests.llm_fake_server import FakeServer, Reply
 
     log = tmp_path / "wf.jsonl"

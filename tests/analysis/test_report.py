@@ -10,20 +10,20 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from analysis.plotting import save
-from analysis.stats import bootstrap_weights, paired_bootstrap, wilson_interval
-from analysis.studies.reproduce.design import GRID_NAMES, grid_configurations
-from analysis.studies.reproduce.drawing import ProfileDrawer, plot_profiles
-from analysis.studies.reproduce.figures import profile_figures
-from analysis.studies.reproduce.report import (
+from diagym.analysis.plotting import save
+from diagym.analysis.stats import bootstrap_weights, paired_bootstrap, wilson_interval
+from diagym.analysis.studies.reproduce.design import GRID_NAMES, grid_configurations
+from diagym.analysis.studies.reproduce.drawing import ProfileDrawer, plot_profiles
+from diagym.analysis.studies.reproduce.figures import profile_figures
+from diagym.analysis.studies.reproduce.report import (
     APPENDIX_TABLES,
     SUMMARY_KEYS,
     controller_name,
     summary_rows,
     write_results_csv,
 )
-from analysis.studies.reproduce.tables import tables_blocks, tables_markdown
-from analysis.studies.study_tables import StudyTable
+from diagym.analysis.studies.reproduce.tables import tables_blocks, tables_markdown
+from diagym.analysis.studies.study_tables import StudyTable
 
 N_SEEDS = 16
 INT_FIELDS = ("completed", "calls", "errors", "checks", "lookups", "prep_entries",
@@ -340,7 +340,7 @@ def test_a_drawer_takes_one_grid_at_a_time(tmp_path: Path) -> None:
 
 def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
                                                             weights: np.ndarray) -> None:
-    from analysis.studies.reproduce.tables import FOLLOW_ON_CONTRASTS
+    from diagym.analysis.studies.reproduce.tables import FOLLOW_ON_CONTRASTS
 
     text = tables_markdown(ALL, all_episodes, None, weights)
     section = text[text.index("### F.1. Follow-on paired contrasts"):]
@@ -359,8 +359,8 @@ def test_follow_on_contrasts_are_differences_of_group_means(all_episodes: dict,
 
 
 def test_the_report_reads_only_columns_the_batched_runner_writes() -> None:
-    from analysis.studies.reproduce.report import RESULT_COLUMNS
-    from controllers.workflow.batched import EPISODE_KEYS
+    from diagym.analysis.studies.reproduce.report import RESULT_COLUMNS
+    from diagym.controllers.workflow.batched import EPISODE_KEYS
 
     assert set(RESULT_COLUMNS) <= set(EPISODE_KEYS)
 

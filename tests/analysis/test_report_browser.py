@@ -17,7 +17,7 @@ from typing import Any
 
 import pytest
 
-from analysis.report import write_report
+from diagym.analysis.report import write_report
 from tests.analysis import report_inputs as inputs
 
 CHROMIUM = Path("/usr/bin/chromium")

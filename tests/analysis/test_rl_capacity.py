@@ -13,10 +13,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.cli.main import main
-from analysis.studies.rl_study import capacity
-from analysis.studies.rl_study.capacity import RUNS_NAME, CapacityRow, load_rows
-from analysis.studies.rl_study.capacity_report import grouped_rho, lapse_rho, retention_rho
+from diagym.analysis.cli.main import main
+from diagym.analysis.studies.rl_study import capacity
+from diagym.analysis.studies.rl_study.capacity import RUNS_NAME, CapacityRow, load_rows
+from diagym.analysis.studies.rl_study.capacity_report import grouped_rho, lapse_rho, retention_rho
 from tests.analysis.error_lines import one_error_line
 
 WIDTHS = (4, 16, 64)

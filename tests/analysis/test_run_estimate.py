@@ -10,7 +10,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from analysis.cli import main
+from diagym.analysis.cli import main
 from tests.llm_fake_server import FakeServer, Reply, scripted
 
 # The stubbed speed: a cold decision of 1,000 prompt tokens and 24 answer tokens
@@ -23,8 +23,8 @@ DECISION_S = 12.4
 def local_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
     """--local served by a scripted server that answers every call with the same action,
     with the speed measurement stubbed to PROMPT_TPS and GEN_TPS and no capability probe."""
-    import analysis.llm_runs
-    from llm_policies.client import local_server, local_speed
+    from diagym.analysis import llm_runs
+    from diagym.llm_policies.client import local_server, local_speed
 
     with FakeServer(scripted([], Reply(content='{"operation": 0, "candidate": 0}'))) as server:
         @contextlib.contextmanager
@@ -36,7 +36,7 @@ def local_model(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeServer]:
         monkeypatch.setattr(local_server, "running_server", running)
         monkeypatch.setattr(local_speed, "measure", lambda *_a, **_k: local_speed.Speed(
             prompt_tps=PROMPT_TPS, gen_tps=GEN_TPS, prompt_tokens=400, seconds=5.0))
-        monkeypatch.setattr(analysis.llm_runs, "probe_server",
+        monkeypatch.setattr(llm_runs, "probe_server",
                             lambda settings, *_args, **_kwargs: settings)
         yield server
 
@@ -73,7 +73,7 @@ def test_diagnose_prints_the_batterys_estimate(local_model: FakeServer,
                                                capsys: pytest.CaptureFixture[str]) -> None:
     """--budget 20 over the battery's shares: the decisions in all are the sum of each
     configuration's episodes times its N (none failing) and N + R (at most)."""
-    from analysis.diagnose.battery import DEFAULT_BATTERY, DEFAULT_SHARES, allocate
+    from diagym.analysis.diagnose.battery import DEFAULT_BATTERY, DEFAULT_SHARES, allocate
 
     allocation = allocate(DEFAULT_SHARES, 20)
     played = list(zip(allocation, DEFAULT_BATTERY, strict=True))
@@ -109,8 +109,8 @@ def test_llm_study_prints_the_designs_estimate(local_model: FakeServer,
     (0.5, "up to 4 s"), (600.0, "up to 80 min"), (1200.0, "up to 2.7 h")])
 def test_the_duration_reads_in_seconds_minutes_or_hours(decision_s: float,
                                                         expected: str) -> None:
-    from analysis.cli.estimate import run_plan, whole_run_estimate
-    from envs.workflow.params import WorkflowParams
+    from diagym.analysis.cli.estimate import run_plan, whole_run_estimate
+    from diagym.envs.workflow.params import WorkflowParams
 
     plan = run_plan([(1, WorkflowParams())])
     assert plan is not None
@@ -119,8 +119,8 @@ def test_the_duration_reads_in_seconds_minutes_or_hours(decision_s: float,
 
 def test_focus_actions_raise_a_dacs_episodes_most_decisions() -> None:
     """With agent_chosen_focus a request takes up to N focus actions before its answer."""
-    from analysis.cli.estimate import run_plan
-    from envs.dacs.params import DacsParams
+    from diagym.analysis.cli.estimate import run_plan
+    from diagym.envs.dacs.params import DacsParams
 
     plan = run_plan([(2, DacsParams(n_agents=5, decisions=3, agent_chosen_focus=True))])
     assert plan is not None and (plan.decisions, plan.most) == (30, 180)

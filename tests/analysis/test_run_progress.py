@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
+from diagym.analysis.cli import main
 
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--episodes"]
 
@@ -53,8 +53,8 @@ def test_a_resumed_llm_study_counts_its_finished_episodes_done(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """Resuming a finished study plays nothing and its bar ends at the full total, never at
     "0/16" with the finished episodes missing."""
-    from analysis.llm_runs import oracle_policy_factory
-    from analysis.studies.llm_study.run import run_design
+    from diagym.analysis.llm_runs import oracle_policy_factory
+    from diagym.analysis.studies.llm_study.run import run_design
 
     log = tmp_path / "study.jsonl"
     run_design("fractional", 0, 2, lambda _harness: oracle_policy_factory(), log=log)
@@ -108,7 +108,7 @@ def test_dacs_study_counts_episodes_and_a_resume_counts_the_logged_ones_done(
 def test_rcwt_sweep_counts_to_its_calls_and_a_resume_counts_the_logged_ones_done(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """2 ratios x 2 orders x N trials calls; the bar knows that total from its first line."""
-    from analysis.cli.rcwt import LOG_NAME
+    from diagym.analysis.cli.rcwt import LOG_NAME
 
     argv = ["rcwt", "sweep", "--policy", "flat-reader", "--window", "700", "--q", "0", "50",
             "--json", "--out", str(tmp_path), "--trials"]

@@ -13,11 +13,11 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-from analysis.cli import main
-from analysis.diagnose.run import logged_traces
-from controllers.logreader import read_log
-from controllers.tracing import digest
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.cli import main
+from diagym.analysis.diagnose.run import logged_traces
+from diagym.controllers.logreader import read_log
+from diagym.controllers.tracing import digest
+from diagym.envs.workflow.params import WorkflowParams
 
 SPEC = "tests.user_policy:Greedy"
 

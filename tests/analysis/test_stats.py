@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy.stats import binomtest
 
-from analysis.stats import (
+from diagym.analysis.stats import (
     EFFECT_FACTORS,
     bootstrap_weights,
     combine,
@@ -19,8 +19,8 @@ from analysis.stats import (
     paired_bootstrap,
     wilson_interval,
 )
-from analysis.studies.reproduce.design import GridConfiguration, grid_configurations
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.studies.reproduce.design import GridConfiguration, grid_configurations
+from diagym.envs.workflow.params import WorkflowParams
 
 PRIMARY = grid_configurations("primary")
 

@@ -9,9 +9,9 @@ from pathlib import Path
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from analysis.report.inputs import build
-from analysis.report.model import Table
-from analysis.studies.study_tables import (
+from diagym.analysis.report.inputs import build
+from diagym.analysis.report.model import Table
+from diagym.analysis.studies.study_tables import (
     Heading,
     markdown,
     read_study_tables,

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli.main import main
+from diagym.analysis.cli.main import main
 from tests.analysis import report_inputs as inputs
 
 

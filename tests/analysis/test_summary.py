@@ -8,9 +8,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from analysis.summary import format_summary, summarise
-from controllers.episodes import Episodes
-from controllers.policy import EpisodeRecord
+from diagym.analysis.summary import format_summary, summarise
+from diagym.controllers.episodes import Episodes
+from diagym.controllers.policy import EpisodeRecord
 
 
 def record(i: int, success: bool, completed: int, calls: int, failure: str | None,

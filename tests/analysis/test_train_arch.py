@@ -9,11 +9,11 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401
-from analysis.cli import main
-from analysis.training import TrainConfig, evaluate, read_curve, train
-from controllers.rollout import rollout
-from controllers.sb3.policy import SB3Policy
+from diagym import envs  # noqa: F401
+from diagym.analysis.cli import main
+from diagym.analysis.training import TrainConfig, evaluate, read_curve, train
+from diagym.controllers.rollout import rollout
+from diagym.controllers.sb3.policy import SB3Policy
 
 SMALL = {"n_ops": 4, "depth": 2, "width": 2, "candidates": 2, "snapshot_period": 0}
 TINY_NET = {"features_extractor_kwargs": {"d_model": 16, "heads": 2, "layers": 1}}
@@ -79,7 +79,7 @@ def test_bad_arch_combinations_fail_in_one_line(tmp_path: Path,
 
 
 def test_the_seed_band_pools_seeds_and_collapses_when_they_agree() -> None:
-    from analysis.studies.rl_study.run import StudyRow, seed_band
+    from diagym.analysis.studies.rl_study.run import StudyRow, seed_band
 
     def row(seed: int, success: float, episodes: int = 100) -> StudyRow:
         return StudyRow("entity (maskable-ppo)", "history", 8, episodes, success, 0.0, 1.0,
@@ -94,7 +94,7 @@ def test_the_seed_band_pools_seeds_and_collapses_when_they_agree() -> None:
 
 
 def test_rl_study_run_dirs_keep_the_default_names() -> None:
-    from analysis.studies.rl_study.run import run_dir
+    from diagym.analysis.studies.rl_study.run import run_dir
 
     out = Path("r")
     assert run_dir(out, "maskable-ppo", "mlp", "history", 8, None, 0, 0) == \
@@ -113,7 +113,7 @@ def test_rl_study_refuses_an_unknown_arch_in_one_line(
 
 
 def test_a_trained_structured_agent_is_diagnosed_in_words(tmp_path: Path) -> None:
-    from analysis.studies.rl_study.run import diagnose_agent
+    from diagym.analysis.studies.rl_study.run import diagnose_agent
 
     model = train(_config("maskable-ppo", "entity", steps=128), tmp_path)
     words = diagnose_agent(model, SMALL["n_ops"], SMALL["candidates"])

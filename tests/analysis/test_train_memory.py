@@ -7,13 +7,13 @@ import json
 
 import pytest
 
-from analysis.cli.main import main
-from analysis.cli.train import available_bytes, rollout_bytes
-from analysis.training import TrainConfig
+from diagym.analysis.cli.main import main
+from diagym.analysis.cli.train import available_bytes, rollout_bytes
+from diagym.analysis.training import TrainConfig
 
 
 def _config(n_envs: int, n_steps: int) -> TrainConfig:
-    import envs  # noqa: F401  (registers the ids)
+    import diagym  # noqa: F401  (registers the ids)
 
     return TrainConfig(algo="ppo", arch="mlp", env="StatefulWorkflow-v0", env_kwargs={},
                        steps=100, n_envs=n_envs, seed=0, joint_actions=True, one_hot=True,

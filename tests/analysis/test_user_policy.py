@@ -15,12 +15,12 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.cli import main
-from analysis.studies.dacs_study.run import run_study
-from analysis.summary import summarise
-from controllers.policy import Policy
-from controllers.rollout import rollout
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.cli import main
+from diagym.analysis.studies.dacs_study.run import run_study
+from diagym.analysis.summary import summarise
+from diagym.controllers.policy import Policy
+from diagym.controllers.rollout import rollout
 from tests import user_policy
 from tests.analysis.test_cli_errors import _fail
 

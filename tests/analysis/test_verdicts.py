@@ -10,10 +10,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from analysis.diagnose.attribution import Tally
-from analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
-from analysis.diagnose.hypotheses import families
-from analysis.diagnose.likelihood import (
+from diagym.analysis.diagnose.attribution import Tally
+from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
+from diagym.analysis.diagnose.hypotheses import families
+from diagym.analysis.diagnose.likelihood import (
     MechanismModel,
     build_model,
     count_outcomes,
@@ -24,9 +24,9 @@ from analysis.diagnose.likelihood import (
     simulate_codes,
     with_lapse,
 )
-from analysis.diagnose.verdicts import COMPONENTS, rival, verdicts
-from controllers.workflow.batched import episode_columns
-from controllers.workflow.parameters import CONTROLLERS
+from diagym.analysis.diagnose.verdicts import COMPONENTS, rival, verdicts
+from diagym.controllers.workflow.batched import episode_columns
+from diagym.controllers.workflow.parameters import CONTROLLERS
 
 REPEATS = 3
 

@@ -6,12 +6,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import controllers.workflow.batched as batched
-import envs  # noqa: F401  (registers the ids)
-from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.batched import episode_columns, run_controller
-from envs.workflow.layout import FAILURE_NAMES
-from envs.workflow.params import WorkflowParams
+import diagym  # noqa: F401  (registers the ids)
+import diagym.controllers.workflow.batched as batched
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.batched import episode_columns, run_controller
+from diagym.envs.workflow.layout import FAILURE_NAMES
+from diagym.envs.workflow.params import WorkflowParams
 
 
 def failures_per_episode(spec: WorkflowParams, controller: str, seeds: np.ndarray

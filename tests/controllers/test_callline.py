@@ -11,9 +11,9 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from controllers.callline import ELAPSED, MODEL_FIELDS, CallLine, normalised, old_rcwt_line
-from controllers.logreader import read_log
-from controllers.runlog import RunLog, call_totals
+from diagym.controllers.callline import ELAPSED, MODEL_FIELDS, CallLine, normalised, old_rcwt_line
+from diagym.controllers.logreader import read_log
+from diagym.controllers.runlog import RunLog, call_totals
 
 ROOT = Path(__file__).resolve().parents[2]
 LADDER = sorted((ROOT / "docs" / "results" / "ladder").glob("*.jsonl"))

@@ -10,12 +10,12 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401
-from analysis.cli import main
-from controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller, parse_window
-from controllers.registry import make_reference_policy
-from controllers.rollout import rollout
-from envs.dacs.scenario import SCENARIOS
+from diagym import envs  # noqa: F401
+from diagym.analysis.cli import main
+from diagym.controllers.dacs.readers import DACS_CONTROLLERS, dacs_controller, parse_window
+from diagym.controllers.registry import make_reference_policy
+from diagym.controllers.rollout import rollout
+from diagym.envs.dacs.scenario import SCENARIOS
 
 
 def _play(env: gym.Env, policy: Any, seed: int) -> list[dict[str, Any]]:
@@ -206,7 +206,7 @@ def test_dacs_study_prints_every_arm(tmp_path: Any, capsys: pytest.CaptureFixtur
 
 
 def test_dacs_study_defaults_are_seed_002s_cells() -> None:
-    from analysis.studies.dacs_study.design import EPISODES, PHASES, cell_label
+    from diagym.analysis.studies.dacs_study.design import EPISODES, PHASES, cell_label
 
     cells = [cell_label(c) for phase in PHASES.values() for c in phase]
     assert [c.split()[0] for c in cells] == [f"s{i}" for i in range(1, 9)]
@@ -244,10 +244,10 @@ def test_dacs_study_log_resumes_without_losing_or_duplicating(
 
 
 def test_an_llm_answers_through_the_text_wrapper() -> None:
-    from llm_policies.client.transport import ChatClient
-    from llm_policies.policy import LLMPolicy
-    from llm_policies.prompts.dacs import ANSWER_SCHEMA
-    from llm_policies.text_actions import TextActionWrapper
+    from diagym.llm_policies.client.transport import ChatClient
+    from diagym.llm_policies.policy import LLMPolicy
+    from diagym.llm_policies.prompts.dacs import ANSWER_SCHEMA
+    from diagym.llm_policies.text_actions import TextActionWrapper
     from tests.llm_fake_server import FakeServer, Reply
 
     answers = iter(['{"answer": 1}', '{"answer": 0}', '{"choice": 2}'])

@@ -14,11 +14,11 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.cli import main
-from controllers.executors import LocalExecutor, make_executor, worker_state
-from controllers.registry import make_reference_policy
-from controllers.rollout import rollout_parallel
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.cli import main
+from diagym.controllers.executors import LocalExecutor, make_executor, worker_state
+from diagym.controllers.registry import make_reference_policy
+from diagym.controllers.rollout import rollout_parallel
 
 
 def test_results_come_back_in_unit_order_and_each_once_to_the_callers_thread() -> None:

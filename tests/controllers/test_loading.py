@@ -9,16 +9,16 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
+import diagym  # noqa: F401  (registers the ids)
 import tests.user_policy as user
-from controllers.loading import (
+from diagym.controllers.loading import (
     ImportedPolicy,
     PolicyLoadError,
     is_import_path,
     load_policy_factory,
 )
-from controllers.rollout import describe_run, rollout
-from controllers.runlog import RunChanged
+from diagym.controllers.rollout import describe_run, rollout
+from diagym.controllers.runlog import RunChanged
 
 ROOT = Path(__file__).resolve().parents[2]
 PROTOCOL = "a policy needs reset(*, seed=None) and act(observation, info)"
@@ -245,3 +245,21 @@ def test_the_contracts_message_for_a_file(at_root: Path) -> None:
     assert _error("tests/user_policy.py:NoAct", make=True) == (
         "--policy tests/user_policy.py:NoAct: the object it made has no act(observation, "
         "info) method; a policy needs reset(*, seed=None) and act(observation, info)")
+
+
+def test_an_old_top_level_name_is_answered_with_the_new_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Code written when diagym's packages were top-level (`from envs.workflow.params import
+    ...`), run beside a folder of the user's called envs/: the one line says what to write
+    and which `envs` was found instead, so the wrong import is never silent."""
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "envs").mkdir()
+    (tmp_path / "envs" / "__init__.py").write_text("")
+    old = "envs"  # the old spelling, kept out of a string the layering test reads as code
+    (tmp_path / "old_xq.py").write_text(f"from {old}.workflow.params import WorkflowParams\n")
+    monkeypatch.setattr(sys, "modules", dict(sys.modules))  # the user's envs is forgotten after
+    assert _error("old_xq.py:X") == (
+        "--policy old_xq.py:X: importing old_xq.py raised ModuleNotFoundError: No module named "
+        "'envs.workflow' (diagym's envs is now diagym.envs: write "
+        "`from diagym.envs.x import y` for `from envs.x import y`; the 'envs' imported is "
+        f"{tmp_path / 'envs' / '__init__.py'}, not diagym's)")

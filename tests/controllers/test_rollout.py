@@ -18,14 +18,14 @@ import numpy as np
 import pytest
 from gymnasium.wrappers import TimeLimit
 
-import controllers.rollout as runner
-import envs  # noqa: F401  (registers the ids)
-from controllers.episodes import Episodes
-from controllers.policy import EpisodeRecord
-from controllers.rollout import batched_spec, rollout, rollout_parallel
-from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.parameters import CONTROLLER_NAMES
-from envs.workflow.params import WorkflowParams
+import diagym  # noqa: F401  (registers the ids)
+import diagym.controllers.rollout as runner
+from diagym.controllers.episodes import Episodes
+from diagym.controllers.policy import EpisodeRecord
+from diagym.controllers.rollout import batched_spec, rollout, rollout_parallel
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.parameters import CONTROLLER_NAMES
+from diagym.envs.workflow.params import WorkflowParams
 from tests.conftest import scaled
 
 SPECS = [
@@ -198,7 +198,7 @@ def test_an_empty_run_and_record_fields_of_the_batched_path() -> None:
 @pytest.mark.parametrize("fast", [True, False])
 def test_both_paths_hold_the_log_lock_and_void_an_interrupted_episode(tmp_path: Path,
                                                                       fast: bool) -> None:
-    from controllers.runlog import LogInUse, RunLog, call_totals
+    from diagym.controllers.runlog import LogInUse, RunLog, call_totals
 
     env = make_env(SPECS[1])
     policy = ReferencePolicy.for_env("cache-2", env)

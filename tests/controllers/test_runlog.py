@@ -13,11 +13,11 @@ from typing import Any
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.cli import main
-from controllers.policy import EpisodeAborted, EpisodeRecord
-from controllers.rollout import rollout, rollout_parallel
-from controllers.runlog import (
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.cli import main
+from diagym.controllers.policy import EpisodeAborted, EpisodeRecord
+from diagym.controllers.rollout import rollout, rollout_parallel
+from diagym.controllers.runlog import (
     PROVIDER_ERROR,
     LogInUse,
     RunChanged,
@@ -26,7 +26,7 @@ from controllers.runlog import (
     differences,
     identity,
 )
-from controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.adapter import ReferencePolicy
 from tests.conftest import scaled
 from tests.llm_fake_server import FakeServer, Reply, scripted
 
@@ -190,7 +190,7 @@ def test_identity_drops_the_transport_at_any_depth() -> None:
 
 def _llm_run(base_url: str, log: Path, episodes: int, workers: int, timeout: float,
              resume: bool) -> Any:
-    from analysis.llm_runs import ChatSettings, llm_policy_factory, make_text_env
+    from diagym.analysis.llm_runs import ChatSettings, llm_policy_factory, make_text_env
 
     settings = ChatSettings(base_url=base_url, model="fake", timeout=timeout)
     return rollout_parallel(lambda: make_text_env(ENV, error_allowance=2),
@@ -283,7 +283,7 @@ class KillAt(gym.Wrapper):
 
 
 def test_replayed_calls_are_voided_and_never_counted_twice(tmp_path: Path) -> None:
-    from analysis.llm_runs import ChatSettings, llm_policy_factory, make_text_env
+    from diagym.analysis.llm_runs import ChatSettings, llm_policy_factory, make_text_env
 
     log = tmp_path / "run.jsonl"
     whole = tmp_path / "whole.jsonl"
@@ -371,7 +371,7 @@ def test_the_cli_flag_retry_failed_implies_resume_and_reaches_the_runner(
 # -- the learning curve ----------------------------------------------------------------------
 def test_a_torn_curve_row_does_not_block_train_resume(
         tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
-    from analysis.training import TrainConfig, read_curve, train
+    from diagym.analysis.training import TrainConfig, read_curve, train
 
     config = {"algo": "maskable-ppo", "env": ENV, "n_envs": 2, "eval_episodes": 2,
               "eval_every": 128, "env_kwargs": {"n_ops": 4, "depth": 2, "width": 1,
@@ -418,7 +418,7 @@ def test_a_study_shares_one_open_log_between_named_runs_and_keeps_it_locked(
 
 # -- sessions --------------------------------------------------------------------------------
 def test_each_session_writes_its_provenance_once_outside_the_identity(tmp_path: Path) -> None:
-    from controllers.provenance import provenance
+    from diagym.controllers.provenance import provenance
 
     log = tmp_path / "run.jsonl"
     env = gym.make(ENV)

@@ -10,14 +10,14 @@ import sys
 from collections import Counter
 from pathlib import Path
 
-from controllers.runlog import MAX_LINE_BYTES, read_entries
+from diagym.controllers.runlog import MAX_LINE_BYTES, read_entries
 from tests.conftest import scaled
 
 ROOT = Path(__file__).resolve().parents[2]
 PEAK = """
 import sys, tracemalloc
 from pathlib import Path
-from controllers.runlog import RunLog
+from diagym.controllers.runlog import RunLog
 tracemalloc.start()
 with RunLog(Path(sys.argv[1]), resume=True) as log:
     pass
@@ -28,8 +28,9 @@ print(tracemalloc.get_traced_memory()[1])
 def _padded_log(tmp_path: Path, megabytes: int) -> Path:
     """A real run's log followed by `megabytes` of its episodes' call lines (50 kB prompts)."""
     log = tmp_path / "run.jsonl"
-    subprocess.run([sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
-                    "--policy", "cache-2", "--episodes", "3", "--log", str(log)],
+    subprocess.run([sys.executable, "-m", "diagym.analysis.cli", "run",
+                    "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "3",
+                    "--log", str(log)],
                    cwd=ROOT, check=True, capture_output=True, timeout=scaled(300))
     key = json.loads(log.read_text().splitlines()[-1])["episode_key"]
     line = json.dumps({"type": "call", "episode_key": key, "prompt": "x" * 50_000}).encode()
@@ -76,7 +77,7 @@ def test_a_line_longer_than_the_bound_is_skipped_unread(tmp_path: Path) -> None:
 
 
 def test_each_offset_reads_its_entry_back(tmp_path: Path) -> None:
-    from controllers.runlog import entries_at, entry_at
+    from diagym.controllers.runlog import entries_at, entry_at
 
     path = tmp_path / "log.jsonl"
     with path.open("wb") as sink:

@@ -8,7 +8,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401
+from diagym import envs  # noqa: F401
 
 torch = pytest.importorskip("torch")
 from stable_baselines3 import PPO  # noqa: E402

@@ -10,11 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-import envs  # noqa: F401
-from controllers.sb3.entity import MASKED, EntityLstmPolicy, policy_for
-from controllers.sb3.observation import encode
-from controllers.sb3.policy import algo_class, make_vec_env
-from controllers.workflow.adapter import ReferencePolicy
+from diagym import envs  # noqa: F401
+from diagym.controllers.sb3.entity import MASKED, EntityLstmPolicy, policy_for
+from diagym.controllers.sb3.observation import encode
+from diagym.controllers.sb3.policy import algo_class, make_vec_env
+from diagym.controllers.workflow.adapter import ReferencePolicy
 
 SPEC = {"n_ops": 6, "depth": 3, "width": 3, "candidates": 3}
 TINY_NET = {"features_extractor_kwargs": {"d_model": 16, "heads": 2, "layers": 2}}

@@ -11,11 +11,11 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401
-from analysis.training import TrainConfig, train
-from controllers.rollout import rollout
-from controllers.sb3 import policy as sb3_policy
-from controllers.sb3.policy import (
+from diagym import envs  # noqa: F401
+from diagym.analysis.training import TrainConfig, train
+from diagym.controllers.rollout import rollout
+from diagym.controllers.sb3 import policy as sb3_policy
+from diagym.controllers.sb3.policy import (
     MODEL_HASH_NAME,
     SB3Policy,
     verify_model,
@@ -97,7 +97,7 @@ def test_trust_loads_an_unrecognised_model_and_a_rewritten_hash_is_accepted(run:
 
 def test_run_refuses_an_unrecognised_model_in_one_line_unless_trusted(
         run: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis.cli import main
+    from diagym.analysis.cli import main
 
     (run / MODEL_HASH_NAME).unlink()
     argv = ["run", "--env", "StatefulWorkflow-v0", "--env-kwargs", json.dumps(SMALL),
@@ -128,7 +128,7 @@ def test_train_resume_refuses_a_changed_model_before_loading_it(
 @pytest.mark.parametrize("policy", ["exact", "text-oracle"])
 def test_trust_model_without_a_model_is_refused(policy: str,
                                                 capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis.cli import main
+    from diagym.analysis.cli import main
 
     status = main(["run", "--env", "StatefulWorkflow-v0", "--policy", policy, "--episodes", "1",
                    "--trust-model"])

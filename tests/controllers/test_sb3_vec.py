@@ -14,14 +14,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from controllers.sb3.actions import (
+import diagym  # noqa: F401  (registers the ids)
+from diagym.controllers.sb3.actions import (
     JointActionWrapper,
     decode_joint,
     encode_joint,
     joint_masks,
 )
-from controllers.sb3.vec_env import WorkflowVecEnv
+from diagym.controllers.sb3.vec_env import WorkflowVecEnv
 
 torch = pytest.importorskip("torch")
 from sb3_contrib import MaskablePPO  # noqa: E402

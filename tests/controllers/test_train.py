@@ -8,12 +8,12 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401
-from analysis.cli import main
-from analysis.training import TrainConfig, read_curve, train
-from controllers.rollout import rollout
-from controllers.runlog import ResumeNeeded
-from controllers.sb3.policy import SB3Policy
+from diagym import envs  # noqa: F401
+from diagym.analysis.cli import main
+from diagym.analysis.training import TrainConfig, read_curve, train
+from diagym.controllers.rollout import rollout
+from diagym.controllers.runlog import ResumeNeeded
+from diagym.controllers.sb3.policy import SB3Policy
 
 SMALL = {"n_ops": 4, "depth": 2, "width": 1, "candidates": 2, "snapshot_period": 1}
 
@@ -91,7 +91,7 @@ def test_one_hot_encoding_equals_the_identity_matrix_rows() -> None:
     """The fast flat-index encoding against np.eye, single observations and batches."""
     import numpy as np
 
-    from controllers.sb3.observation import ONE_HOT_KEYS, encode, one_hot_space
+    from diagym.controllers.sb3.observation import ONE_HOT_KEYS, encode, one_hot_space
 
     space = gym.make("StatefulWorkflow-v0", candidates=5).observation_space
     space.seed(3)
@@ -116,7 +116,7 @@ def test_the_layout_cache_is_bounded_and_keyed_by_the_space_object() -> None:
     space in use gets its own layout back, and a new space never gets another's."""
     import numpy as np
 
-    from controllers.sb3 import observation
+    from diagym.controllers.sb3 import observation
 
     observation._cached_layout.cache_clear()
     first = gym.make("StatefulWorkflow-v0", candidates=5).observation_space
@@ -148,14 +148,14 @@ def _steps(out: Path) -> list[int]:
 
 
 def _num_timesteps(out: Path, algo: str = "maskable-ppo") -> int:
-    from controllers.sb3.policy import algo_class
+    from diagym.controllers.sb3.policy import algo_class
 
     return int(algo_class(algo).load(out / "model.zip", device="cpu").num_timesteps)
 
 
 def test_unknown_or_reserved_hyperparameters_are_refused_before_anything_is_written(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from analysis.training import allowed_hyperparameters
+    from diagym.analysis.training import allowed_hyperparameters
 
     allowed = allowed_hyperparameters("recurrent-ppo")
     assert allowed == sorted(allowed) and {"n_epochs", "batch_size", "policy_kwargs"} <= set(
@@ -203,7 +203,7 @@ def test_a_resumed_run_continues_the_curve_like_an_uninterrupted_one(algo: str,
 
 def test_a_kill_between_saving_the_model_and_appending_its_row_is_repaired_on_resume(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    import analysis.training as train_module
+    import diagym.analysis.training as train_module
 
     evaluate, calls = train_module.evaluate, []
 

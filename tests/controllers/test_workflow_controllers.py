@@ -13,14 +13,14 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401
-from controllers.policy import Policy
-from controllers.rollout import rollout
-from controllers.workflow.adapter import ReferencePolicy
-from controllers.workflow.batched import run_controller
-from controllers.workflow.mechanisms import controller_params
-from controllers.workflow.parameters import CONTROLLER_NAMES
-from envs.workflow.params import WorkflowParams
+from diagym import envs  # noqa: F401
+from diagym.controllers.policy import Policy
+from diagym.controllers.rollout import rollout
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.controllers.workflow.batched import run_controller
+from diagym.controllers.workflow.mechanisms import controller_params
+from diagym.controllers.workflow.parameters import CONTROLLER_NAMES
+from diagym.envs.workflow.params import WorkflowParams
 
 SPECS = [
     WorkflowParams(),
@@ -372,7 +372,7 @@ def test_rollout_resumes_from_its_log_without_losing_or_duplicating(tmp_path: An
 
 
 def test_parallel_rollout_equals_sequential(tmp_path: Any) -> None:
-    from controllers.rollout import rollout_parallel
+    from diagym.controllers.rollout import rollout_parallel
 
     def make_env() -> gym.Env:
         return gym.make("StatefulWorkflow-v0", snapshot_period=0, candidates=8)

@@ -10,10 +10,10 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401
-from envs.dacs.params import DacsParams
-from envs.workflow.env import StatefulWorkflowEnv
-from envs.workflow.params import WorkflowParams
+from diagym import envs  # noqa: F401
+from diagym.envs.dacs.params import DacsParams
+from diagym.envs.workflow.env import StatefulWorkflowEnv
+from diagym.envs.workflow.params import WorkflowParams
 
 BAD_PARAMETERS = [
     ({"family": "tree"}, "family must be one of 'chains' | 'barriers'; got 'tree'"),

@@ -5,7 +5,7 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from envs._core.bits import lowest_bit
+from diagym.envs._core.bits import lowest_bit
 
 
 @given(st.integers(1, 2**63 - 1) | st.integers(-(2**63), -1))

@@ -1,7 +1,7 @@
 """Every registered diagym id meets the Gymnasium contract (MiniGrid's conformance pattern).
 
 The ids come from Gymnasium's registry (every entry point under `envs.`), so an env family or
-preset added to envs.FAMILIES is covered here without editing this file: Gymnasium's
+preset added to diagym.envs.FAMILIES is covered here without editing this file: Gymnasium's
 checker, determinism by seed, `gym.make_vec` (the id's vector entry point where it declares
 one, and sync mode), pickling and deep-copying a live env, and every declared render mode.
 """
@@ -19,11 +19,11 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import check_env, data_equivalence
 
-import envs
+from diagym import envs
 
 DIAGYM_IDS = sorted(
     env_id for env_id, spec in gym.registry.items()
-    if isinstance(spec.entry_point, str) and spec.entry_point.startswith("envs.")
+    if isinstance(spec.entry_point, str) and spec.entry_point.startswith("diagym.")
 )
 STEPS = 40
 

@@ -12,11 +12,11 @@ from gymnasium.utils.env_checker import check_env, data_equivalence
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers DACSSteering-v0)
-from envs._core import tokens
-from envs.dacs.env import DACSSteeringEnv
-from envs.dacs.scenario import KEYS, SCENARIOS, VALUES, generate
-from envs.dacs.window import CONTEXT_MODES, ORDERS, registry_block
+import diagym  # noqa: F401  (registers DACSSteering-v0)
+from diagym.envs._core import tokens
+from diagym.envs.dacs.env import DACSSteeringEnv
+from diagym.envs.dacs.scenario import KEYS, SCENARIOS, VALUES, generate
+from diagym.envs.dacs.window import CONTEXT_MODES, ORDERS, registry_block
 
 ENV_ID = "DACSSteering-v0"
 FAST = settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -449,7 +449,7 @@ def test_steering_history_enters_the_windows() -> None:
     """After each answer the requester's full block ends with its last (at most
     HISTORY_TURNS) Q/A pairs: in a dacs window the focused agent's, in a flat window
     every agent's."""
-    from envs.dacs.window import HISTORY_TURNS
+    from diagym.envs.dacs.window import HISTORY_TURNS
 
     for mode in ("dacs", "flat"):
         env = make(family="dense", n_agents=3, decisions=15, context_mode=mode, window=None)

@@ -10,7 +10,7 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401
+from diagym import envs  # noqa: F401
 
 
 @pytest.mark.parametrize("focus", [False, True])
@@ -86,9 +86,9 @@ def test_a_bad_observation_mode_fails_naming_it() -> None:
 
 
 def test_ppo_trains_with_focus_actions_end_to_end(tmp_path: Path) -> None:
-    from analysis.training import TrainConfig, read_curve, train
-    from controllers.rollout import rollout
-    from controllers.sb3.policy import SB3Policy
+    from diagym.analysis.training import TrainConfig, read_curve, train
+    from diagym.controllers.rollout import rollout
+    from diagym.controllers.sb3.policy import SB3Policy
 
     kwargs = {"n_agents": 3, "observation_mode": "numeric", "agent_chosen_focus": True,
               "window": 1024}

@@ -14,7 +14,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers the ids)
+import diagym  # noqa: F401  (registers the ids)
 
 ENV_ID = "StatefulWorkflowHidden-v0"
 FAILURE_CODES = {"dependency": 1, "candidate": 2, "completed": 3}

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from envs._core import numba_setup
+from diagym.envs._core import numba_setup
 
 
 def test_the_cache_is_private_and_named_by_the_kernel_sources(

@@ -19,9 +19,9 @@ from types import SimpleNamespace
 import gymnasium as gym
 import pytest
 
-import envs
-from envs._core import numba_setup
-from envs.dacs.params import DacsParams
+from diagym import envs
+from diagym.envs._core import numba_setup
+from diagym.envs.dacs.params import DacsParams
 
 PROJECT = Path(__file__).resolve().parents[2]
 WORKFLOW_IDS = sorted(envs.FAMILIES[envs.WORKFLOW].presets)
@@ -60,7 +60,7 @@ def test_every_dacs_parameter_is_a_make_kwarg() -> None:
 
 def test_make_with_module_prefix_needs_no_import() -> None:
     code = (
-        "import gymnasium as gym; env = gym.make('envs:StatefulWorkflow-v0'); "
+        "import gymnasium as gym; env = gym.make('diagym:StatefulWorkflow-v0'); "
         "obs, info = env.reset(seed=0); print(obs['codes'].shape, env.unwrapped.task.codes.shape)"
     )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
@@ -80,7 +80,7 @@ def test_ansi_render_shows_rules_task_and_observation() -> None:
     assert "registers: x[0]=" in text
 
 
-COMPILE_SCRIPT = "import gymnasium as gym; gym.make('envs:StatefulWorkflow-v0').reset(seed=0)"
+COMPILE_SCRIPT = "import gymnasium as gym; gym.make('diagym:StatefulWorkflow-v0').reset(seed=0)"
 COLD_LINE = "diagym: compiling StatefulWorkflow kernels (first use; cached afterwards) ..."
 
 

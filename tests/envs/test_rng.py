@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from scipy import stats
 
-from envs._core import rng
+from diagym.envs._core import rng
 
 
 @settings(max_examples=200, deadline=None)

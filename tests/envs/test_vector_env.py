@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 from gymnasium.utils.env_checker import data_equivalence
 
-import envs  # noqa: F401
+from diagym import envs  # noqa: F401
 
 SPECS = [
     {},

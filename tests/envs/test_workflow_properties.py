@@ -7,7 +7,7 @@ import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers the ids)
+import diagym  # noqa: F401  (registers the ids)
 from tests.conftest import play_oracle
 
 

@@ -21,9 +21,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers the env ids)
-from controllers.registry import POLICY_NAMES, make_reference_policy
-from controllers.workflow.parameters import (
+import diagym  # noqa: F401  (registers the env ids)
+from diagym.controllers.registry import POLICY_NAMES, make_reference_policy
+from diagym.controllers.workflow.parameters import (
     K_OFFSET,
     K_PERSEVERATE,
     K_SCHEDULE_LAPSE,

@@ -1,4 +1,4 @@
-"""The answer schema (llm_policies.prompts.schema): seed 003's shape by default, each field
+"""The answer schema (diagym.llm_policies.prompts.schema): seed 003's shape by default, each field
 an enum of its range when bounded, and a grammar from the bounded schema that admits only
 in-range values (llama-cpp-python's own converter, which ignores minimum and maximum)."""
 
@@ -10,12 +10,12 @@ import re
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401
-from llm_policies.harness.tools import tool_dict
-from llm_policies.policy import answer_schema
-from llm_policies.prompts.dacs import ANSWER_SCHEMA
-from llm_policies.prompts.schema import integer_fields_schema
-from llm_policies.prompts.workflow import ACTION_SCHEMA
+from diagym import envs  # noqa: F401
+from diagym.llm_policies.harness.tools import tool_dict
+from diagym.llm_policies.policy import answer_schema
+from diagym.llm_policies.prompts.dacs import ANSWER_SCHEMA
+from diagym.llm_policies.prompts.schema import integer_fields_schema
+from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA
 
 KWARGS = {"depth": 8, "width": 4, "candidates": 3, "snapshot_period": 1, "error_allowance": 2}
 
@@ -36,7 +36,7 @@ def test_bounded_fields_are_the_envs_ranges_in_text_and_tools_alike() -> None:
     assert bounded["properties"] == {"operation": {"type": "integer", "enum": list(range(8))},
                                      "candidate": {"type": "integer", "enum": [0, 1, 2]}}
     assert bounded["required"] == ["operation", "candidate"]
-    from llm_policies.families import text_family
+    from diagym.llm_policies.families import text_family
 
     (execute,) = text_family(env).tools(env.unwrapped)
     assert tool_dict(execute, bounded=True)["function"]["parameters"] == bounded

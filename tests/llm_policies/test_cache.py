@@ -23,9 +23,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_policies.client.cache import MAX_ENTRY_BYTES, CachedChat, ResponseCache
-from llm_policies.client.secrets import secret_forms
-from llm_policies.client.transport import ChatClient, ChatResult, ToolCall
+from diagym.llm_policies.client.cache import MAX_ENTRY_BYTES, CachedChat, ResponseCache
+from diagym.llm_policies.client.secrets import secret_forms
+from diagym.llm_policies.client.transport import ChatClient, ChatResult, ToolCall
 
 MESSAGES = [{"role": "user", "content": "pick an action"}]
 TOOLS = [{"type": "function", "function": {"name": "act", "parameters": {"type": "object"}}}]

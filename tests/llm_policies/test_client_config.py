@@ -7,8 +7,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from llm_policies.client.config import ClientConfig, client_default
-from llm_policies.client.transport import AsyncChatClient, ChatClient
+from diagym.llm_policies.client.config import ClientConfig, client_default
+from diagym.llm_policies.client.transport import AsyncChatClient, ChatClient
 
 URL = "http://127.0.0.1:9/v1"
 

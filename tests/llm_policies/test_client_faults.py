@@ -26,13 +26,18 @@ import gymnasium as gym
 import httpx
 import pytest
 
-import envs  # noqa: F401
-from controllers.rollout import rollout
-from llm_policies.client.secrets import REDACTED, redact_url, scrub, secret_forms
-from llm_policies.client.transport import ERROR_KINDS, AsyncChatClient, ChatClient, ChatResult
-from llm_policies.policy import LLMPolicy
-from llm_policies.prompts.workflow import ACTION_SCHEMA
-from llm_policies.text_actions import TEXT_FAILURES, TextActionWrapper, parse_json_action
+from diagym import envs  # noqa: F401
+from diagym.controllers.rollout import rollout
+from diagym.llm_policies.client.secrets import REDACTED, redact_url, scrub, secret_forms
+from diagym.llm_policies.client.transport import (
+    ERROR_KINDS,
+    AsyncChatClient,
+    ChatClient,
+    ChatResult,
+)
+from diagym.llm_policies.policy import LLMPolicy
+from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA
+from diagym.llm_policies.text_actions import TEXT_FAILURES, TextActionWrapper, parse_json_action
 from tests.fault_server import (
     BOMB_DECODED_BYTES,
     LONG_ANSWER_CHARS,

@@ -21,15 +21,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers the ids)
-from controllers.rollout import rollout
-from envs._core import tokens
-from llm_policies.client.transport import ChatResult, ToolCall
-from llm_policies.harness import HARNESSES
-from llm_policies.harness.conversation import Conversation, message_tokens
-from llm_policies.policy import COUNTER_KEYS, LLMPolicy
-from llm_policies.prompts.workflow import history_entry, render
-from llm_policies.text_actions import TOOL_FAILURES, TextActionWrapper
+import diagym  # noqa: F401  (registers the ids)
+from diagym.controllers.rollout import rollout
+from diagym.envs._core import tokens
+from diagym.llm_policies.client.transport import ChatResult, ToolCall
+from diagym.llm_policies.harness import HARNESSES
+from diagym.llm_policies.harness.conversation import Conversation, message_tokens
+from diagym.llm_policies.policy import COUNTER_KEYS, LLMPolicy
+from diagym.llm_policies.prompts.workflow import history_entry, render
+from diagym.llm_policies.text_actions import TOOL_FAILURES, TextActionWrapper
 
 Messages = list[dict[str, Any]]
 # The call line of a json run as it was before harnesses had names.
@@ -551,8 +551,8 @@ def test_tools_need_an_env_with_functions() -> None:
 def test_the_text_oracle_completes_every_history_episode_in_a_conversation(harness: str) -> None:
     """Without snapshots the current registers follow only from the opening's initial values
     and the updates in the results, so 100% says the conversation carries both."""
-    from llm_policies.families import text_family
-    from llm_policies.oracle import InProcessChat
+    from diagym.llm_policies.families import text_family
+    from diagym.llm_policies.oracle import InProcessChat
 
     env = TextActionWrapper(gym.make("StatefulWorkflowHistory-v0"))
     oracle = text_family(env).oracle()
@@ -567,8 +567,8 @@ def test_the_text_oracle_completes_every_history_episode_in_a_conversation(harne
 def test_the_text_oracle_loses_episodes_when_the_window_drops_the_updates(harness: str) -> None:
     """The control's negative side: a window that keeps only the head and the newest exchange
     loses the earlier updates, and the oracle has to guess."""
-    from llm_policies.families import text_family
-    from llm_policies.oracle import InProcessChat
+    from diagym.llm_policies.families import text_family
+    from diagym.llm_policies.oracle import InProcessChat
 
     env = TextActionWrapper(gym.make("StatefulWorkflowHistory-v0"))
     oracle = text_family(env).oracle()
@@ -605,8 +605,8 @@ def test_dacs_focus_and_answer_through_the_tools_harness(tmp_path: Path) -> None
 
 
 def test_dacs_oracle_scores_alike_in_every_harness() -> None:
-    from llm_policies.families import text_family
-    from llm_policies.oracle import InProcessChat
+    from diagym.llm_policies.families import text_family
+    from diagym.llm_policies.oracle import InProcessChat
 
     accuracy = {}
     for harness in HARNESSES:

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from analysis.llm_runs import make_text_env
-from controllers.rollout import rollout
-from llm_policies.oracle import InProcessChat, WorkflowOracle
-from llm_policies.policy import LLMPolicy
+from diagym.analysis.llm_runs import make_text_env
+from diagym.controllers.rollout import rollout
+from diagym.llm_policies.oracle import InProcessChat, WorkflowOracle
+from diagym.llm_policies.policy import LLMPolicy
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "benchmarks"))
 import local_ladder  # noqa: E402

@@ -15,7 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from llm_policies.client.limits import AdaptiveLimit
+from diagym.llm_policies.client.limits import AdaptiveLimit
 from tests.conftest import scaled
 
 

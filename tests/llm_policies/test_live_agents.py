@@ -12,14 +12,14 @@ from typing import Any
 import numpy as np
 import pytest
 
-from envs._core import tokens
-from llm_policies.client.transport import ChatClient
-from llm_policies.live_agents import protocol
-from llm_policies.live_agents.orchestrator import ORCHESTRATOR_SYSTEM, llm_orchestrator
-from llm_policies.live_agents.scenarios import SCENARIOS
-from llm_policies.live_agents.study import run_study, tables
-from llm_policies.live_agents.summary import summarize
-from llm_policies.live_agents.trial import run_trial
+from diagym.envs._core import tokens
+from diagym.llm_policies.client.transport import ChatClient
+from diagym.llm_policies.live_agents import protocol
+from diagym.llm_policies.live_agents.orchestrator import ORCHESTRATOR_SYSTEM, llm_orchestrator
+from diagym.llm_policies.live_agents.scenarios import SCENARIOS
+from diagym.llm_policies.live_agents.study import run_study, tables
+from diagym.llm_policies.live_agents.summary import summarize
+from diagym.llm_policies.live_agents.trial import run_trial
 from tests.llm_fake_server import FakeServer, Reply
 
 pytestmark = pytest.mark.timeout(120)

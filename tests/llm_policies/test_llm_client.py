@@ -18,8 +18,8 @@ from typing import Any
 
 import pytest
 
-from llm_policies.client.limits import AdaptiveLimit
-from llm_policies.client.transport import (
+from diagym.llm_policies.client.limits import AdaptiveLimit
+from diagym.llm_policies.client.transport import (
     MAX_TOOL_CALLS,
     REDACTED,
     AsyncChatClient,

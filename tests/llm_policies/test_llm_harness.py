@@ -18,12 +18,12 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401
-from controllers.rollout import rollout, rollout_parallel
-from llm_policies.client.transport import ChatClient
-from llm_policies.policy import LLMPolicy
-from llm_policies.prompts.workflow import ACTION_SCHEMA
-from llm_policies.text_actions import TEXT_FAILURES, TextActionWrapper, parse_action
+from diagym import envs  # noqa: F401
+from diagym.controllers.rollout import rollout, rollout_parallel
+from diagym.llm_policies.client.transport import ChatClient
+from diagym.llm_policies.policy import LLMPolicy
+from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA
+from diagym.llm_policies.text_actions import TEXT_FAILURES, TextActionWrapper, parse_action
 from tests.conftest import scaled
 from tests.llm_fake_server import FakeServer, Reply
 
@@ -187,7 +187,7 @@ def test_the_api_key_never_reaches_the_log(tmp_path: Path, monkeypatch: Any) -> 
 
 # -- kill -9 and resume ----------------------------------------------------------------------
 def _run_cli(base_url: str, log: Path, resume: bool) -> subprocess.Popen:
-    command = [sys.executable, "-m", "analysis.cli", "run", "--env", "StatefulWorkflow-v0",
+    command = [sys.executable, "-m", "diagym.analysis.cli", "run", "--env", "StatefulWorkflow-v0",
                "--policy", "llm", "--base-url", base_url, "--model", "fake", "--episodes", "20",
                "--concurrency", "2", "--log", str(log), "--json"]
     if resume:
@@ -224,8 +224,8 @@ def test_sigkill_then_resume_leaves_every_episode_exactly_once(tmp_path: Path) -
 
 # -- decoding ---------------------------------------------------------------------------------
 def test_the_cli_offers_the_clients_response_formats() -> None:
-    from analysis.cli.flags_chat import RESPONSE_FORMATS
-    from llm_policies.client import transport
+    from diagym.analysis.cli.flags_chat import RESPONSE_FORMATS
+    from diagym.llm_policies.client import transport
 
     assert RESPONSE_FORMATS == transport.RESPONSE_FORMATS
 
@@ -234,7 +234,7 @@ def test_the_cli_offers_the_clients_response_formats() -> None:
     ("json_schema", "constrained"), ("json_object", "constrained"), ("none", "unconstrained"),
     ("auto", "negotiated")])
 def test_every_call_line_records_its_decoding(tmp_path: Path, setting: str, label: str) -> None:
-    from llm_policies.policy import decoding
+    from diagym.llm_policies.policy import decoding
 
     assert decoding(setting) == label
     log = tmp_path / "decoding.jsonl"

@@ -19,15 +19,15 @@ from pathlib import Path
 import gymnasium as gym
 import pytest
 
-import envs  # noqa: F401  (registers the env ids)
-from controllers.rollout import rollout
-from envs.workflow.layout import FAILURE_NAMES
-from llm_policies.client.local_server import LOCAL_MODELS, QWEN_05B, LocalModel, local_server
-from llm_policies.client.split_weights import cached_path
-from llm_policies.client.transport import ChatClient
-from llm_policies.families import text_family
-from llm_policies.policy import LLMPolicy, renderer_for
-from llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES, TextActionWrapper
+import diagym  # noqa: F401  (registers the env ids)
+from diagym.controllers.rollout import rollout
+from diagym.envs.workflow.layout import FAILURE_NAMES
+from diagym.llm_policies.client.local_server import LOCAL_MODELS, QWEN_05B, LocalModel, local_server
+from diagym.llm_policies.client.split_weights import cached_path
+from diagym.llm_policies.client.transport import ChatClient
+from diagym.llm_policies.families import text_family
+from diagym.llm_policies.policy import LLMPolicy, renderer_for
+from diagym.llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES, TextActionWrapper
 
 ENV_ID = "StatefulWorkflow-v0"
 EPISODES = {"gemma": 2, "smollm2": 2, "qwen0.5b": 1}  # Qwen 0.5B: ~4x smollm2's time a call

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from analysis.cli import main
-from llm_policies.text_actions import TEXT_FAILURES
+from diagym.analysis.cli import main
+from diagym.llm_policies.text_actions import TEXT_FAILURES
 from tests.conftest import scaled
 
 ENV_FAILURES = ("dependency", "candidate", "completed")
@@ -89,12 +89,12 @@ def test_serve_local_starts_answers_and_stops_cleanly(key: str) -> None:
 
     import httpx
 
-    from llm_policies.client.local_server import LOCAL_MODELS, free_port
+    from diagym.llm_policies.client.local_server import LOCAL_MODELS, free_port
 
     port = free_port()
     root = Path(__file__).resolve().parents[2]
     process = subprocess.Popen(
-        [sys.executable, "-m", "analysis.cli", "serve-local", "--port", str(port),
+        [sys.executable, "-m", "diagym.analysis.cli", "serve-local", "--port", str(port),
          "--model", key], cwd=root,
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
         env={**os.environ, "PYTHONPATH": str(root)})
@@ -126,7 +126,7 @@ def test_smollm2_answers_through_its_chatml_template_and_calls_tools() -> None:
     as OpenAI tool_calls whose arguments hold the function's schema."""
     import httpx
 
-    from llm_policies.client.local_server import LOCAL_MODELS, running_server
+    from diagym.llm_policies.client.local_server import LOCAL_MODELS, running_server
 
     model = LOCAL_MODELS["smollm2"]
     system, user = "You pick workflow operations.", "Operation 0 is ready. Which one next?"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from llm_policies.client import local_server
+from diagym.llm_policies.client import local_server
 from tests.conftest import scaled
 
 DIAGYM = str(Path(sys.executable).with_name("diagym"))

@@ -9,10 +9,10 @@ import math
 import httpx
 import pytest
 
-from analysis.llm_runs import PREFLIGHT_TIMEOUT_S, ChatSettings
-from llm_policies.client import local_speed
-from llm_policies.client.local_speed import SAFETY, Speed, measure
-from llm_policies.client.probe import PROBE_MAX_TOKENS
+from diagym.analysis.llm_runs import PREFLIGHT_TIMEOUT_S, ChatSettings
+from diagym.llm_policies.client import local_speed
+from diagym.llm_policies.client.local_speed import SAFETY, Speed, measure
+from diagym.llm_policies.client.probe import PROBE_MAX_TOKENS
 
 PROMPT_TPS, GEN_TPS = 40.0, 6.0
 
@@ -98,8 +98,8 @@ def test_the_preflight_deadline_honours_an_explicit_one() -> None:
                                                          (45.0, 45.0)])
 def test_preflight_lists_models_within_the_preflight_deadline(
         monkeypatch: pytest.MonkeyPatch, probe_timeout: float | None, expected: float) -> None:
-    from analysis import llm_runs
-    from llm_policies.client import probe
+    from diagym.analysis import llm_runs
+    from diagym.llm_policies.client import probe
 
     asked: list[float] = []
 

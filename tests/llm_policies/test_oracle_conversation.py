@@ -19,19 +19,19 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-import envs  # noqa: F401  (registers the ids)
-from controllers.dacs.readers import dacs_controller, parse_window
-from controllers.rollout import rollout
-from controllers.workflow.adapter import ReferencePolicy
-from envs.workflow.params import WorkflowParams
-from llm_policies.client.transport import ToolCall
-from llm_policies.families import text_family
-from llm_policies.harness import CONVERSATION_HARNESSES
-from llm_policies.harness.tools import tool_dict
-from llm_policies.oracle import DacsOracle, InProcessChat, WorkflowOracle, latest_window
-from llm_policies.policy import LLMPolicy
-from llm_policies.prompts import dacs, workflow
-from llm_policies.text_actions import TextActionWrapper
+import diagym  # noqa: F401  (registers the ids)
+from diagym.controllers.dacs.readers import dacs_controller, parse_window
+from diagym.controllers.rollout import rollout
+from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.envs.workflow.params import WorkflowParams
+from diagym.llm_policies.client.transport import ToolCall
+from diagym.llm_policies.families import text_family
+from diagym.llm_policies.harness import CONVERSATION_HARNESSES
+from diagym.llm_policies.harness.tools import tool_dict
+from diagym.llm_policies.oracle import DacsOracle, InProcessChat, WorkflowOracle, latest_window
+from diagym.llm_policies.policy import LLMPolicy
+from diagym.llm_policies.prompts import dacs, workflow
+from diagym.llm_policies.text_actions import TextActionWrapper
 
 Messages = list[dict[str, Any]]
 

@@ -20,17 +20,17 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs._core import tokens
-from llm_policies.client.cache import CachedChat, ResponseCache
-from llm_policies.client.local_server import LOCAL_MODELS
-from llm_policies.client.prices import (
+from diagym.envs._core import tokens
+from diagym.llm_policies.client.cache import CachedChat, ResponseCache
+from diagym.llm_policies.client.local_server import LOCAL_MODELS
+from diagym.llm_policies.client.prices import (
     CostedChat,
     CostLimitReached,
     CostMeter,
     Price,
     PriceTable,
 )
-from llm_policies.client.transport import ChatResult, ToolCall
+from diagym.llm_policies.client.transport import ChatResult, ToolCall
 from tests.conftest import scaled
 from tests.llm_policies.test_cache import ERROR, ScriptedChat, answer
 
@@ -125,7 +125,7 @@ def test_the_bundled_table_prices_the_local_models_at_zero() -> None:
     for model in (*(m.name for m in LOCAL_MODELS.values()), "/models/gemma-3-270m-Q8_0.gguf"):
         assert prices.price(model) == zero, model
     assert prices.price("gpt-4o") is None
-    raw = resources.files("llm_policies.client").joinpath("prices.json").read_bytes()
+    raw = resources.files("diagym.llm_policies.client").joinpath("prices.json").read_bytes()
     assert prices.describe() == {"source": "bundled llm_policies/client/prices.json",
                                  "sha256": hashlib.sha256(raw).hexdigest()}
     comment = json.loads(raw)["_comment"]

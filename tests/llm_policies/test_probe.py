@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-from llm_policies.client.probe import (
+from diagym.llm_policies.client.probe import (
     HARNESS_NEEDS,
     MAX_MODELS_BYTES,
     PING_TOOL,

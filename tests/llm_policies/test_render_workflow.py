@@ -16,9 +16,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from envs._core import tokens
-from llm_policies.prompts.workflow import (
+import diagym  # noqa: F401  (registers the ids)
+from diagym.envs._core import tokens
+from diagym.llm_policies.prompts.workflow import (
     ACTION_SCHEMA,
     INITIAL_HEADER,
     RESAMPLED_NOTE,
@@ -30,10 +30,10 @@ from llm_policies.prompts.workflow import (
 )
 
 CASES = [
-    ("envs:StatefulWorkflow-v0", {}),
-    ("envs:StatefulWorkflowHistory-v0", {"family": "barriers", "depth": 2, "candidates": 8}),
-    ("envs:StatefulWorkflowHidden-v0", {"width": 8}),
-    ("envs:StatefulWorkflowRetry-v0", {"n_ops": 4, "depth": 4, "candidates": 2}),
+    ("diagym:StatefulWorkflow-v0", {}),
+    ("diagym:StatefulWorkflowHistory-v0", {"family": "barriers", "depth": 2, "candidates": 8}),
+    ("diagym:StatefulWorkflowHidden-v0", {"width": 8}),
+    ("diagym:StatefulWorkflowRetry-v0", {"n_ops": 4, "depth": 4, "candidates": 2}),
 ]
 
 
@@ -119,13 +119,13 @@ def test_the_renderer_keeps_the_initial_registers_from_the_second_decision_on(
 
 
 def test_a_later_prompt_needs_the_initial_registers() -> None:
-    _, spec, obs, history = _play("envs:StatefulWorkflowHistory-v0", {}, seed=1, steps=1)
+    _, spec, obs, history = _play("diagym:StatefulWorkflowHistory-v0", {}, seed=1, steps=1)
     with pytest.raises(ValueError, match="^initial: "):
         decision_prompt(spec, obs, history)
 
 
 def test_hidden_registers_render_as_hidden() -> None:
-    env, spec, obs, history = _play("envs:StatefulWorkflowHistory-v0", {}, seed=1, steps=1)
+    env, spec, obs, history = _play("diagym:StatefulWorkflowHistory-v0", {}, seed=1, steps=1)
     assert (obs["registers"] == -1).all()
     assert "registers: hidden" in decision_prompt(spec, obs, history, env.initial)
     partial = dict(obs, registers=np.array([3, -1, 5, -1, 0, 0, 0, 0], dtype=np.int8))
@@ -134,10 +134,10 @@ def test_hidden_registers_render_as_hidden() -> None:
 
 
 def test_failed_call_and_empty_history() -> None:
-    env, spec, obs, history = _play("envs:StatefulWorkflowRetry-v0", {}, seed=2, steps=2)
+    env, spec, obs, history = _play("diagym:StatefulWorkflowRetry-v0", {}, seed=2, steps=2)
     assert history[-1]["outcome"] == "candidate" and history[-1]["update"] is None
     assert "last call: candidate" in decision_prompt(spec, obs, history, env.initial)
-    env = gym.make("envs:StatefulWorkflow-v0")
+    env = gym.make("diagym:StatefulWorkflow-v0")
     first, _ = env.reset(seed=0)
     text = decision_prompt(env.unwrapped.params, first, [])
     assert "History:\nnone yet" in text and "last call: none yet" in text
@@ -209,7 +209,7 @@ def _content_tokens(messages: list[dict[str, str]]) -> int:
 @pytest.mark.parametrize("system_role", [True, False])
 @pytest.mark.parametrize(("W", "q"), [(400, 0.0), (600, 0.5), (1000, 0.9), (2048, 0.25)])
 def test_budget_accounting(order: str, system_role: bool, W: int, q: float) -> None:
-    env, spec, obs, history = _play("envs:StatefulWorkflowHistory-v0", {}, seed=4, steps=3)
+    env, spec, obs, history = _play("diagym:StatefulWorkflowHistory-v0", {}, seed=4, steps=3)
     coordination = "Agent B (planner): I will run op 3 next; do not touch x[1].\n"
     out = render(spec, obs, history, budget=W, q=q, coordination=coordination, order=order,
                  system_role=system_role, initial=env.initial)
@@ -229,7 +229,7 @@ def test_budget_accounting(order: str, system_role: bool, W: int, q: float) -> N
 
 
 def test_no_budget_messages() -> None:
-    env, spec, obs, history = _play("envs:StatefulWorkflow-v0", {}, seed=5, steps=2)
+    env, spec, obs, history = _play("diagym:StatefulWorkflow-v0", {}, seed=5, steps=2)
     plain = render(spec, obs, history, initial=env.initial)
     decision = decision_prompt(spec, obs, history, env.initial)
     assert plain.assembly is None

@@ -15,9 +15,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from llm_policies.client import split_weights
-from llm_policies.client.local_server import LOCAL_MODELS, QWEN_05B, QWEN_15B
-from llm_policies.client.split_weights import SplitWeights, WeightsMismatch, ensure
+from diagym.llm_policies.client import split_weights
+from diagym.llm_policies.client.local_server import LOCAL_MODELS, QWEN_05B, QWEN_15B
+from diagym.llm_policies.client.split_weights import SplitWeights, WeightsMismatch, ensure
 
 
 def _wheels(directory: Path, chunks: list[bytes], dist: str = "toy-model",

@@ -9,9 +9,9 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401
-from envs.dacs.scenario import N_OPTIONS
-from llm_policies.text_actions import (
+from diagym import envs  # noqa: F401
+from diagym.envs.dacs.scenario import N_OPTIONS
+from diagym.llm_policies.text_actions import (
     INVALID_ACTION,
     TOOL_FAILURES,
     InvalidReply,
@@ -76,8 +76,8 @@ def test_env_of_no_family_is_refused() -> None:
 def _free_text_reply(pick: str):
     """A chat model that reads the window with the reference reader's rule and replies in
     plain text with the right value (pick="right") or with another option's value."""
-    from controllers.dacs.readers import parse_window
-    from llm_policies.oracle import DacsOracle
+    from diagym.controllers.dacs.readers import parse_window
+    from diagym.llm_policies.oracle import DacsOracle
 
     oracle = DacsOracle()
 
@@ -95,9 +95,9 @@ def test_free_text_replies_are_scored_by_keywords_through_the_harness(pick: str)
     """Under scoring="keywords" the prompt asks for plain text, the wrapper passes the reply to
     the env, and the env scores it: naming the right value is correct, naming another option
     is not."""
-    from controllers.rollout import rollout
-    from llm_policies.oracle import InProcessChat
-    from llm_policies.policy import LLMPolicy, renderer_for
+    from diagym.controllers.rollout import rollout
+    from diagym.llm_policies.oracle import InProcessChat
+    from diagym.llm_policies.policy import LLMPolicy, renderer_for
 
     env = TextActionWrapper(gym.make("DACSSteering-v0", n_agents=3, family="heterogeneous",
                                      scoring="keywords"))

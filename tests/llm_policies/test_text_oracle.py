@@ -20,14 +20,14 @@ import gymnasium as gym
 import numpy as np
 import pytest
 
-import envs  # noqa: F401  (registers the ids)
-from analysis.cli import main
-from analysis.llm_runs import make_text_env, oracle_policy_factory
-from controllers.dacs.readers import dacs_controller
-from controllers.rollout import rollout
-from llm_policies.oracle import DacsOracle, InProcessChat, WorkflowOracle
-from llm_policies.policy import LLMPolicy
-from llm_policies.prompts import workflow
+import diagym  # noqa: F401  (registers the ids)
+from diagym.analysis.cli import main
+from diagym.analysis.llm_runs import make_text_env, oracle_policy_factory
+from diagym.controllers.dacs.readers import dacs_controller
+from diagym.controllers.rollout import rollout
+from diagym.llm_policies.oracle import DacsOracle, InProcessChat, WorkflowOracle
+from diagym.llm_policies.policy import LLMPolicy
+from diagym.llm_policies.prompts import workflow
 
 EPISODES = 200
 

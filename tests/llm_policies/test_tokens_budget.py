@@ -17,8 +17,8 @@ import tiktoken
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envs._core import tokens
-from llm_policies.prompts.budget import ARTIFACT_DROP, LAYOUTS, assemble, fit_block
+from diagym.envs._core import tokens
+from diagym.llm_policies.prompts.budget import ARTIFACT_DROP, LAYOUTS, assemble, fit_block
 
 SOURCE = st.text(min_size=1, max_size=200).filter(lambda s: s.strip() != "")
 ANY_TEXT = st.text(max_size=200)

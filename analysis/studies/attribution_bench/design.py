@@ -15,9 +15,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from analysis.diagnose.battery import DEFAULT_BATTERY
-from analysis.diagnose.faults import CAUSES
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.diagnose.battery import DEFAULT_BATTERY
+from diagym.analysis.diagnose.faults import CAUSES
+from diagym.envs.workflow.params import WorkflowParams
 
 # Indices into DEFAULT_BATTERY (its docstring's table).
 CONFIGURATION_INDICES = (0, 6, 2, 4, 3, 7)

@@ -39,7 +39,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.diagnose.attribution import (
+from diagym.analysis.diagnose.attribution import (
     AMBIGUOUS,
     GUESS,
     OK,
@@ -48,16 +48,16 @@ from analysis.diagnose.attribution import (
     explanation_values,
     replay,
 )
-from analysis.diagnose.faults import (
+from diagym.analysis.diagnose.faults import (
     CAUSES,
     ENV_FAILURE,
     INVALID_REPLY,
     TEXT_FAILURE,
     VALUE_CAUSES,
 )
-from analysis.diagnose.run import label as config_label
-from analysis.stats import wilson_interval
-from analysis.studies.attribution_bench.run import Case
+from diagym.analysis.diagnose.run import label as config_label
+from diagym.analysis.stats import wilson_interval
+from diagym.analysis.studies.attribution_bench.run import Case
 
 NONE = "none"  # no failed call found
 BOOTSTRAP = 2000

@@ -16,17 +16,17 @@ from pathlib import Path
 
 import gymnasium as gym
 
-from analysis.diagnose.attribution import ENV_ID, Trace
-from analysis.diagnose.faults import FaultInjector, Label, label_of
-from analysis.diagnose.run import env_kwargs, label, logged_traces, text_decoder
-from analysis.llm_runs import make_text_env
-from analysis.studies.attribution_bench.design import BenchDesign
-from controllers.logreader import read_log
-from controllers.policy import EpisodeRecord
-from controllers.rollout import rollout_parallel
-from controllers.runlog import RunLog
-from controllers.tracing import Traced
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.diagnose.attribution import ENV_ID, Trace
+from diagym.analysis.diagnose.faults import FaultInjector, Label, label_of
+from diagym.analysis.diagnose.run import env_kwargs, label, logged_traces, text_decoder
+from diagym.analysis.llm_runs import make_text_env
+from diagym.analysis.studies.attribution_bench.design import BenchDesign
+from diagym.controllers.logreader import read_log
+from diagym.controllers.policy import EpisodeRecord
+from diagym.controllers.rollout import rollout_parallel
+from diagym.controllers.runlog import RunLog
+from diagym.controllers.tracing import Traced
+from diagym.envs.workflow.params import WorkflowParams
 
 
 @dataclass(frozen=True)

@@ -17,7 +17,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from analysis.plotting import (
+from diagym.analysis.plotting import (
     CITATIONS,
     add_caption,
     colour,
@@ -27,8 +27,8 @@ from analysis.plotting import (
     percent_axis,
     save,
 )
-from analysis.stats import wilson_interval
-from controllers.provenance import write_provenance
+from diagym.analysis.stats import wilson_interval
+from diagym.controllers.provenance import write_provenance
 
 FIGURE = "phase4_vs_synthetic.png"
 READERS = (("dacs-reader", "dacs"), ("flat-reader", "flat"))
@@ -37,9 +37,9 @@ PHASE1_CELLS = {3: "s1", 5: "s2"}  # seed 002's phase-1 cell at each N
 
 def synthetic_rows(sizes: Sequence[int]) -> list[dict[str, Any]]:
     """Phase-1 rows (the dacs-study table's) of the programmed readers at these N."""
-    from analysis.studies.dacs_study.report import table_rows
-    from analysis.studies.dacs_study.run import run_study
-    from controllers.registry import make_reference_policy
+    from diagym.analysis.studies.dacs_study.report import table_rows
+    from diagym.analysis.studies.dacs_study.run import run_study
+    from diagym.controllers.registry import make_reference_policy
 
     names = {PHASE1_CELLS[n] for n in sizes if n in PHASE1_CELLS}
     results = run_study(make_reference_policy, arms=READERS, phases=("agents",),

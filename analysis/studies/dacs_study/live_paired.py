@@ -5,7 +5,7 @@ agents, so the same (trial, agent, request index) is asked in each; the differen
 answers' scores is what the orchestrator's window changed. A decision counts for a rater only
 where both conditions have a score from it (the judge's unparseable verdicts and requests
 past an agent's rubrics drop out), and the interval resamples those pairs
-(analysis.stats.bootstrap_weights), which is honest about small n.
+(diagym.analysis.stats.bootstrap_weights), which is honest about small n.
 """
 
 from __future__ import annotations
@@ -17,8 +17,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.stats import bootstrap_weights, paired_bootstrap
-from analysis.studies.study_tables import study_table, write_study_tables
+from diagym.analysis.stats import bootstrap_weights, paired_bootstrap
+from diagym.analysis.studies.study_tables import study_table, write_study_tables
 
 RATERS = ("judge", "keyword")
 FIELDS = ("scenario", "rater", "pairs", "dacs", "flat", "difference", "low", "high")

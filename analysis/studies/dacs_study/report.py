@@ -11,7 +11,7 @@ import csv
 from pathlib import Path
 from typing import Any
 
-from analysis.plotting import (
+from diagym.analysis.plotting import (
     CITATIONS,
     add_caption,
     colour,
@@ -22,11 +22,11 @@ from analysis.plotting import (
     save,
     seed_text,
 )
-from analysis.stats import wilson_interval
-from analysis.studies.dacs_study.design import ENV_ID, cell_label
-from analysis.studies.dacs_study.run import ArmResult
-from analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
-from controllers.provenance import write_provenance
+from diagym.analysis.stats import wilson_interval
+from diagym.analysis.studies.dacs_study.design import ENV_ID, cell_label
+from diagym.analysis.studies.dacs_study.run import ArmResult
+from diagym.analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
+from diagym.controllers.provenance import write_provenance
 
 CITATION_002 = CITATIONS["002"]
 TABLE_CSV = "dacs_study.csv"

@@ -13,16 +13,16 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.studies.dacs_study.design import (
+from diagym.analysis.studies.dacs_study.design import (
     ENV_ID,
     EPISODES,
     PHASES,
     REFERENCE_ARMS,
     env_kwargs,
 )
-from analysis.summary import summarise
-from controllers.rollout import rollout_parallel
-from controllers.runlog import RunLog
+from diagym.analysis.summary import summarise
+from diagym.controllers.rollout import rollout_parallel
+from diagym.controllers.runlog import RunLog
 
 
 @dataclass(frozen=True)
@@ -44,15 +44,15 @@ def reference_env(kwargs: dict[str, Any]) -> Any:
     """The numeric env the programmed readers play."""
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the ids)
+    import diagym  # noqa: F401  (registers the ids)
 
     return gym.make(ENV_ID, **kwargs)
 
 
 def text_env(kwargs: dict[str, Any]) -> Any:
     """The env behind the text-action wrapper, for a chat model."""
-    import envs  # noqa: F401  (registers the ids)
-    from analysis.llm_runs import make_text_env
+    import diagym  # noqa: F401  (registers the ids)
+    from diagym.analysis.llm_runs import make_text_env
 
     return make_text_env(ENV_ID, **kwargs)
 
@@ -69,11 +69,11 @@ def run_study(make_policy: Callable[[str, Any], Any],
     """Every phase x cell x arm on scenario seeds 0 .. episodes - 1.
 
     window None: no budget (nothing is cut). make_policy(name, env) builds the arm's policy;
-    a log that already holds a run needs resume=True (controllers.runlog's one rule).
+    a log that already holds a run needs resume=True (diagym.controllers.runlog's one rule).
     `workers` episodes of an arm are in flight at once (for policies that wait on a server).
     Each arm of each cell is its own run (prefixed by `run_name` when given); retry_failed
     plays again the episodes whose first failure is provider_error. `executor`
-    (controllers.executors) plays each arm's episodes (default: `workers` threads here).
+    (diagym.controllers.executors) plays each arm's episodes (default: `workers` threads here).
     `cells`: only the cells of these names (s1 .. s8; None: every cell of the phases).
     The study's one log stays locked for the whole study. With `progress`, the bar counts
     every episode (arms x episodes), a resumed study's finished ones done from its start."""
@@ -88,7 +88,7 @@ def run_study(make_policy: Callable[[str, Any], Any],
         shared = stack.enter_context(RunLog(log, resume=True)) if log is not None else None
         on_record = None
         if progress:
-            from analysis.progress import progress as progress_bar
+            from diagym.analysis.progress import progress as progress_bar
 
             done = 0 if shared is None else sum(
                 shared.finished_count(name, range(episodes), retry_failed)

@@ -14,7 +14,7 @@ import itertools
 from dataclasses import dataclass
 from typing import Any
 
-from envs.workflow.params import WorkflowParams
+from diagym.envs.workflow.params import WorkflowParams
 
 # (name, spec field, low, high); feedback is "high" for snapshot, as the paper's contrast is
 # snapshot minus history.

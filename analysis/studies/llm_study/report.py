@@ -21,12 +21,12 @@ from typing import Any
 
 import numpy as np
 
-from analysis.stats import bootstrap_weights, paired_bootstrap
-from analysis.studies.llm_study.design import FACTORS, Cell
-from analysis.studies.llm_study.run import BASELINE, CellRun
-from analysis.summary import summarise as summarise_episodes
-from controllers.episodes import Episodes
-from controllers.logreader import answered_calls as answered_calls  # the study's name for it
+from diagym.analysis.stats import bootstrap_weights, paired_bootstrap
+from diagym.analysis.studies.llm_study.design import FACTORS, Cell
+from diagym.analysis.studies.llm_study.run import BASELINE, CellRun
+from diagym.analysis.summary import summarise as summarise_episodes
+from diagym.controllers.episodes import Episodes
+from diagym.controllers.logreader import answered_calls as answered_calls  # the study's name for it
 
 # What a harness's well-formed reply is called: a JSON action, or one valid tool call.
 VALID_REPLY_LABELS = {"json": "schema-valid", "chat": "schema-valid", "tools": "tool-call-valid"}
@@ -110,7 +110,7 @@ def call_figures(calls: Sequence[dict[str, Any]]) -> dict[str, Any]:
 
 def harness_summary(harness: str, results: Sequence[CellRun], calls: Sequence[dict[str, Any]],
                     resamples: int = 2000) -> dict[str, Any]:
-    """One harness's figures: its episodes (analysis.summary), its calls (`call_figures`),
+    """One harness's figures: its episodes (diagym.analysis.summary), its calls (`call_figures`),
     success per dollar, and the marginal contrasts of the design within it."""
     pooled = summarise_episodes(Episodes.concatenate([r.episodes for r in results]))
     model = pooled.model_calls
@@ -187,7 +187,7 @@ def summarise_study(results: Sequence[CellRun], resamples: int = 2000,
     compares them; a study of one harness also has that harness's figures at the top level,
     the shape the object had before the harness was a factor. response_format: the run's
     setting."""
-    from llm_policies.policy import decoding
+    from diagym.llm_policies.policy import decoding
 
     grouped = _by_harness(results)
     harnesses = {

@@ -1,10 +1,10 @@
 """Play seed 003's language-model designs (design.py) with any chat-model policy.
 
-Episodes run through the one Policy runner (controllers.rollout.rollout_parallel) on the
+Episodes run through the one Policy runner (diagym.controllers.rollout.rollout_parallel) on the
 text-action env, so records and the run log are those of every other run; each (harness,
 cell) is its own run in one shared log, so rerunning with resume plays only what is missing.
 
-The harness (llm_policies.harness: json, tools, chat) is a factor crossed with the design:
+The harness (diagym.llm_policies.harness: json, tools, chat) is a factor crossed with the design:
 every harness plays every cell on the same task seeds, so its contrasts are paired by task.
 The harnesses take turns within each cell rather than one after the other, so a server whose
 speed drifts during a study weighs on every harness alike.
@@ -19,12 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from analysis.studies.llm_study.design import Cell, design_cells
-from controllers.episodes import Episodes
-from controllers.rollout import rollout_parallel
-from controllers.runlog import RunLog
-from envs.workflow.params import WorkflowParams
-from llm_policies.harness import HARNESSES
+from diagym.analysis.studies.llm_study.design import Cell, design_cells
+from diagym.controllers.episodes import Episodes
+from diagym.controllers.rollout import rollout_parallel
+from diagym.controllers.runlog import RunLog
+from diagym.envs.workflow.params import WorkflowParams
+from diagym.llm_policies.harness import HARNESSES
 
 ENV_ID = "StatefulWorkflow-v0"
 BASELINE = "json"  # the harness of every study before the harness was a factor
@@ -41,7 +41,7 @@ class CellRun:
 
 def text_env(spec: WorkflowParams) -> Any:
     """The cell's task behind the text-action wrapper (what a chat model plays)."""
-    from analysis.llm_runs import make_text_env
+    from diagym.analysis.llm_runs import make_text_env
 
     return make_text_env(ENV_ID, **dataclasses.asdict(spec))
 
@@ -74,12 +74,12 @@ def run_design(design: str, first_seed: int, n_seeds: int,
     """Every cell in every harness on seeds first_seed .. first_seed + n_seeds - 1, in one
     shared run log; make_policy(harness) is the runner's make_policy(env) for that harness.
 
-    A log that already holds a run needs resume=True (controllers.runlog's one rule); then
+    A log that already holds a run needs resume=True (diagym.controllers.runlog's one rule); then
     the episodes finished in it are not played again. The log stays locked for the whole
     study. Each (harness, cell) is its own run, named by `cell_run_name`; retry_failed plays
     again the episodes whose first failure is provider_error. Results come in play order:
     cells in standard order, the harnesses in the order given within each. `executor`
-    (controllers.executors) plays each cell's episodes (default: `workers` threads here); the
+    (diagym.controllers.executors) plays each cell's episodes (default: `workers` threads here); the
     study's one log is written here either way. With `progress`, the bar counts every
     episode of the study, and a resumed study's finished ones are done from its start."""
     chosen = check_harnesses(harnesses)
@@ -94,7 +94,7 @@ def run_design(design: str, first_seed: int, n_seeds: int,
         shared = stack.enter_context(RunLog(log, resume=True)) if log is not None else None
         on_record = None
         if progress:
-            from analysis.progress import progress as progress_bar
+            from diagym.analysis.progress import progress as progress_bar
 
             done = 0 if shared is None else sum(
                 shared.finished_count(name, seeds, retry_failed) for _c, _h, name in runs)

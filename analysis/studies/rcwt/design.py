@@ -26,10 +26,10 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from envs._core.tokens import count, encode
-from envs.dacs.scenario import generate
-from envs.dacs.window import Block, full_block, request_text
-from llm_policies.prompts.budget import (
+from diagym.envs._core.tokens import count, encode
+from diagym.envs.dacs.scenario import generate
+from diagym.envs.dacs.window import Block, full_block, request_text
+from diagym.llm_policies.prompts.budget import (
     ARTIFACT_DROP,
     ARTIFACT_LAYOUT,
     LAYOUTS,
@@ -80,7 +80,7 @@ class Trial:
 def _make_env(env_kwargs: Mapping[str, Any] | None) -> Any:
     import gymnasium as gym
 
-    import envs  # noqa: F401  (registers the ids)
+    import diagym  # noqa: F401  (registers the ids)
 
     return gym.make(ENV_ID, **dict(env_kwargs or {}))
 

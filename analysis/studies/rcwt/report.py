@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.studies.rcwt.fits import (
+from diagym.analysis.studies.rcwt.fits import (
     PARAM_NAMES,
     FitResult,
     best_family,
@@ -21,7 +21,7 @@ from analysis.studies.rcwt.fits import (
     fit_all,
     theta,
 )
-from controllers.provenance import write_provenance
+from diagym.controllers.provenance import write_provenance
 
 CSV_FIELDS = ("model", "p", "score", "order", "q", "r", "u", "c", "seed", "category")
 
@@ -178,7 +178,7 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
 
-    from analysis.plotting import CITATIONS, add_caption, save
+    from diagym.analysis.plotting import CITATIONS, add_caption, save
 
     groups = _group(rows)
     n_models = max(len(groups), 1)

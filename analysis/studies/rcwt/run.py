@@ -2,7 +2,7 @@
 
 Attribution under repetition: the evidence block may be repeated whole copies plus a cut
 last copy, and the coordination text holds other agents' facts for the same key. The reader
-attributes every line to the block header above it (controllers.dacs.readers.parse_window)
+attributes every line to the block header above it (diagym.controllers.dacs.readers.parse_window)
 and takes the requester's *first* fact mention: every copy but the last is complete, and a
 cut last copy can end inside the value ("us-ea", or "750" cut from "7500", which is a real
 value).
@@ -25,7 +25,7 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from analysis.studies.rcwt.design import (
+from diagym.analysis.studies.rcwt.design import (
     ENV_ID,
     N_OPTIONS,
     Q_GRID,
@@ -37,13 +37,19 @@ from analysis.studies.rcwt.design import (
     coordination_text,
     normalise_q,
 )
-from controllers.callline import ELAPSED, MODEL_FIELDS, CallLine
-from controllers.dacs.readers import evidence, parse_window
-from controllers.runlog import RunLog
-from envs._core import rng
-from llm_policies.prompts.budget import ARTIFACT_DROP, ARTIFACT_LAYOUT, LAYOUTS, ORDERS, Assembly
-from llm_policies.prompts.dacs import ANSWER_SCHEMA
-from llm_policies.text_actions import ANSWER_KEY, parse_json_action
+from diagym.controllers.callline import ELAPSED, MODEL_FIELDS, CallLine
+from diagym.controllers.dacs.readers import evidence, parse_window
+from diagym.controllers.runlog import RunLog
+from diagym.envs._core import rng
+from diagym.llm_policies.prompts.budget import (
+    ARTIFACT_DROP,
+    ARTIFACT_LAYOUT,
+    LAYOUTS,
+    ORDERS,
+    Assembly,
+)
+from diagym.llm_policies.prompts.dacs import ANSWER_SCHEMA
+from diagym.llm_policies.text_actions import ANSWER_KEY, parse_json_action
 
 PROVIDER_ERROR = "provider_error"
 
@@ -122,7 +128,7 @@ class LLMAnswer:
     """
 
     def __init__(self, system_role: bool = True, **settings: Any) -> None:
-        from llm_policies.client.transport import ChatClient
+        from diagym.llm_policies.client.transport import ChatClient
 
         settings.setdefault("json_schema", ANSWER_SCHEMA)
         self.system_role = system_role
@@ -337,11 +343,11 @@ def run_workflow_sweep(
     """
     import gymnasium as gym
 
-    from controllers.rollout import rollout
-    from llm_policies.client.transport import ChatClient
-    from llm_policies.policy import LLMPolicy
-    from llm_policies.prompts.workflow import ACTION_SCHEMA, WorkflowRenderer
-    from llm_policies.text_actions import TextActionWrapper
+    from diagym.controllers.rollout import rollout
+    from diagym.llm_policies.client.transport import ChatClient
+    from diagym.llm_policies.policy import LLMPolicy
+    from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA, WorkflowRenderer
+    from diagym.llm_policies.text_actions import TextActionWrapper
 
     grid = _check_sweep(window, trials, 1, q, orders)
     model_name = str(settings.get("model", "llm"))

@@ -13,8 +13,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from analysis.studies.seeds import FOLLOW_ON_SEEDS, PRIMARY_SEEDS
-from envs.workflow.params import GRAPH_SHAPES, WorkflowParams
+from diagym.analysis.studies.seeds import FOLLOW_ON_SEEDS, PRIMARY_SEEDS
+from diagym.envs.workflow.params import GRAPH_SHAPES, WorkflowParams
 
 PRIMARY_CONTROLLERS = (
     "exact", "cache-2", "cache-4", "scan-1", "scan-4", "cache-2+scan-4", "random-schedule",

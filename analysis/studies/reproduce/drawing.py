@@ -25,15 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from analysis.plotting import save
-from analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
-from analysis.studies.reproduce.figures import (
+from diagym.analysis.plotting import save
+from diagym.analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
+from diagym.analysis.studies.reproduce.figures import (
     FIGURE_NAMES,
     figure_names,
     grid_figure_jobs,
     grid_seeds_of,
 )
-from analysis.studies.reproduce.report import group_indices, validate_episodes
+from diagym.analysis.studies.reproduce.report import group_indices, validate_episodes
 
 # (builder, its arguments, the grid's configurations, their success (configs, seeds), path)
 Job = tuple[Any, tuple[Any, ...], Sequence[Any], np.ndarray, Path]
@@ -77,7 +77,7 @@ def _start_drawing(weights: np.ndarray | None, resamples: int) -> None:
     _PAINTER = _Painter(weights, resamples)
     import io
 
-    from analysis.plotting import new_figure
+    from diagym.analysis.plotting import new_figure
 
     figure, (axis,) = new_figure(1, 1.0, 1.0)
     axis.set_title("warm-up", fontsize=9)

@@ -10,7 +10,7 @@ from typing import Any
 
 import numpy as np
 
-from analysis.plotting import (
+from diagym.analysis.plotting import (
     CITATIONS,
     add_caption,
     band_lines,
@@ -21,9 +21,9 @@ from analysis.plotting import (
     percent_axis,
     seed_text,
 )
-from analysis.stats import EFFECT_FACTORS, bootstrap_weights
-from analysis.studies.reproduce.design import CONDITION_KNOBS, grid_seeds, knob_text
-from analysis.studies.reproduce.report import (
+from diagym.analysis.stats import EFFECT_FACTORS, bootstrap_weights
+from diagym.analysis.studies.reproduce.design import CONDITION_KNOBS, grid_seeds, knob_text
+from diagym.analysis.studies.reproduce.report import (
     APPENDIX_TABLES,
     KNOB_NAMES,
     collapsed_text,

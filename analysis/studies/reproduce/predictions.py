@@ -57,13 +57,13 @@ from fractions import Fraction
 
 import numpy as np
 
-from analysis.studies.reproduce.design import GridConfiguration, grid_seeds
-from envs._core.bits import smallest_ready
-from envs._core.numba_setup import jit
-from envs.workflow.generator import reset_batch
-from envs.workflow.kernel import allocate_rows
-from envs.workflow.layout import task_offsets, work_offsets
-from envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, WorkflowParams
+from diagym.analysis.studies.reproduce.design import GridConfiguration, grid_seeds
+from diagym.envs._core.bits import smallest_ready
+from diagym.envs._core.numba_setup import jit
+from diagym.envs.workflow.generator import reset_batch
+from diagym.envs.workflow.kernel import allocate_rows
+from diagym.envs.workflow.layout import task_offsets, work_offsets
+from diagym.envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, WorkflowParams
 
 CONTROLLERS = (
     "exact", "cache-2", "cache-4", "scan-1", "scan-2", "scan-4", "cache-2+scan-4",

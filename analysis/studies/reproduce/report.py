@@ -20,8 +20,8 @@ from typing import Any
 
 import numpy as np
 
-from analysis.stats import combine, paired_bootstrap, wilson_interval
-from analysis.studies.reproduce.design import knob_text
+from diagym.analysis.stats import combine, paired_bootstrap, wilson_interval
+from diagym.analysis.studies.reproduce.design import knob_text
 
 SPEC_KEYS = (
     "family", "n_ops", "depth", "width", "candidates", "snapshot_period", "hidden_resampling",
@@ -40,7 +40,7 @@ MEAN_FIELDS = (
     "value_bits",
 )
 FAILURE_CODES = {"failures_dependency": 1, "failures_candidate": 2, "failures_completed": 3}
-# The batched runner's columns (controllers.workflow.batched.EPISODE_KEYS) that results.csv
+# The batched runner's columns (diagym.controllers.workflow.batched.EPISODE_KEYS) that results.csv
 # reads; a subset, so a runner column the report does not show (plan_slots) needs no change here.
 RESULT_COLUMNS = ("success", *MEAN_FIELDS, "first_failure")
 NOT_DERIVED = "not_derived"

@@ -18,24 +18,24 @@ from typing import Any
 
 import numpy as np
 
-from analysis.audit import audit_table
-from analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
-from analysis.studies.reproduce.design import (
+from diagym.analysis.audit import audit_table
+from diagym.analysis.stats import DEFAULT_RESAMPLES, bootstrap_weights
+from diagym.analysis.studies.reproduce.design import (
     GRID_CHOICES,
     GRID_NAMES,
     GridConfiguration,
     grid_configurations,
     grid_seeds,
 )
-from analysis.studies.reproduce.drawing import ProfileDrawer, study_figures
-from analysis.studies.reproduce.predictions import predict
-from analysis.studies.reproduce.report import summary_rows, write_results_csv
-from analysis.studies.reproduce.tables import tables_blocks
-from analysis.studies.study_tables import Block, Heading, study_table, write_study_tables
-from controllers.executors import Executor, LocalExecutor
-from controllers.provenance import write_provenance
-from controllers.workflow.batched import ControllerAbort, run_many
-from envs.workflow.params import WorkflowParams
+from diagym.analysis.studies.reproduce.drawing import ProfileDrawer, study_figures
+from diagym.analysis.studies.reproduce.predictions import predict
+from diagym.analysis.studies.reproduce.report import summary_rows, write_results_csv
+from diagym.analysis.studies.reproduce.tables import tables_blocks
+from diagym.analysis.studies.study_tables import Block, Heading, study_table, write_study_tables
+from diagym.controllers.executors import Executor, LocalExecutor
+from diagym.controllers.provenance import write_provenance
+from diagym.controllers.workflow.batched import ControllerAbort, run_many
+from diagym.envs.workflow.params import WorkflowParams
 
 
 @dataclass
@@ -113,8 +113,8 @@ def run_grids(names: tuple[str, ...], progress: bool = False,
               executor: Executor | None = None, on_grid: GridArrived | None = None,
               ) -> tuple[list[GridConfiguration], dict[str, np.ndarray], np.ndarray]:
     """Configurations, stacked episode arrays (configs, 256 seeds) and predictions; with
-    `progress`, one step per configuration (analysis.progress: a bar, or log lines).
-    `executor` (controllers.executors) plays the shards of configurations (default: one at a
+    `progress`, one step per configuration (diagym.analysis.progress: a bar, or log lines).
+    `executor` (diagym.controllers.executors) plays the shards of configurations (default: one at a
     time here); the arrays come back in configuration order either way. `on_grid` gets each
     grid's configurations and episode arrays as soon as that grid has played and passed its
     positive controls."""
@@ -125,7 +125,7 @@ def run_grids(names: tuple[str, ...], progress: bool = False,
     grids = {name: grid_configurations(name) for name in names}
     bar = None
     if progress:
-        from analysis.progress import progress as progress_bar
+        from diagym.analysis.progress import progress as progress_bar
 
         bar = progress_bar(total=sum(map(len, grids.values())), desc="reproduce",
                            unit="configuration")

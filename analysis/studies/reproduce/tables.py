@@ -10,15 +10,15 @@ from typing import Any
 
 import numpy as np
 
-from analysis.stats import (
+from diagym.analysis.stats import (
     EFFECT_FACTORS,
     combine,
     endpoint_effects,
     paired_bootstrap,
     wilson_interval,
 )
-from analysis.studies.reproduce.design import condition_label
-from analysis.studies.reproduce.report import (
+from diagym.analysis.studies.reproduce.design import condition_label
+from diagym.analysis.studies.reproduce.report import (
     APPENDIX_TABLES,
     NOT_DERIVED,
     averaging_rows,
@@ -30,7 +30,7 @@ from analysis.studies.reproduce.report import (
     predicted_array,
     validate_episodes,
 )
-from analysis.studies.study_tables import Block, Heading, markdown, study_table
+from diagym.analysis.studies.study_tables import Block, Heading, markdown, study_table
 
 FACTOR_TITLES = {
     "depth": "Depth", "candidates": "Candidates", "width": "Width", "observation": "History",

@@ -13,7 +13,7 @@ the lapse the best mechanism's fitted epsilon with its interval.
 
 ## Resumable, bsuite style
 DIR/runs.jsonl holds one JSON line per finished (width, seed, checkpoint): a rerun skips
-those, trains the next checkpoint from the model left in DIR/<run>/ (analysis.training's
+those, trains the next checkpoint from the model left in DIR/<run>/ (diagym.analysis.training's
 resume) and appends its line only when the diagnosis is done, so a kill loses at most the
 checkpoint in progress. A checkpoint is diagnosed before training goes on, since the run
 directory keeps one model; every run reaches a checkpoint before any goes on to the next.
@@ -28,9 +28,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from analysis.studies.rl_study.design import DIAGNOSIS_SEED, ENV_ID, EVAL_SEEDS, PRESET
-from analysis.summary import summarise
-from analysis.training import TrainConfig, read_curve, train
+from diagym.analysis.studies.rl_study.design import DIAGNOSIS_SEED, ENV_ID, EVAL_SEEDS, PRESET
+from diagym.analysis.summary import summarise
+from diagym.analysis.training import TrainConfig, read_curve, train
 
 RUNS_NAME = "runs.jsonl"
 # The small preset under history feedback at width 8: registers shown only initially, every
@@ -138,10 +138,10 @@ def diagnose_checkpoint(model: Path, design: CapacityDesign, width: int, seed: i
     """Diagnose the model on the battery of its shape and evaluate it on the held-out seeds."""
     import gymnasium as gym
 
-    from analysis.diagnose.battery import allocate, battery_for
-    from analysis.diagnose.run import diagnose_policy
-    from controllers.rollout import rollout
-    from controllers.sb3.policy import SB3Policy
+    from diagym.analysis.diagnose.battery import allocate, battery_for
+    from diagym.analysis.diagnose.run import diagnose_policy
+    from diagym.controllers.rollout import rollout
+    from diagym.controllers.sb3.policy import SB3Policy
 
     env = gym.make(ENV_ID, **design.env_kwargs)
     params = env.unwrapped.params

@@ -24,8 +24,8 @@ from pathlib import Path
 import numpy as np
 from scipy import stats
 
-from analysis.studies.rl_study.capacity import CapacityRow
-from analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
+from diagym.analysis.studies.rl_study.capacity import CapacityRow
+from diagym.analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
 
 BOOTSTRAP = 2000
 TABLE_NAME = "capacity.md"

@@ -15,13 +15,13 @@ width in FULL_WIDTHS and candidate count in FULL_CANDIDATES.
 
 from __future__ import annotations
 
-from analysis.studies.seeds import FOLLOW_ON_SEEDS
+from diagym.analysis.studies.seeds import FOLLOW_ON_SEEDS
 
 ENV_ID = "StatefulWorkflow-v0"
 PRESET = {"n_ops": 4, "depth": 2, "candidates": 2}
 FULL_PRESET = {"n_ops": 8, "depth": 4}  # StatefulWorkflow-v0's own N and depth
 ALGOS = ("maskable-ppo", "recurrent-ppo")
-# architecture -> the algorithms it trains with in the study (controllers.sb3.entity)
+# architecture -> the algorithms it trains with in the study (diagym.controllers.sb3.entity)
 ARCH_ALGOS = {"mlp": ALGOS, "entity": ("maskable-ppo",), "entity-lstm": ("recurrent-ppo",)}
 FEEDBACK = {"snapshot": 1, "history": 0}
 WIDTHS = (1, 8)

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from analysis.plotting import (
+from diagym.analysis.plotting import (
     CITATIONS,
     add_caption,
     grouped_bars,
@@ -17,10 +17,10 @@ from analysis.plotting import (
     save,
     seed_text,
 )
-from analysis.studies.rl_study.design import ENV_ID, EVAL_SEEDS, FEEDBACK, PRESET
-from analysis.studies.rl_study.run import StudyRow
-from analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
-from controllers.provenance import write_provenance
+from diagym.analysis.studies.rl_study.design import ENV_ID, EVAL_SEEDS, FEEDBACK, PRESET
+from diagym.analysis.studies.rl_study.run import StudyRow
+from diagym.analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
+from diagym.controllers.provenance import write_provenance
 
 TABLE_NAME = "rl_study.md"
 PLOT_NAME = "rl_profile.png"

@@ -19,7 +19,7 @@ from typing import Any
 import gymnasium as gym
 import numpy as np
 
-from analysis.studies.rl_study.design import (
+from diagym.analysis.studies.rl_study.design import (
     ARCH_ALGOS,
     DIAGNOSIS_SEED,
     ENV_ID,
@@ -33,12 +33,12 @@ from analysis.studies.rl_study.design import (
     WIDTHS,
     agent_name,
 )
-from analysis.summary import summarise
-from analysis.training import TrainConfig, train
-from controllers.executors import Executor
-from controllers.rollout import rollout
-from controllers.sb3.policy import SB3Policy
-from controllers.workflow.adapter import ReferencePolicy
+from diagym.analysis.summary import summarise
+from diagym.analysis.training import TrainConfig, train
+from diagym.controllers.executors import Executor
+from diagym.controllers.rollout import rollout
+from diagym.controllers.sb3.policy import SB3Policy
+from diagym.controllers.workflow.adapter import ReferencePolicy
 
 BOOTSTRAP = 2000
 
@@ -84,11 +84,11 @@ def seed_band(rows: Sequence[StudyRow], seed: int = 0) -> StudyRow:
 
 
 def diagnose_agent(model: Path, n_ops: int, candidates: int) -> str:
-    """The verdicts of the battery for an agent of this shape (analysis.diagnose.battery's
+    """The verdicts of the battery for an agent of this shape (diagym.analysis.diagnose.battery's
     `battery_for`: every configuration an agent of fixed observation and action spaces can
     be played on), in words, one component after another."""
-    from analysis.diagnose.battery import DEFAULT_BUDGET, allocate, battery_for
-    from analysis.diagnose.run import diagnose_policy
+    from diagym.analysis.diagnose.battery import DEFAULT_BUDGET, allocate, battery_for
+    from diagym.analysis.diagnose.run import diagnose_policy
 
     design = battery_for(n_ops, candidates, 0)
     diagnosis = diagnose_policy(lambda env: SB3Policy.load(model), battery=design.battery,
@@ -134,7 +134,7 @@ def run_study(out: Path, steps: int = 100_000, episodes: int = 256, seed: int = 
     """Train every arm into its run_dir (a finished run there is resumed, not retrained),
     evaluate it and the references. full: the default N (FULL_PRESET) at FULL_WIDTHS x
     FULL_CANDIDATES instead of the small preset at WIDTHS. With `executor`, the training runs
-    are its units (controllers.executors); evaluation and diagnosis stay here."""
+    are its units (diagym.controllers.executors); evaluation and diagnosis stay here."""
     rows = []
     seeds_from = int(EVAL_SEEDS[0])
     widths = FULL_WIDTHS if full else WIDTHS

@@ -91,7 +91,8 @@ def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
             on_record: Callable[[EpisodeRecord], None] | None = None,
             fast: bool = True, run_name: str | None = None,
             retry_failed: bool = False,
-            on_resumed: Callable[[int], None] | None = None) -> Episodes:
+            on_resumed: Callable[[int], None] | None = None,
+            on_progress: Callable[[int], None] | None = None) -> Episodes:
     """Play `episodes` episodes, episode i on reset(seed=seed + i); one record each.
 
     With `log`, every record is appended to a RunLog as soon as its episode ends (and the
@@ -102,16 +103,20 @@ def rollout(env: gym.Env, policy: Policy, episodes: int, seed: int = 0,
     of its description; retry_failed (implies resume) plays again the finished episodes whose
     first failure is runlog.PROVIDER_ERROR. `on_record` is called with each newly played
     record, in episode order; `on_resumed`, once before any is played, with how many of the
-    episodes the log already holds (0 without resume), so progress counts them as done.
+    episodes the log already holds (0 without resume), so progress counts them as done;
+    `on_progress`, with how many episodes have just finished (a progress bar's count: unlike
+    on_record it needs no record, so the batched path builds none for it).
 
     A reference controller on a bare workflow env (`batched_spec`) plays batched: the same
     records, log lines and resume, but lines and on_record calls come a chunk of episodes
     (batched.CHUNK) at a time, and only then is an EpisodeRecord built per episode; without
-    log and on_record none is. fast=False forces the per-step path.
+    log and on_record none is (on_progress is told a chunk's size). fast=False forces the
+    per-step path.
     """
     return rollout_parallel(lambda: env, lambda _env: policy, episodes, seed=seed, workers=1,
                             log=log, resume=resume, on_record=on_record, fast=fast,
-                            run_name=run_name, retry_failed=retry_failed, on_resumed=on_resumed)
+                            run_name=run_name, retry_failed=retry_failed, on_resumed=on_resumed,
+                            on_progress=on_progress)
 
 
 def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym.Env], Policy],
@@ -121,7 +126,8 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
                      fast: bool = True, run_name: str | None = None,
                      retry_failed: bool = False,
                      executor: Executor | None = None,
-                     on_resumed: Callable[[int], None] | None = None) -> Episodes:
+                     on_resumed: Callable[[int], None] | None = None,
+                     on_progress: Callable[[int], None] | None = None) -> Episodes:
     """`rollout` with `workers` episodes in flight, each worker with its own env and policy
     (for policies that wait on I/O, such as an LLM server). Records come back in episode
     order whatever order they finished in. When the first worker's pair plays batched
@@ -163,14 +169,17 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
         todo = np.array(remaining, dtype=np.int64)
     if on_resumed is not None:
         on_resumed(len(finished))
+    if on_progress is not None:
+        on_record = _Counting(on_record, on_progress)
     try:
         if spec is not None and (executor.in_process or not len(todo)):
             assert isinstance(first_policy, ReferencePolicy)
-            played = _play_batched(spec, first_policy.name, seed, todo, run_log, on_record)
+            played = _play_batched(spec, first_policy.name, seed, todo, run_log, on_record,
+                                   on_progress)
         elif spec is not None:
             assert isinstance(first_policy, ReferencePolicy)
             played = _play_batched_remote(spec, first_policy.name, seed, todo, run_log,
-                                          on_record, executor)
+                                          on_record, executor, on_progress)
         elif executor.in_process:
             played = Episodes.from_records(
                 _play_steps(worker_pair, seed, todo.tolist(), executor, run_log, on_record))
@@ -185,6 +194,26 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
         return played
     merged = Episodes.concatenate([Episodes.from_records(finished), played])
     return merged.take(np.argsort(merged.columns["episode"], kind="stable"))
+
+
+class _Counting:
+    """on_record that also counts each record into on_progress (the per-step paths, where a
+    record exists anyway); the batched paths count chunks themselves and unwrap it."""
+
+    def __init__(self, on_record: Callable[[EpisodeRecord], None] | None,
+                 on_progress: Callable[[int], None]) -> None:
+        self.on_record, self.on_progress = on_record, on_progress
+
+    def __call__(self, record: EpisodeRecord) -> None:
+        if self.on_record is not None:
+            self.on_record(record)
+        self.on_progress(1)
+
+
+def _records_wanted(on_record: Callable[[EpisodeRecord], None] | None
+                    ) -> Callable[[EpisodeRecord], None] | None:
+    """The caller's own on_record, without the progress count a batched path does by chunk."""
+    return on_record.on_record if isinstance(on_record, _Counting) else on_record
 
 
 def describe_session(policy: Any) -> dict[str, Any] | None:
@@ -313,14 +342,18 @@ class _RemoteBatch:
 def _play_batched_remote(spec: WorkflowParams, controller: str, seed: int, todo: np.ndarray,
                          run_log: RunLog | None,
                          on_record: Callable[[EpisodeRecord], None] | None,
-                         executor: Executor) -> Episodes:
+                         executor: Executor,
+                         on_progress: Callable[[int], None] | None = None) -> Episodes:
     """The batched path on workers elsewhere: about four chunks per worker (at most CHUNK
     seeds each), each chunk's lines written here as it arrives."""
     size = min(CHUNK, max(1, -(-len(todo) // (4 * executor.workers))))
     chunks = [todo[start:start + size] for start in range(0, len(todo), size)]
+    on_record = _records_wanted(on_record)
 
     def arrived(chunk: np.ndarray,
                 result: tuple[dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
+        if on_progress is not None:
+            on_progress(len(chunk))
         if run_log is None and on_record is None:
             return
         columns, counters = result
@@ -340,19 +373,25 @@ def _play_batched_remote(spec: WorkflowParams, controller: str, seed: int, todo:
 
 def _play_batched(spec: WorkflowParams, controller: str, seed: int, todo: np.ndarray,
                   run_log: RunLog | None,
-                  on_record: Callable[[EpisodeRecord], None] | None) -> Episodes:
+                  on_record: Callable[[EpisodeRecord], None] | None,
+                  on_progress: Callable[[int], None] | None = None) -> Episodes:
     """The batched path: columns straight from the numba runner; records are built (a chunk
-    at a time) only for the log and on_record."""
+    at a time) only for the log and on_record; on_progress is told each chunk's size."""
+    on_record = _records_wanted(on_record)
+
     def emit(start: int, columns: dict[str, np.ndarray],
              counters: dict[str, np.ndarray]) -> None:
         episode = todo[start:start + len(columns["success"])]
-        for record in Episodes({"episode": episode, **columns}, counters):
-            if run_log is not None:
-                run_log.write_episode(run_log.key(seed + record.episode), record)
-            if on_record is not None:
-                on_record(record)
+        if run_log is not None or on_record is not None:
+            for record in Episodes({"episode": episode, **columns}, counters):
+                if run_log is not None:
+                    run_log.write_episode(run_log.key(seed + record.episode), record)
+                if on_record is not None:
+                    on_record(record)
+        if on_progress is not None:
+            on_progress(len(episode))
 
-    wanted = run_log is not None or on_record is not None
+    wanted = run_log is not None or on_record is not None or on_progress is not None
     if run_log is not None:
         for i in todo:
             run_log.begin_episode(run_log.key(seed + int(i)))

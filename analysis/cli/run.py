@@ -131,7 +131,8 @@ def _play(args: argparse.Namespace) -> Any:
                                  initial=done, resumed_from=args.log))
 
         try:
-            counted = {"on_record": lambda _record: bars[0].update(1), "on_resumed": resumed}
+            counted = {"on_progress": lambda count: bars[0].update(count),
+                       "on_resumed": resumed}
             if built.chat:
                 return rollout_parallel(
                     make_env, make_policy, args.episodes, seed=args.seed,

@@ -143,3 +143,50 @@ def test_train_resume_announces_the_steps_its_checkpoint_holds(
     lines = _bar(capsys.readouterr().err.splitlines(), "ppo")
     assert lines[0] == f"ppo: resuming: 256 of 256 steps are in {out} already; 0 to train"
     assert lines[-1].startswith("ppo: 256/256 step (100%)"), lines
+
+
+def test_the_batched_run_counts_chunks_and_builds_no_record(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`diagym run` of a reference controller without --log plays batched: the bar is told
+    each chunk's size, and no EpisodeRecord is built (a record per episode cost 7x the
+    batched rate at 4M episodes)."""
+    from diagym.controllers.policy import EpisodeRecord
+
+    built = []
+    original = EpisodeRecord.__init__
+
+    def counted(self: EpisodeRecord, *args: object, **kwargs: object) -> None:
+        built.append(1)
+        original(self, *args, **kwargs)
+
+    monkeypatch.setattr(EpisodeRecord, "__init__", counted)
+    assert main([*RUN, "3000", "--policy", "cache-2"]) == 0
+    assert built == []
+    assert capsys.readouterr().err.splitlines()[-1].startswith(
+        "diagym run: 3000/3000 episode (100%)")
+
+
+@pytest.mark.parametrize("policy, fast", [("cache-2", True), ("cache-2", False),
+                                          ("tests.user_policy:Greedy", True)])
+def test_on_progress_counts_every_episode_once(policy: str, fast: bool, tmp_path: Path) -> None:
+    """Whatever the path (batched, per step, a user's policy), with and without a log and
+    after a resume, the progress counts add up to the episodes played."""
+    import gymnasium as gym
+
+    from diagym.controllers.loading import is_import_path, load_policy_factory
+    from diagym.controllers.registry import make_reference_policy
+    from diagym.controllers.rollout import rollout
+
+    env = gym.make("StatefulWorkflow-v0")
+    policy_made = (load_policy_factory(policy)(env) if is_import_path(policy)
+                   else make_reference_policy(policy, env))
+    log = tmp_path / "run.jsonl"
+    for episodes, resume, expected in ((5, False, 5), (12, True, 7)):
+        counts: list[int] = []
+        records: list[object] = []
+        rollout(env, policy_made, episodes, log=log, resume=resume, fast=fast,
+                on_progress=counts.append, on_record=records.append)
+        assert sum(counts) == expected == len(records)
+    counts = []
+    rollout(env, policy_made, 9, fast=fast, on_progress=counts.append)
+    assert sum(counts) == 9

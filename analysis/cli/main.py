@@ -220,7 +220,26 @@ def resume_hint(argv: list[str], args: argparse.Namespace) -> str:
     if getattr(args, "log", True) is None:
         return "interrupted; nothing was logged (no --log FILE), so it cannot be resumed"
     again = list(argv) if {"--resume", "--retry-failed"} & set(argv) else [*argv, "--resume"]
-    return f"interrupted; continue with: {shlex.join(['diagym', *again])}"
+    return f"interrupted; continue with: {without_credentials(shlex.join(['diagym', *again]))}"
+
+
+def without_credentials(command: str) -> str:
+    """`command` with the user names and passwords of the URLs in it redacted (a --base-url
+    http://user:pass@host/v1): a command line shown or written is scrubbed as every other
+    output is, even where the user must then type the password again."""
+    from urllib.parse import urlsplit
+
+    from diagym.llm_policies.client.secrets import REDACTED, scrub, url_secrets
+
+    urls = [part for word in shlex.split(command) for part in word.split("=", 1) if "://" in part]
+    for url in urls:
+        try:
+            userinfo = urlsplit(url).netloc.rpartition("@")[0]
+        except ValueError:  # not a URL urllib can read: none of it is shown
+            command, userinfo = command.replace(url, REDACTED), ""
+        if userinfo:
+            command = command.replace(f"//{userinfo}@", f"//{REDACTED}@")
+    return scrub(command, [secret for url in urls for secret in url_secrets(url)])
 
 
 def command_name(args: argparse.Namespace) -> str:

@@ -98,3 +98,23 @@ def test_an_interrupted_run_without_a_log_says_it_cannot_be_resumed() -> None:
     assert process.returncode == 143, err
     assert "diagym run: interrupted; nothing was logged" in err
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize("url_flag", [["--base-url", "http://alice:s3cr%40t@127.0.0.1:9/v1"],
+                                      ["--base-url=http://alice:s3cr%40t@127.0.0.1:9/v1"],
+                                      ["--base-url", "http://alice:s3cr%40t@[::1/v1"]])
+def test_the_resume_command_never_shows_a_urls_credentials(url_flag: list[str]) -> None:
+    """The interrupted line repeats the command; a password in --base-url is redacted there
+    as in every other output (it was printed verbatim)."""
+    import argparse
+
+    from diagym.analysis.cli.main import resume_hint
+
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", *url_flag,
+            "--log", "run.jsonl"]
+    hint = resume_hint(argv, argparse.Namespace(resume=False, log="run.jsonl"))
+    assert hint.startswith("interrupted; continue with: diagym run --env StatefulWorkflow-v0 ")
+    assert hint.endswith("--log run.jsonl --resume")
+    for secret in ("alice", "s3cr%40t", "s3cr@t", "s3cr%40T"):
+        assert secret not in hint
+    assert "[REDACTED]" in hint

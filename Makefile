@@ -55,6 +55,7 @@ fetch-qwen: $(LLM_STAMP)
 
 demo: $(STAMP)
 	$(BIN)/python -m diagym.analysis.demo
+	@echo "diagym is installed in $(VENV): run 'source $(VENV)/bin/activate' to put diagym on your PATH"
 
 # Compiled kernels are cached under a digest of every kernel source (envs/_core/numba_setup.py),
 # so an edit anywhere in them compiles afresh; clean-cache only frees the disk.

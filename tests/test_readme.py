@@ -40,5 +40,8 @@ def test_the_opening_says_what_to_do_first_and_what_installing_adds() -> None:
                    "one import name, `diagym`: `import diagym` registers every env",
                    "not random seeds or task seeds", "[References](#references)"):
         assert needed in opening, needed
+    activate = opening.index("source .venv/bin/activate")  # `make demo` leaves diagym in .venv
+    assert activate < opening.index("diagym --help")
+    assert "source $(VENV)/bin/activate" in (README.parent / "Makefile").read_text()
     assert "set `torch.set_num_threads(1)`" in text  # for users' own SB3 loops
     assert "Why `mlp` stays the default" in text  # the default arch stays at the floor

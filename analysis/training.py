@@ -190,6 +190,15 @@ def _write_atomically(path: Path, write: Any) -> None:
     os.replace(temporary, path)
 
 
+def _silent_logger() -> Any:
+    """SB3's logger with no output: its default (verbose 0, no tensorboard) still makes an
+    empty SB3-<date> directory in the system's temp folder at every learn(); train records
+    what it needs in curve.csv itself."""
+    from stable_baselines3.common.logger import Logger
+
+    return Logger(folder=None, output_formats=[])
+
+
 def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool = False,
           trust_model: bool = False) -> Path:
     """Train, checkpointing model and learning curve; returns the model path.
@@ -218,6 +227,7 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
         model, rows, every = _resumed_model(config, out, vec, stored, trust_model)
     else:
         model, rows, every = _fresh_model(config, vec)
+    model.set_logger(_silent_logger())
     out.mkdir(parents=True, exist_ok=True)
     _write_settings(config, out / CONFIG_NAME, every)
     if not rows:

@@ -125,11 +125,12 @@ def build_policy(args: argparse.Namespace, env_id: str,
     if is_import_path(policy):
         yield BuiltPolicy(load_policy_factory(policy))
     elif policy.startswith("sb3:"):
-        from diagym.controllers.sb3.policy import SB3Policy
+        from diagym.controllers.sb3.policy import SB3Policy, small_network_threads
 
         path = policy[len("sb3:"):]
 
         def make_sb3(env: Any) -> Any:
+            small_network_threads()  # in each worker process too
             kwargs = dict(env.unwrapped.spec.kwargs) if env_kwargs is None else env_kwargs
             check_model_env(path, env_id, kwargs, env)
             return SB3Policy.load(path, trust=args.trust_model)

@@ -136,3 +136,44 @@ def test_trust_model_without_a_model_is_refused(policy: str,
     assert status == 2
     assert err == [f"diagym run: error: --trust-model loads sb3:PATH models; --policy {policy} "
                    "has none"]
+
+
+def test_the_cli_plays_a_model_on_one_torch_thread_unless_told(
+        run: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--policy sb3:DIR` sets one torch thread (small networks run slower on many); with
+    OMP_NUM_THREADS set, the user's choice stands."""
+    import argparse
+
+    import torch
+
+    from diagym.analysis.cli.policies import build_policy
+
+    before = torch.get_num_threads()
+    args = argparse.Namespace(policy=f"sb3:{run}", trust_model=False)
+    env = gym.make("StatefulWorkflow-v0", **SMALL)
+    try:
+        monkeypatch.setenv("OMP_NUM_THREADS", "3")
+        torch.set_num_threads(2)
+        with build_policy(args, "StatefulWorkflow-v0", SMALL) as built:
+            built.factory(env)
+        assert torch.get_num_threads() == 2
+        monkeypatch.delenv("OMP_NUM_THREADS")
+        with build_policy(args, "StatefulWorkflow-v0", SMALL) as built:
+            built.factory(env)
+        assert torch.get_num_threads() == 1
+    finally:
+        torch.set_num_threads(before)
+
+
+def test_training_leaves_nothing_in_the_temp_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """SB3's default logger made an empty SB3-<date> directory in the temp folder at every
+    learn(); train writes its curve itself and leaves none."""
+    import tempfile
+
+    temp = tmp_path / "tmp"
+    temp.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(temp))
+    train(TrainConfig(algo="ppo", env="StatefulWorkflow-v0", env_kwargs=SMALL, steps=128,
+                      n_envs=2, eval_episodes=2, joint_actions=False), tmp_path / "out")
+    assert not [p.name for p in temp.iterdir() if p.name.startswith("SB3-")]

@@ -41,7 +41,7 @@ def run(args: argparse.Namespace) -> int:
     for path in args.inputs:
         if not path.exists():
             raise UsageError(f"INPUT {path}: no such file or directory")
-        if args.out.exists() and path.resolve() == args.out.resolve():
+        if args.out.exists() and path.samefile(args.out):  # a hard link is the same file
             raise UsageError(f"--out {args.out} is the INPUT {path}: the report would "
                              "replace what it reads; give another --out FILE.html")
     if args.out.exists() and not args.force:

@@ -33,6 +33,19 @@ def test_report_never_overwrites_its_input(log: Path, capsys: pytest.CaptureFixt
     assert log.read_bytes() == before
 
 
+def test_report_never_overwrites_its_input_through_a_hard_link(
+        log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """backup.jsonl, a hard link of the run log, is the same file by another name: compared by
+    path it was replaced with HTML, and the log with it."""
+    backup = tmp_path / "backup.jsonl"
+    backup.hardlink_to(log)
+    before = log.read_bytes()
+    assert _fail(["report", str(log), "--out", str(backup), "--force"], capsys) == (
+        f"diagym report: error: --out {backup} is the INPUT {log}: the report would replace "
+        "what it reads; give another --out FILE.html")
+    assert log.read_bytes() == before
+
+
 def test_report_replaces_an_existing_page_only_with_force(
         log: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     out = tmp_path / "page.html"

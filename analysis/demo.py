@@ -37,6 +37,15 @@ def show_episode(env_id: str, seed: int) -> None:
     print(f"success: {info['success']} in {info['calls']} calls")
 
 
+def warm_vector_env(env_id: str) -> None:
+    """Compile (or load) the batched env's kernels now, so a user's first `gym.make_vec`
+    starts at once instead of compiling for half a minute or more; the env says so itself."""
+    vec = gym.make_vec(env_id, num_envs=2)
+    vec.reset(seed=0)
+    vec.step(vec.action_space.sample())
+    vec.close()
+
+
 def main() -> int:
     print("== One StatefulWorkflowHistory-v0 episode, played by the `exact` controller ==")
     show_episode("StatefulWorkflowHistory-v0", seed=0)
@@ -51,6 +60,8 @@ def main() -> int:
     print(f"\nEvery table (1, 3-6, C.1-C.7): {OUT / 'tables.md'}")
     print(f"One row per configuration:     {OUT / 'results.csv'}")
     print(f"Structural profiles (PNG):     {OUT}/profile_*.png")
+    print("\n== gym.make_vec's kernels, compiled once for your own vector runs ==")
+    warm_vector_env("StatefulWorkflow-v0")
     print("Your own policy: `diagym run --env StatefulWorkflow-v0 --policy cache-2 "
           "--episodes 100`, or diagym.controllers.rollout.rollout(env, policy, episodes).")
     return 0

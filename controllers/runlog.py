@@ -49,6 +49,7 @@ import hashlib
 import io
 import json
 import logging
+import os
 import threading
 from collections import Counter
 from collections.abc import Iterable, Iterator, Mapping
@@ -66,6 +67,7 @@ TRANSPORT_KEYS = frozenset({"base_url", "api_key_env", "timeout", "deadline", "m
 # The first-failure category of an episode the provider failed (LLMPolicy's EpisodeAborted):
 # the only episodes `retry_failed` plays again.
 PROVIDER_ERROR = "provider_error"
+LOG_MODE = 0o600  # a new log: read and written by its user only
 # Numeric fields of a call line that `call_totals` sums.
 CALL_FIELDS = ("provider_prompt_tokens", "provider_completion_tokens", "cl100k_prompt_tokens",
                "cl100k_completion_tokens", "latency_s", "retries", "cost_usd")
@@ -278,7 +280,10 @@ class RunLog:
         self.path = Path(path)
         self.check_target(self.path, resume)
         self.path.parent.mkdir(exist_ok=True)  # only the last directory
-        self._sink = self.path.open("a+b")
+        # A new log is the user's alone (it holds prompts and replies); an existing one keeps
+        # the mode its owner gave it.
+        self._sink = os.fdopen(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT,
+                                       LOG_MODE), "a+b")
         try:
             fcntl.flock(self._sink.fileno(), fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

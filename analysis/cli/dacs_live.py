@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from diagym.analysis.cli.errors import UsageError
-from diagym.analysis.cli.flags_chat import spending_settings
+from diagym.analysis.cli.flags_chat import key_variable, spending_settings
 from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
     check_executor_flags,
@@ -169,7 +169,8 @@ def _play(args: argparse.Namespace,
         roles = LiveRoles(
             endpoints=ends, max_tokens=args.max_tokens,
             judge_format=args.judge_format, harness=args.orchestrator_harness,
-            system_role=system_role, api_key_env=args.api_key_env, **spending_settings(args),
+            system_role=system_role, api_key_env=key_variable(args.api_key_env),
+            **spending_settings(args),
             spent_usd=spent_in_log(args.log), orchestrator_policy=args.orchestrator_policy)
         executor = stack.enter_context(open_executor(args, args.concurrency))
         rows, paired = [], []

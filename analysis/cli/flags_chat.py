@@ -262,11 +262,23 @@ def chat_settings(args: argparse.Namespace, served: Any = None,
                  "system_role": local.system_role and not args.no_system_role,
                  "timeout": timeout, "probe_timeout": probe_timeout}
     return ChatSettings(
-        **where, api_key_env=args.api_key_env, temperature=args.temperature,
+        **where, api_key_env=key_variable(args.api_key_env), temperature=args.temperature,
         max_tokens=args.max_tokens, seed=args.llm_seed, budget=getattr(args, "budget", None),
         harness=harnesses_of(args)[0], invalid_retries=getattr(args, "invalid_retries", 0),
         concurrency=getattr(args, "concurrency", 1), **spending_settings(args),
         **answer_settings(args, where["response_format"]))
+
+
+def key_variable(name: str) -> str:
+    """--api-key-env NAME as given: a variable the user named that is unset or empty is
+    refused (ValueError naming the flag) instead of sending no key without a word; the
+    default's being unset is how a local server is used."""
+    import os
+
+    if name != client_default("api_key_env") and not os.environ.get(name, "").strip():
+        raise ValueError(f"--api-key-env {name}: no such environment variable is set (or it "
+                         "is empty); export it, or leave --api-key-env out to send no key")
+    return name
 
 
 def answer_settings(args: argparse.Namespace, response_format: str) -> dict[str, Any]:

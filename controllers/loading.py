@@ -187,7 +187,7 @@ class ImportedPolicy:
         self.policy = policy
         self.seed: int | None = None
 
-    def _raised(self, method: str, error: Exception) -> PolicyRaised:
+    def _raised(self, method: str, error: BaseException) -> PolicyRaised:
         return PolicyRaised(f"--policy {self.spec}: {method} raised {_one_line(error)} (in the "
                             f"episode of task seed {self.seed})")
 
@@ -195,13 +195,13 @@ class ImportedPolicy:
         self.seed = seed
         try:
             self.policy.reset(seed=seed)
-        except Exception as error:
+        except (Exception, SystemExit) as error:  # a policy's exit() is its error, not ours
             raise self._raised("reset()", error) from error
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
         try:
             return self.policy.act(observation, info)
-        except Exception as error:
+        except (Exception, SystemExit) as error:
             raise self._raised("act()", error) from error
 
     def describe(self) -> dict[str, Any]:

@@ -78,9 +78,13 @@ def outcome(info: dict[str, Any]) -> str:
     return OK if failure is None else str(failure)
 
 
-def pair(action: Any) -> Action:
-    """A StatefulWorkflow action (an integer array, tuple or list) as two ints."""
-    op, slot = (int(x) for x in action)
+def pair(action: Any) -> Action | None:
+    """A StatefulWorkflow action (an integer array, tuple or list) as two ints; None for one
+    that is not two integers (the env refuses it in its own words, and nothing executed)."""
+    try:
+        op, slot = (int(x) for x in action)
+    except (TypeError, ValueError, OverflowError, np.ma.MAError):
+        return None
     return op, slot
 
 

@@ -186,8 +186,8 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             if is_integer(op) and is_integer(slot) and 0 <= op < self._n and 0 <= slot < self._b:
                 return int(op), int(slot)
         elif (isinstance(action, np.ndarray) and action.shape == (2,)
-              and action.dtype.kind in "iu"):  # an ndarray subclass
-            op, slot = action.tolist()
+              and action.dtype.kind in "iu" and not np.ma.is_masked(action)):  # a subclass
+            op, slot = np.asarray(action).tolist()  # a masked element is no integer: refused
             if 0 <= op < self._n and 0 <= slot < self._b:
                 return op, slot
         raise ValueError(

@@ -42,3 +42,71 @@ def test_a_new_log_is_readable_by_its_user_only(tmp_path: Path) -> None:
     assert main(["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2",
                  "--episodes", "3", "--log", str(log), "--resume"]) == 0
     assert stat.S_IMODE(log.stat().st_mode) == 0o640
+
+
+BAD_POLICIES = '''\
+import numpy as np
+
+
+class Infinite:
+    def reset(self, *, seed=None):
+        pass
+
+    def act(self, observation, info):
+        return (np.inf, 0)
+
+
+class Masked:
+    def reset(self, *, seed=None):
+        pass
+
+    def act(self, observation, info):
+        return np.ma.masked_array([0, 0], mask=[True, False])
+
+
+class Exits:
+    def reset(self, *, seed=None):
+        pass
+
+    def act(self, observation, info):
+        raise SystemExit(0)
+'''
+def last_error_line(argv: list[str], capsys: pytest.CaptureFixture[str]) -> str:
+    """The last line of a run that failed once it was playing (its progress lines before):
+    status 2 and no traceback."""
+    from diagym.analysis.cli import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return err.splitlines()[-1]
+
+
+ACTION_LINE = ("diagym run: error: action must be (operation, candidate): an integer array of "
+               "shape (2,) or a tuple or list of two integers, with operation in 0..7 and "
+               "candidate in 0..3; got ")
+
+
+@pytest.mark.parametrize("name, shown", [("Infinite", "(inf, 0)"),
+                                         ("Masked", "masked_array(")])
+@pytest.mark.parametrize("log", [False, True])
+def test_an_action_that_is_no_pair_of_integers_is_the_envs_one_line(
+        name: str, shown: str, log: bool, tmp_path: Path,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    """With --log the tracer converted the action first and raised OverflowError or
+    MaskError; a masked array's element was compared as None inside the env."""
+    (tmp_path / "bad.py").write_text(BAD_POLICIES)
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", f"{tmp_path / 'bad.py'}:{name}",
+            "--episodes", "1", *(["--log", str(tmp_path / "run.jsonl")] if log else [])]
+    assert last_error_line(argv, capsys).startswith(ACTION_LINE + shown)
+
+
+def test_a_policy_that_exits_is_a_policy_error(tmp_path: Path,
+                                               capsys: pytest.CaptureFixture[str]) -> None:
+    """sys.exit(0) inside act ended the run with status 0 and no output."""
+    (tmp_path / "bad.py").write_text(BAD_POLICIES)
+    spec = f"{tmp_path / 'bad.py'}:Exits"
+    line = last_error_line(["run", "--env", "StatefulWorkflow-v0", "--policy", spec,
+                            "--episodes", "1"], capsys)
+    assert line == (f"diagym run: error: --policy {spec}: act() raised SystemExit: 0 (in the "
+                    "episode of task seed 0)")

@@ -17,7 +17,13 @@ from diagym.analysis.cli.flags_executor import (
     executor_workers,
     open_executor,
 )
-from diagym.analysis.cli.flags_general import MAX_EPISODES, HelpValue, add_log_flags, bounded_int
+from diagym.analysis.cli.flags_general import (
+    MAX_EPISODES,
+    HelpValue,
+    add_log_flags,
+    bounded_int,
+    json_object,
+)
 from diagym.analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 from diagym.analysis.cli.policies import build_policy, policy_name
 
@@ -96,12 +102,10 @@ def forecast_kwargs(text: str) -> dict[str, Any]:
     from diagym.envs.workflow.params import WorkflowParams
 
     try:
-        kwargs = json.loads(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not JSON; give an object of {ENV} "
-                                         "kwargs, e.g. '{\"width\": 8}'") from None
-    if not isinstance(kwargs, dict):
-        raise argparse.ArgumentTypeError(f"{text!r} is not a JSON object of {ENV} kwargs")
+        kwargs = json_object(text)  # bounded in depth, as every JSON flag is
+    except argparse.ArgumentTypeError as error:
+        raise argparse.ArgumentTypeError(f"{error}: an object of {ENV} kwargs, e.g. "
+                                         "'{\"width\": 8}'") from None
     try:
         WorkflowParams.from_kwargs(**kwargs)
     except (TypeError, ValueError) as error:

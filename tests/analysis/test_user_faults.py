@@ -110,3 +110,14 @@ def test_a_policy_that_exits_is_a_policy_error(tmp_path: Path,
                             "--episodes", "1"], capsys)
     assert line == (f"diagym run: error: --policy {spec}: act() raised SystemExit: 0 (in the "
                     "episode of task seed 0)")
+
+
+@pytest.mark.parametrize("deep", ["[" * 20000 + "]" * 20000,
+                                  '{"a":' * 20000 + "1" + "}" * 20000])
+def test_a_deep_forecast_object_is_one_line(deep: str,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """--forecast parsed its JSON unbounded: 20,000 levels raised RecursionError."""
+    line = one_error_line(["diagnose", "--policy", "cache-2", "--forecast", deep], capsys)
+    assert line == ("diagym diagnose: error: argument --forecast: must be a JSON object nested "
+                    "at most 32 levels deep; got 20000 levels: an object of StatefulWorkflow-v0 "
+                    "kwargs, e.g. '{\"width\": 8}' (see diagym diagnose --help)")

@@ -109,6 +109,7 @@ class ChatPolicyFactory:
         self.meter = CostMeter(settings.cost_limit, spent_usd)
         self.cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
         self.limiter = AdaptiveLimit(settings.concurrency)
+        self._made: list[LLMPolicy] = []  # this process's policies, for last_provider_error
 
     def for_executor(self, executor: Any) -> ChatPolicyFactory:
         """This factory for an executor's workers (controllers.executors). In process: itself.
@@ -163,12 +164,21 @@ class ChatPolicyFactory:
         client = CostedChat(client, self.prices, self.meter)
         if self.cache is not None:
             client = CachedChat(client, self.cache, response_format=kwargs["response_format"])
-        return LLMPolicy.for_env(client, env, harness=settings.harness,
-                                 invalid_retries=settings.invalid_retries,
-                                 response_format=kwargs["response_format"],
-                                 session=self.session(), budget=settings.budget,
-                                 system_role=settings.system_role,
-                                 bounded_fields=settings.bounded_fields)
+        policy = LLMPolicy.for_env(client, env, harness=settings.harness,
+                                   invalid_retries=settings.invalid_retries,
+                                   response_format=kwargs["response_format"],
+                                   session=self.session(), budget=settings.budget,
+                                   system_role=settings.system_role,
+                                   bounded_fields=settings.bounded_fields)
+        self._made.append(policy)
+        return policy
+
+    def last_provider_error(self) -> str | None:
+        """The error of the last failed model call of a policy made in this process (the
+        client's message, scrubbed of secrets), or None: what a run whose every call failed
+        names as its reason. Workers elsewhere (Ray) keep theirs."""
+        errors = [p.last_provider_error for p in self._made if p.last_provider_error]
+        return errors[-1] if errors else None
 
 
 def llm_policy_factory(settings: ChatSettings, spent_usd: float = 0.0) -> ChatPolicyFactory:

@@ -146,6 +146,7 @@ class LLMPolicy:
             window = getattr(renderer, "budget", None)
         self.client = client
         self.renderer = renderer
+        self.last_provider_error: str | None = None  # the client's message of the last failure
         self.harness = make_harness(harness, renderer, tools=tools, window=window,
                                     invalid_retries=invalid_retries,
                                     bounded_fields=bounded_fields)
@@ -232,6 +233,7 @@ class LLMPolicy:
             judged = self.harness.judge(result) if result.status == "ok" else None
             self._account(window, result, judged, retry)
             if judged is None:  # a provider failure is not a model decision
+                self.last_provider_error = result.error or ""
                 raise EpisodeAborted(PROVIDER_ERROR, result.error or "")
             if judged.status == "ok" or retry == self.invalid_retries:
                 break

@@ -14,6 +14,7 @@ import sys
 
 USAGE_STATUS = 2  # argparse's status for a usage error
 COST_LIMIT_STATUS = 3  # stopped at --cost-limit; the run resumes with a higher one
+NO_MODEL_CALL_STATUS = 4  # every episode ended on a provider error: no model call succeeded
 
 
 class UsageError(ValueError):

@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import Any
 
+from diagym.analysis.cli.errors import NO_MODEL_CALL_STATUS
 from diagym.analysis.cli.flags_chat import add_llm_flags
 from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
@@ -22,6 +24,7 @@ from diagym.analysis.cli.flags_general import (
 )
 from diagym.analysis.cli.outputs import json_stdout, writable_file
 from diagym.analysis.cli.policies import build_policy, policy_name, policy_names
+from diagym.analysis.terminal import shown
 
 
 def add_parser(subparsers: Any) -> None:
@@ -149,6 +152,8 @@ def _play(args: argparse.Namespace) -> Any:
                            resume=args.resume, run_name=args.run_name,
                            retry_failed=args.retry_failed, **counted)
         finally:
+            last_error = getattr(factory, "last_provider_error", None)
+            args.last_provider_error = last_error() if callable(last_error) else None
             for bar in bars:
                 bar.close()
 
@@ -163,7 +168,7 @@ def _run(args: argparse.Namespace, out: Any) -> int:
     from diagym.controllers.provenance import provenance
     from diagym.controllers.runlog import RunLog
 
-    args.described = {}
+    args.described, args.last_provider_error = {}, None
     writable_file("--log", args.log)
     check_executor_flags(args)
     RunLog.check_target(args.log, args.resume)
@@ -175,7 +180,7 @@ def _run(args: argparse.Namespace, out: Any) -> int:
                      **args.described}
         print(json.dumps({**summary.to_json(), "run": described,
                           "provenance": provenance()}, indent=2), file=out)
-        return 0
+        return no_model_call(args, summary)
     print(f"{args.policy} on {args.env} {json.dumps(args.env_kwargs)}: "
           f"{summary.episodes} episodes from seed {args.seed}")
     print(format_summary(summary))
@@ -183,4 +188,19 @@ def _run(args: argparse.Namespace, out: Any) -> int:
         from diagym.analysis.report import report_hint
 
         print(report_hint(args.log))
-    return 0
+    return no_model_call(args, summary)
+
+
+def no_model_call(args: argparse.Namespace, summary: Any) -> int:
+    """0, or NO_MODEL_CALL_STATUS with one last line on stderr when every episode ended on a
+    provider error: a run in which no model call succeeded measured nothing, and a script
+    must not read its 0% as the model's (the reason is the last call's error, where known)."""
+    from diagym.controllers.runlog import PROVIDER_ERROR
+
+    if not summary.episodes or summary.failures.get(PROVIDER_ERROR, 0) < summary.episodes:
+        return 0
+    reason = args.last_provider_error
+    said = f" (the last: {shown(reason)})" if reason else ""
+    print(f"diagym run: error: no model call succeeded: all {summary.episodes} episodes ended "
+          f"on a provider error{said}; check --base-url, --model and the key", file=sys.stderr)
+    return NO_MODEL_CALL_STATUS

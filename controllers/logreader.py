@@ -23,7 +23,7 @@ from typing import Any
 
 from diagym.controllers.callline import CALL, normalised
 from diagym.controllers.policy import EpisodeRecord
-from diagym.controllers.runlog import entries_at, entry_at
+from diagym.controllers.runlog import entries_at, entry_at, episode_record
 from diagym.controllers.tracing import TRACE
 
 PROMPT_AT = "prompt_at"  # a held call line's byte offset in its log, in place of its prompt
@@ -64,11 +64,12 @@ def read_log(path: Path, skipped: Counter[str] | None = None) -> dict[str, Logge
     """Run id -> its LoggedRun, in the order the runs first appear, from one streaming pass
     over the log's lines (read without the lock); what is not an entry is counted in
     `skipped` (controllers/runlog.py SKIP_KINDS). A run's lines follow its description (its
-    first line carries it). TypeError for an episode line whose record is not an
-    EpisodeRecord."""
+    first line carries it). An episode line whose record is not an EpisodeRecord (runlog's
+    episode_record) is skipped as foreign."""
     runs: dict[str, LoggedRun] = {}
     seen_results: set[tuple[str, str]] = set()
-    for offset, entry in entries_at(Path(path), skipped if skipped is not None else Counter()):
+    counted = skipped if skipped is not None else Counter()
+    for offset, entry in entries_at(Path(path), counted):
         entry = normalised(entry)
         if entry["type"] == CALL and "prompt" in entry:
             del entry["prompt"]
@@ -89,8 +90,12 @@ def read_log(path: Path, skipped: Counter[str] | None = None) -> dict[str, Logge
             logged.observations.pop(seed, None)
             logged.outcomes.pop(seed, None)
             logged.calls.pop(seed, None)
-        elif kind == "episode" and isinstance(entry.get("record"), dict):
-            logged.episodes[seed] = EpisodeRecord(**entry["record"])
+        elif kind == "episode":
+            record = episode_record(entry.get("record"))
+            if record is None:
+                counted["foreign"] += 1
+            else:
+                logged.episodes[seed] = record
         elif kind == TRACE and isinstance(entry.get("actions"), list):
             logged.actions[seed] = entry["actions"]
             for name, held in (("observations", logged.observations),

@@ -240,13 +240,44 @@ def _entry(raw: bytes, skipped: Counter[str]) -> dict[str, Any] | None:
 
 
 def _episode_record(entry: dict[str, Any]) -> EpisodeRecord | None:
-    record = entry.get("record")
-    if not isinstance(entry.get("episode_key"), str) or not isinstance(record, dict):
+    if not isinstance(entry.get("episode_key"), str):
         return None
-    try:
-        return EpisodeRecord(**record)
-    except TypeError:
+    return episode_record(entry.get("record"))
+
+
+def _is_int(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+# Each field of a logged EpisodeRecord and what its value may be: a line whose record breaks
+# one is treated as foreign (skipped and counted) wherever a log is read, never trusted.
+RECORD_FIELDS: dict[str, Any] = {
+    "episode": _is_int,
+    "task_seed": lambda v: v is None or _is_int(v),
+    "success": lambda v: isinstance(v, bool),
+    "completed": _is_int,
+    "calls": _is_int,
+    "errors": _is_int,
+    "first_failure": lambda v: v is None or isinstance(v, str),
+    "episode_return": lambda v: (_is_int(v) or isinstance(v, float)),
+    "counters": lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v),
+    "metrics": lambda v: isinstance(v, dict) and all(isinstance(k, str) for k in v),
+}
+OPTIONAL_RECORD_FIELDS = ("metrics",)  # lines written before the field existed lack it
+
+
+def episode_record(record: Any) -> EpisodeRecord | None:
+    """The EpisodeRecord a log line's "record" holds, or None when it holds none: a field
+    missing, unknown or of the wrong type (RECORD_FIELDS)."""
+    if not isinstance(record, dict) or not set(record) <= set(RECORD_FIELDS):
         return None
+    for name, valid in RECORD_FIELDS.items():
+        if name in record:
+            if not valid(record[name]):
+                return None
+        elif name not in OPTIONAL_RECORD_FIELDS:
+            return None
+    return EpisodeRecord(**record)
 
 
 def format_skipped(path: Path, skipped: Mapping[str, int]) -> str:

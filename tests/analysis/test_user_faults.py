@@ -121,3 +121,37 @@ def test_a_deep_forecast_object_is_one_line(deep: str,
     assert line == ("diagym diagnose: error: argument --forecast: must be a JSON object nested "
                     "at most 32 levels deep; got 20000 levels: an object of StatefulWorkflow-v0 "
                     "kwargs, e.g. '{\"width\": 8}' (see diagym diagnose --help)")
+
+
+@pytest.mark.parametrize("field, value", [("counters", 5), ("success", "yes"),
+                                          ("calls", 2.5), ("first_failure", 7),
+                                          ("task_seed", True)])
+def test_a_record_of_the_wrong_type_is_skipped_as_foreign(
+        field: str, value: object, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A corrupted record blocked --resume, report and summarize with a line naming neither
+    file nor line; it is now a foreign line: counted in the warning, its episode played
+    again on resume."""
+    import json
+
+    from diagym.analysis.cli import main
+
+    log = tmp_path / "run.jsonl"
+    run = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--log", str(log)]
+    assert main([*run, "--episodes", "3"]) == 0
+    lines = log.read_text().splitlines()
+    episode_lines = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "episode"]
+    bad = json.loads(lines[episode_lines[1]])
+    bad["record"][field] = value
+    lines[episode_lines[1]] = json.dumps(bad)
+    log.write_text("\n".join(lines) + "\n")
+    capsys.readouterr()
+    warning = (f"log {log}: skipped 1 line that is not a log entry; the run resumes from the "
+               "lines that are entries")
+    assert main(["summarize", str(log)]) == 0
+    assert warning in capsys.readouterr().err
+    assert main(["report", str(log), "--out", str(tmp_path / "page.html")]) == 0
+    capsys.readouterr()
+    assert main([*run, "--episodes", "3", "--resume", "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "resuming: 2 of 3 episodes" in captured.err
+    assert json.loads(captured.out)["episodes"] == 3

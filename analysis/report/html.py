@@ -51,13 +51,19 @@ def _numeric(value: Any) -> bool:
     return True
 
 
+PROSE = 40  # characters: a longer cell wraps, a shorter one (a name, a number) never does
+
+
 def _cell(value: Any) -> str:
     if isinstance(value, Clauses):
         if not value.items:
             return "<td>-</td>"
-        return ('<td><ul class="clauses">' + "".join(f"<li>{_e(c)}</li>" for c in value.items)
-                + "</ul></td>")
-    return f'<td class="num">{_e(value)}</td>' if _numeric(value) else f"<td>{_e(value)}</td>"
+        return ('<td class="prose"><ul class="clauses">'
+                + "".join(f"<li>{_e(c)}</li>" for c in value.items) + "</ul></td>")
+    if _numeric(value):
+        return f'<td class="num">{_e(value)}</td>'
+    text = _e(value)
+    return f'<td class="prose">{text}</td>' if len(text) > PROSE else f"<td>{text}</td>"
 
 
 def _table(item: Table) -> str:

@@ -16,8 +16,10 @@ runs of one policy that agree in every other factor that varies in the log (one 
 rule (docs/REPORT.md, "Like with like"):
 
 * matched sets holding the same levels form one series, pooled over those sets only, so every
-  point of a series comes from the same settings of the other factors; sets holding other
-  levels form further series (MAX_SERIES drawn per panel, all in the table);
+  point of a series comes from the same settings of the other factors, when each set's
+  episodes are in the same proportion at every level (`balanced`: the pool then weighs the
+  sets alike at every level); otherwise, and for sets holding other levels, each set is its own
+  series (MAX_SERIES drawn per panel, all in the table);
 * a run with no partner that differs from it only in the factor is left out of that factor's
   panel, and the table says how many were;
 * a factor with no matched set at all is *confounded* in these runs: no rate by its levels is
@@ -141,6 +143,19 @@ def _setting(keys: Sequence[str], cell: Cell) -> str:
     return ", ".join(f"{k}={cell.kwargs.get(k, '-')}" for k in keys)
 
 
+def balanced(trials: Mapping[str, Mapping[str, int]]) -> bool:
+    """Whether pooling the sets (set -> level -> trials) weighs each set alike at every level:
+    every set's trials are in the same proportion across the levels (n_sl * N == n_s * n_l),
+    so the pooled rate at each level is the same weighted mean of the sets' rates."""
+    total = sum(n for row in trials.values() for n in row.values())
+    by_level: dict[str, int] = {}
+    for row in trials.values():
+        for level, n in row.items():
+            by_level[level] = by_level.get(level, 0) + n
+    return all(n * total == sum(row.values()) * by_level[level]
+               for row in trials.values() for level, n in row.items())
+
+
 def _series(family: str, policy: str, factor: str, others: Sequence[str],
             mine: Sequence[Cell]) -> tuple[list[Point], Confounded | None, int]:
     """One policy's series for `factor` (module docstring), its confounding, the runs left
@@ -158,8 +173,14 @@ def _series(family: str, policy: str, factor: str, others: Sequence[str],
     groups: dict[tuple[str, ...], list[str]] = {}
     for setting, levels in matched.items():
         groups.setdefault(tuple(sorted(levels, key=_sort_key)), []).append(setting)
+    series: list[tuple[tuple[str, ...], list[str]]] = []
+    for levels, settings in groups.items():
+        if balanced({s: {lv: matched[s][lv][1] for lv in levels} for s in settings}):
+            series.append((levels, settings))
+        else:  # pooled, the sets would weigh differently at each level: each its own series
+            series += [(levels, [s]) for s in settings]
     points = []
-    for levels, settings in sorted(groups.items(), key=lambda g: (-len(g[1]), g[0])):
+    for levels, settings in sorted(series, key=lambda g: (-len(g[1]), g[0], g[1])):
         settings = sorted(settings)
         within = (settings[0] if len(settings) == 1 else
                   f"the same {len(settings)} settings of {', '.join(others)}")

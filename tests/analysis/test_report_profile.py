@@ -24,9 +24,7 @@ from diagym.analysis.report import write_report
 from diagym.analysis.report.logs import read_run_log
 from diagym.analysis.report.profile import RUN, Cell, Profile, cells, profile_of
 from tests.analysis import report_inputs as inputs
-from tests.analysis.html_tree import after_heading, rows, tree
-
-TABLE = "Rate per factor level, like with like"
+from tests.analysis.html_tree import rows, tree
 
 
 def logged_runs(log: Path) -> list[tuple[dict[str, Any], int, int]]:
@@ -61,7 +59,9 @@ def test_cache_2_on_the_battery_is_not_shown_that_resampling_helps(
 
     page = tmp_path / "battery.html"
     write_report([battery], page)
-    table = after_heading(tree(page), TABLE, "table")
+    profile = next(n for n in tree(page).find_all("section") if n.attrs.get("id") == "profile")
+    table = next(t for t in profile.find_all("table")  # the one table by factor and level
+                 if {"factor", "level"} <= {th.text() for th in t.find_all("th")})
     header = [th.text() for th in table.find_all("th")]
     shown = [dict(zip(header, (td.text() for td in cells_), strict=True))
              for cells_ in rows(table)]
@@ -102,6 +102,15 @@ def check_like_with_like(found: Profile, given_cells: list[Cell]) -> None:
         levels = {p.level for p in points}
         assert len(levels) >= 2
         assert len({p.strata for p in points}) == 1  # the same settings at every level
+        if len(points[0].strata) > 1:  # pooled sets are weighed alike at every level
+            trials = {s: {lv: sum(c.trials for c in given_cells if c.policy == policy
+                                  and setting(factor, c) == s and c.kwargs.get(factor) == lv)
+                          for lv in levels} for s in points[0].strata}
+            total = sum(n for row in trials.values() for n in row.values())
+            for row in trials.values():
+                for lv, n in row.items():
+                    share = sum(row.values()) / total
+                    assert n == pytest.approx(share * sum(r[lv] for r in trials.values()))
         for stratum in points[0].strata:
             held = {c.kwargs.get(factor) for c in given_cells
                     if c.policy == policy and setting(factor, c) == stratum}

@@ -9,7 +9,7 @@ contract of analysis/diagnose/report.py (`to_json`, `dacs_to_json`); this module
 never recomputes a verdict. The contract carries each component's verdict as one sentence
 ("component: finding; evidence; evidence"), so the finding, the evidence clauses and the
 intervals are the sentence's own parts, split at its top-level "; " and its parenthesised
-"interval a..b" clauses, with no word changed.
+"interval a..b" groups, with no word changed.
 """
 
 from __future__ import annotations
@@ -24,9 +24,7 @@ from diagym.analysis.diagnose.verdicts import COMPONENTS as WORKFLOW_COMPONENTS
 from diagym.analysis.report.model import Clauses, Facts, Item, Lead, Table, Text
 
 FITS, OUTSIDE = "fits", "outside"
-# A stated interval with what it bounds: "a cache of about 2 registers (cache-k MLE 2,
-# interval 1..2)", "lapse epsilon 0 (interval 0..0.0063)".
-INTERVAL = re.compile(r"[^,;:()\[\]]*\([^()]*\binterval\b[^()]*\)")
+INTERVAL = re.compile(r"\binterval\b")
 
 
 def top_level_clauses(text: str) -> list[str]:
@@ -44,13 +42,33 @@ def top_level_clauses(text: str) -> list[str]:
     return parts
 
 
+def stated_intervals(clause: str) -> list[str]:
+    """Each parenthesised group of `clause` that states an interval, with what it bounds: the
+    clause's text from its last top-level ": " (or the previous such group) to the group's
+    end. "the best fit reads: a cache of about 2 registers (cache-k MLE 2, interval 1..2)"
+    gives "a cache of about 2 registers (cache-k MLE 2, interval 1..2)"."""
+    found, depth, start, opened = [], 0, 0, 0
+    for i, char in enumerate(clause):
+        if char in "([":
+            opened = i if depth == 0 else opened
+            depth += 1
+        elif char in ")]" and depth:
+            depth -= 1
+            if depth == 0 and char == ")" and INTERVAL.search(clause, opened, i):
+                found.append(clause[start:i + 1].strip())
+                start = i + 1
+        elif depth == 0 and clause.startswith(": ", i):
+            start = i + 2
+    return found
+
+
 def component_row(component: str, sentence: str) -> tuple[str, str, Clauses, Clauses]:
     """(component, finding, evidence clauses, stated intervals) of one verdict sentence."""
     head, sep, body = sentence.partition(": ")
     if not sep or head != component:
         body = sentence
     clauses = [c for c in top_level_clauses(body) if c] or ["-"]
-    intervals = tuple(m.group(0).strip() for m in INTERVAL.finditer(body))
+    intervals = tuple(i for c in clauses for i in stated_intervals(c))
     return component, clauses[0], Clauses(tuple(clauses[1:])), Clauses(intervals)
 
 

@@ -137,3 +137,24 @@ def test_a_verdict_splits_at_its_top_level_clauses_only() -> None:
     from diagym.analysis.report.verdict import top_level_clauses
 
     assert top_level_clauses("(a; b); c [d; e]; f") == ["(a; b)", "c [d; e]", "f"]
+
+
+def test_an_interval_is_shown_with_what_it_bounds() -> None:
+    from diagym.analysis.report.verdict import component_row
+
+    sentence = ("selection: too little evidence for a claim (15 episodes with an env outcome, 18 "
+                "failed calls); the best fit reads: scans only the first 2 slots, then guesses "
+                "among the rest (scan-s MLE 2, interval 2..2); no lapse found (epsilon 0, "
+                "interval 0..0.04); scan-2 beats scan-3 by log-LR 7.7")
+    _, finding, evidence, intervals = component_row("selection", sentence)
+    assert finding == "too little evidence for a claim (15 episodes with an env outcome, 18 " \
+                      "failed calls)"
+    assert evidence.items[-1] == "scan-2 beats scan-3 by log-LR 7.7"
+    assert intervals.items == ("scans only the first 2 slots, then guesses among the rest "
+                               "(scan-s MLE 2, interval 2..2)",
+                               "no lapse found (epsilon 0, interval 0..0.04)")
+    ranking = ("ranking: dacs-reader (plays as flat-reader) fits best, lapse epsilon 0 (interval "
+               "0..0.0063); copy rate 0 (interval 0..0.0112, log-LR 0.0 over none) over 262")
+    assert component_row("ranking", ranking)[3].items == (
+        "dacs-reader (plays as flat-reader) fits best, lapse epsilon 0 (interval 0..0.0063)",
+        "copy rate 0 (interval 0..0.0112, log-LR 0.0 over none)")

@@ -1,8 +1,9 @@
 """`diagym report`'s library: any run log, study directory or diagnosis JSON as one static,
 self-contained HTML file (docs/REPORT.md).
 
-inputs.py reads the inputs into one Report (model.py); html.py draws it, with the trace
-viewer's episodes from episodes.py and the structural profile from profile.py. The commands
+inputs.py reads the inputs into one Report (model.py); html.py draws it, opening with a
+diagnosis's verdict from verdict.py, with the trace viewer's episodes from episodes.py and the
+structural profile (like with like) from profile.py. The commands
 that write outputs call `write_beside` once at the end, so every output directory carries its
 report; a report that cannot be built never fails the command's own output.
 """

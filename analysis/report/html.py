@@ -16,7 +16,17 @@ import json
 from importlib import resources
 from typing import Any
 
-from diagym.analysis.report.model import SECTIONS, Facts, Figure, Item, Report, Table, Text
+from diagym.analysis.report.model import (
+    SECTIONS,
+    Clauses,
+    Facts,
+    Figure,
+    Item,
+    Lead,
+    Report,
+    Table,
+    Text,
+)
 
 SIZE_MARK = "@@REPORT_BYTES@@"
 
@@ -41,11 +51,24 @@ def _numeric(value: Any) -> bool:
     return True
 
 
+PROSE = 40  # characters: a longer cell wraps, a shorter one (a name, a number) never does
+
+
+def _cell(value: Any) -> str:
+    if isinstance(value, Clauses):
+        if not value.items:
+            return "<td>-</td>"
+        return ('<td class="prose"><ul class="clauses">'
+                + "".join(f"<li>{_e(c)}</li>" for c in value.items) + "</ul></td>")
+    if _numeric(value):
+        return f'<td class="num">{_e(value)}</td>'
+    text = _e(value)
+    return f'<td class="prose">{text}</td>' if len(text) > PROSE else f"<td>{text}</td>"
+
+
 def _table(item: Table) -> str:
     head = "".join(f"<th>{_e(c)}</th>" for c in item.columns)
-    body = "".join(
-        "<tr>" + "".join(f'<td class="num">{_e(v)}</td>' if _numeric(v) else f"<td>{_e(v)}</td>"
-                         for v in row) + "</tr>" for row in item.rows)
+    body = "".join("<tr>" + "".join(_cell(v) for v in row) + "</tr>" for row in item.rows)
     return (f'<div class="scroll"><table><thead><tr>{head}</tr></thead>'
             f"<tbody>{body}</tbody></table></div>")
 
@@ -66,6 +89,9 @@ def _item(item: Item) -> str:
             paragraphs = [p for p in item.text.split("\n\n") if p.strip()]
             return title + "".join(f"<p>{_e(p)}</p>" for p in paragraphs) + note_html
         return title + f"<pre>{_e(item.text)}</pre>" + note_html
+    if isinstance(item, Lead):
+        tone = f" {item.tone}" if item.tone else ""
+        return (title + f'<p class="lead{tone}">{_e(item.text)}</p>' + note_html)
     if isinstance(item, Facts):
         rows = "".join(f"<dt>{_e(k)}</dt><dd>{_e(v)}</dd>" for k, v in item.items)
         return title + f'<dl class="facts">{rows}</dl>'
@@ -95,14 +121,19 @@ def render(report: Report) -> str:
         f"{SIZE_MARK} bytes, self-contained (no network).</p>",
         f"<nav>{''.join(nav)}</nav></header><main>",
     ]
+    notes = ""
     if report.notes:
         items = "".join(f"<li>{_e(n)}</li>" for n in report.notes)
-        parts.append(f'<section id="notes" class="notes"><strong>Truncated or left out'
-                     f"</strong><ul>{items}</ul></section>")
+        notes = (f'<section id="notes" class="notes"><strong>Truncated or left out'
+                 f"</strong><ul>{items}</ul></section>")
+    if notes and not report.sections["verdict"]:
+        parts.append(notes)
     for key, heading in present:
         parts.append(f'<section id="{key}"><h2>{_e(heading)}</h2>')
         parts += [_item(item) for item in report.sections[key]]
         parts.append("</section>")
+        if notes and key == "verdict":  # the diagnosis first, then what the page leaves out
+            parts.append(notes)
     if report.viewer is not None:
         v = report.viewer
         decided = sum(1 for detail in v["details"] if detail["decisions"])

@@ -7,7 +7,8 @@ What each kind adds, section by section:
   summary: success with its Wilson interval, work, first failures, steering, model calls); the
   structural profile (analysis/report/profile.py); the calls' cost and latency
   (controllers/runlog.py `call_totals`); and its episodes, for the trace viewer.
-* a diagnosis JSON (analysis/diagnose/report.py `to_json` / `dacs_to_json`): its verdicts,
+* a diagnosis JSON (analysis/diagnose/report.py `to_json` / `dacs_to_json`): first on the
+  page its headline, fit test and component verdicts (analysis/report/verdict.py); its
   ranked mechanisms and attribution; success per battery configuration with intervals; and the
   diagnosis PNG beside it, which draws the agent over the best mechanisms' predicted bands.
 * a study directory: provenance.json, its tables as the headline (the NAME.tables.json a
@@ -34,6 +35,7 @@ from diagym.analysis.report.episodes import clip, viewer_data
 from diagym.analysis.report.logs import LogRun, RunLogFile, holds_an_entry, read_run_log
 from diagym.analysis.report.model import Facts, Figure, Report, Table, Text
 from diagym.analysis.report.profile import profile
+from diagym.analysis.report.verdict import verdict_items
 from diagym.analysis.stats import wilson_interval
 from diagym.analysis.studies.study_tables import (
     TABLES_SUFFIX,
@@ -327,10 +329,8 @@ class Builder:
             [("env", data.get("env")), *_policy_items(data.get("policy")),
              ("episodes", data.get("episodes")),
              *_provenance_items(data.get("provenance") or {})])))
-        verdicts = data.get("verdicts") or {}
-        if verdicts:
-            r.add("diagnosis", Table("Verdicts", ("component", "verdict"),
-                                     tuple((k, v) for k, v in verdicts.items())))
+        for item in verdict_items(data):
+            r.add("verdict", item)
         mechanisms = data.get("mechanisms") or []
         if mechanisms:
             keys = ["name", *(k for k in mechanisms[0] if k not in ("name", "params")),

@@ -13,14 +13,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The report's sections in the order they are drawn: (key, heading).
+# A diagnosis opens the page (analysis/report/verdict.py): its verdict before any run table.
 SECTIONS = (
+    ("verdict", "Diagnosis"),
     ("provenance", "Provenance"),
-    ("headline", "Headline"),
+    ("headline", "Run summary"),
     ("profile", "Structural profile"),
-    ("diagnosis", "Diagnosis verdicts"),
+    ("diagnosis", "Mechanisms and attribution"),
     ("cost", "Cost and latency"),
     ("files", "Other outputs"),
 )
+
+
+@dataclass(frozen=True)
+class Clauses:
+    """A table cell holding several clauses, drawn as a list."""
+
+    items: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -56,7 +65,18 @@ class Facts:
     items: tuple[tuple[str, Any], ...]
 
 
-Item = Table | Figure | Text | Facts
+@dataclass(frozen=True)
+class Lead:
+    """The sentence a page opens with (a diagnosis's headline), its tone ("fits", "outside" or
+    "" for neither) and what it was counted on."""
+
+    title: str
+    text: str
+    tone: str = ""
+    note: str = ""
+
+
+Item = Table | Figure | Text | Facts | Lead
 
 
 @dataclass

@@ -87,3 +87,17 @@ def dacs_dir(directory: Path) -> tuple[Path, Path]:
     run_cli("dacs-study", "--episodes", "1", "--phases", "agents", "--out", str(out),
             "--log", str(log))
     return out, log
+
+
+def battery_dir(directory: Path, policy: str = "cache-2") -> tuple[Path, Path]:
+    """`diagnose --out --log` at the default budget: the whole default battery played."""
+    out, log = directory / f"battery-{policy}", directory / f"battery-{policy}.jsonl"
+    run_cli("diagnose", "--policy", policy, "--out", str(out), "--log", str(log))
+    return out, log
+
+
+def dacs_diagnosis_dir(directory: Path) -> tuple[Path, Path]:
+    out, log = directory / "dacs-diagnosis", directory / "dacs-diagnosis.jsonl"
+    run_cli("diagnose", "--env", "DACSSteering-v0", "--policy", "dacs-reader", "--out",
+            str(out), "--log", str(log))
+    return out, log

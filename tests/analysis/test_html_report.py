@@ -33,6 +33,7 @@ from diagym.controllers.provenance import provenance
 from diagym.controllers.runlog import call_totals
 from diagym.controllers.workflow.adapter import ReferencePolicy
 from tests.analysis import report_inputs as inputs
+from tests.analysis.test_report_verdict import check_opens_with_the_diagnosis
 
 VOID = {"meta", "img", "br", "hr", "input", "link"}
 TEN_THOUSAND_BOUND = 1_500_000  # bytes: docs/REPORT.md's bound for a 10,000-episode run log
@@ -203,10 +204,7 @@ def test_diagnose_out_writes_a_report_beside_with_verdicts_bands_and_traces(
     text = (out / "report.html").read_text(encoding="utf-8")
     parse(text)
     diagnosis = json.loads((out / "diagnosis.json").read_text())
-    import html
-
-    for verdict in diagnosis["verdicts"].values():
-        assert html.escape(verdict) in text
+    check_opens_with_the_diagnosis(out / "report.html", diagnosis)  # every verdict, first
     assert diagnosis["mechanisms"][0]["name"] in text
     assert text.count("data:image/png;base64,") >= 2  # the bands PNG and the log's profile
     data = viewer(text)

@@ -1,7 +1,8 @@
 """The report in a real browser: headless Chromium (Debian's /usr/bin/chromium, which `make
 test` installs) driven by playwright opens each report from disk, and the page must render:
-a screenshot that is not blank, the profile figure decoded and visible, the first trace's
-decisions visible, the filters working, no console error, and no request leaving the file.
+a screenshot that is not blank, a diagnosis's headline, fit test and verdicts in the first
+screen, the profile figure decoded and visible, the first trace's decisions visible, the
+filters working, no console error, and no request leaving the file.
 
 Screenshots are kept under pytest's tmp dir, and copied to $DIAGYM_SCREENSHOTS when set.
 Skipped, saying why, only where chromium or playwright is not installed.
@@ -79,6 +80,10 @@ def test_the_report_renders_in_chromium_from_disk(
     page.on("request", lambda r: requests.append(r.url))
     url = reports[name].resolve().as_uri()
     page.goto(url, wait_until="load")
+    if name == "diagnosis":  # the page opens with the verdict: seen before any scrolling
+        for locator in ("#verdict p.lead", "#verdict dl.facts", "#verdict table"):
+            box = page.locator(locator).first.bounding_box()
+            assert box is not None and box["y"] + box["height"] <= 1000, locator
 
     figure = page.locator("#profile img").first
     assert figure.is_visible()

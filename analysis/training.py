@@ -26,7 +26,6 @@ import dataclasses
 import inspect
 import json
 import logging
-import os
 import platform
 import time
 from dataclasses import asdict, dataclass, field
@@ -35,6 +34,7 @@ from typing import Any
 
 from diagym import envs
 from diagym.analysis.summary import summarise
+from diagym.controllers.files import write_atomically
 from diagym.controllers.rollout import rollout
 from diagym.controllers.runlog import ResumeNeeded
 from diagym.controllers.sb3.policy import (
@@ -180,16 +180,6 @@ def _stored_mismatches(stored: dict[str, Any], config: TrainConfig) -> list[str]
     return differences
 
 
-def _write_atomically(path: Path, write: Any) -> None:
-    """write(binary handle) to path.tmp, fsync, then os.replace: readers never see a torn file."""
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("wb") as handle:
-        write(handle)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
-
-
 def _silent_logger() -> Any:
     """SB3's logger with no output: its default (verbose 0, no tensorboard) still makes an
     empty SB3-<date> directory in the system's temp folder at every learn(); train records
@@ -313,7 +303,7 @@ def _write_settings(config: TrainConfig, path: Path, every: int) -> None:
         "sb3_contrib": sb3_contrib.__version__, "torch": torch.__version__,
         "eval_every_steps": every,
     }, indent=2)
-    _write_atomically(path, lambda handle: handle.write(settings.encode()))
+    write_atomically(path, lambda handle: handle.write(settings.encode()))
 
 
 class _Checkpointer:
@@ -335,7 +325,7 @@ class _Checkpointer:
         config, model = self.config, self.model
         steps = int(model.num_timesteps)
         if save:
-            _write_atomically(self.out / MODEL_NAME, model.save)
+            write_atomically(self.out / MODEL_NAME, model.save)
             write_model_hash(self.out)
         success, ret = evaluate(SB3Policy(model, config.algo, config.env,
                                           config.joint_actions, raw_space=self.raw_space),

@@ -18,6 +18,7 @@ from pathlib import Path
 from diagym.analysis.report.html import render
 from diagym.analysis.report.inputs import REPORT_NAME, build
 from diagym.analysis.terminal import shown
+from diagym.controllers.files import write_atomically
 
 
 @dataclass(frozen=True)
@@ -33,8 +34,9 @@ def write_report(inputs: Iterable[Path], out: Path) -> Written:
     text = render(report)
     out = Path(out)
     out.parent.mkdir(exist_ok=True)  # only the last directory
-    out.write_text(text, encoding="utf-8")
-    return Written(out, len(text.encode("utf-8")), report.episodes)
+    data = text.encode("utf-8")
+    write_atomically(out, lambda handle: handle.write(data))  # --force keeps the old page
+    return Written(out, len(data), report.episodes)
 
 
 def write_beside(directory: Path, *extra: Path | None, command: str = "report",

@@ -87,11 +87,7 @@ def read_run_log(path: Path) -> RunLogFile:
     `read_log`, one pass); ValueError (one line) for a file that holds no log entry."""
     path = Path(path)
     skipped: Counter[str] = Counter()
-    try:
-        logged = read_log(path, skipped)
-    except TypeError as error:
-        raise ValueError(f"{path}: an episode line does not hold an episode record ({error})"
-                         ) from None
+    logged = read_log(path, skipped)  # a line whose record is no EpisodeRecord is skipped
     if not logged and not holds_an_entry(path):
         raise ValueError(f"{path}: not a run log (no JSONL line with a \"type\")")
     runs = []

@@ -28,6 +28,7 @@ import gymnasium as gym
 import numpy as np
 
 from diagym import envs
+from diagym.controllers.files import write_atomically
 from diagym.controllers.provenance import file_sha256
 from diagym.controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
 from diagym.controllers.sb3.observation import OneHotObservation, VecOneHot, encode
@@ -48,12 +49,7 @@ def write_model_hash(directory: str | Path) -> Path:
     directory = Path(directory)
     line = f"{file_sha256(directory / MODEL_NAME)}  {MODEL_NAME}\n"
     path = directory / MODEL_HASH_NAME
-    temporary = path.with_name(path.name + ".tmp")
-    with temporary.open("w") as handle:
-        handle.write(line)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(temporary, path)
+    write_atomically(path, lambda handle: handle.write(line.encode()))
     return path
 
 

@@ -119,21 +119,18 @@ def test_a_warning_line_never_passes_a_file_names_escape_codes(
 
 def test_a_warning_line_never_passes_a_log_lines_escape_codes(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    """An episode record with a key of its own: the report beside diagnose's outputs cannot
-    be built, and its warning quotes the key escaped."""
+    """A log whose name holds an escape code and that holds no run: the report beside
+    diagnose's outputs cannot be built, and its warning quotes the name escaped. (A record
+    with a key of its own is skipped as foreign now, so it no longer stops the report.)"""
     from diagym.analysis.report import write_beside
 
-    lines = _logged_run(tmp_path / "run.jsonl", capsys)
-    episode = json.loads(lines[1])
-    episode["record"][HOSTILE] = 1
-    log = tmp_path / "hostile.jsonl"
-    log.write_text(f"{lines[0]}\n{json.dumps(episode)}\n")
+    log = tmp_path / f"run{HOSTILE}.jsonl"
+    log.write_text('{"not": "an entry"}\n')
     out = tmp_path / "out"
     out.mkdir()
     (out / "results.csv").write_text("a,b\n1,2\n")
     assert write_beside(out, log, command="diagnose") is None
     err = capsys.readouterr().err
     assert "\x1b" not in err and "\x07" not in err
-    assert err == (f"diagym diagnose: warning: no report.html (ValueError: {log}: an episode "
-                   "line does not hold an episode record (EpisodeRecord.__init__() got an "
-                   f"unexpected keyword argument '{HOSTILE_SHOWN}'))\n")
+    assert err == (f"diagym diagnose: warning: no report.html (ValueError: {tmp_path}/run"
+                   f"{HOSTILE_SHOWN}.jsonl: not a run log (no JSONL line with a \"type\"))\n")

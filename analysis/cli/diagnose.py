@@ -316,7 +316,7 @@ def diagnose(args: argparse.Namespace) -> int:
     if isinstance(diagnosis, dict):
         if args.out is not None:
             write_dacs(diagnosis, args.out)
-            write_beside(args.out, command="diagnose", quiet=args.json)
+            write_beside(args.out, args.log, command="diagnose", quiet=args.json)
         if args.json:
             print(json.dumps(dacs_to_json(diagnosis), indent=2, sort_keys=True),
                   file=args.stdout)

@@ -28,42 +28,53 @@ def _probe(flag: str, path: Path, directory: Path) -> None:
                           ) from None
 
 
-def _existing_ancestor(flag: str, path: Path, levels: int = 1) -> Path:
-    """The directory `path` is written in, which must exist, or be the one directory to
-    create (levels 2: a file's own directory) in one that does: a typo in a path's head
-    (`/nonexistent/...`) is an error, not a tree of directories made anywhere."""
-    ancestor = path.parent
-    for _ in range(levels):
-        if ancestor.exists():
-            if not ancestor.is_dir():
-                raise OutputError(f"{flag} {path}: {ancestor} is a file, not a directory")
-            return ancestor
+def below_current_directory(path: Path) -> bool:
+    """Whether `path` is the current directory or inside it (symlinks resolved)."""
+    return Path(path).resolve().is_relative_to(Path.cwd().resolve())
+
+
+def _existing_ancestor(flag: str, path: Path, directory: Path) -> Path:
+    """The nearest existing ancestor of `directory`, the directory `path` is written in,
+    where the missing levels may be made: any number below the current directory (`--out
+    runs/small` in a fresh clone), elsewhere only `directory` itself, so a typo in a path's
+    head (`/nonexistent/...`) is an error, not a tree of directories made anywhere."""
+    ancestor = directory
+    while not ancestor.exists() and ancestor != ancestor.parent:
         ancestor = ancestor.parent
-    raise OutputError(f"{flag} {path}: {path.parent if levels == 1 else path.parent.parent} "
-                      "does not exist (only the last directory of a path is created)")
+    if not ancestor.is_dir():
+        raise OutputError(f"{flag} {path}: {ancestor} is a file, not a directory")
+    if ancestor in (directory, directory.parent) or below_current_directory(ancestor):
+        return ancestor
+    raise OutputError(f"{flag} {path}: {directory.parent} does not exist (missing directories "
+                      "are created below the current directory; elsewhere only the last one)")
+
+
+def _make(flag: str, path: Path, directory: Path) -> None:
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise OutputError(f"{flag} {path}: cannot create the directory {directory} "
+                          f"({error.strerror or error})") from None
 
 
 def writable_dir(flag: str, path: Path) -> Path:
     """Check that `path` is, or can become, a directory this process can write, and create
-    it (only it: its parent must exist), so a long command fails in its first second rather
-    than after its work."""
+    it (with its missing parents below the current directory; elsewhere its parent must
+    exist), so a long command fails in its first second rather than after its work."""
     path = Path(path)
     if path.exists() and not path.is_dir():
         raise OutputError(f"{flag} {path}: is a file; {flag} needs a directory")
     if not path.exists():
-        _probe(flag, path, _existing_ancestor(flag, path))
-        try:
-            path.mkdir(exist_ok=True)
-        except OSError as error:
-            raise OutputError(f"{flag} {path}: cannot create the directory "
-                              f"({error.strerror or error})") from None
+        _probe(flag, path, _existing_ancestor(flag, path, path))
+        _make(flag, path, path)
     _probe(flag, path, path)
     return path
 
 
 def writable_file(flag: str, path: Path | None) -> Path | None:
-    """Check that `path` (None: no file) is a file that can be appended to or created; the
-    file itself is not created, so the resume rule still sees whether a log exists."""
+    """Check that `path` (None: no file) is a file that can be appended to or created, and
+    create its missing directories as writable_dir does; the file itself is not created, so
+    the resume rule still sees whether a log exists."""
     if path is None:
         return None
     path = Path(path)
@@ -79,7 +90,10 @@ def writable_file(flag: str, path: Path | None) -> Path | None:
             raise OutputError(f"{flag} {path}: cannot append to the file "
                               f"({error.strerror or error})") from None
         return path
-    _probe(flag, path, _existing_ancestor(flag, path, levels=2))
+    if not path.parent.exists():
+        _probe(flag, path, _existing_ancestor(flag, path, path.parent))
+        _make(flag, path, path.parent)  # the file itself is left to its writer
+    _probe(flag, path, path.parent)
     return path
 
 

@@ -10,6 +10,7 @@ import pytest
 from diagym.analysis.cli import main
 from tests.analysis.error_lines import one_error_line as _fail
 
+ROOT = Path(__file__).resolve().parents[2]
 RUN = ["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2", "--episodes", "2"]
 
 
@@ -58,12 +59,15 @@ def test_report_replaces_an_existing_page_only_with_force(
     assert out.read_text().startswith("<!DOCTYPE html>")
 
 
-def test_only_the_last_directory_is_created(tmp_path: Path,
-                                            capsys: pytest.CaptureFixture[str]) -> None:
+def test_only_the_last_directory_is_created_outside_the_current_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    monkeypatch.chdir(ROOT)  # tmp_path is not below the repository's root
     deep = tmp_path / "missing" / "deeper"
     assert _fail([*RUN, "--log", str(deep / "run.jsonl")], capsys) == (
         f"diagym run: error: --log {deep / 'run.jsonl'}: {tmp_path / 'missing'} does not exist "
-        "(only the last directory of a path is created)")
+        "(missing directories are created below the current directory; elsewhere only the "
+        "last one)")
     assert _fail(["summarize", str(tmp_path / "x.jsonl"), "--out", str(deep)], capsys) \
         .startswith("diagym summarize: error: LOG")
     assert not (tmp_path / "missing").exists()
@@ -71,10 +75,26 @@ def test_only_the_last_directory_is_created(tmp_path: Path,
     assert (tmp_path / "new" / "run.jsonl").is_file()
 
 
+@pytest.mark.parametrize("argv, made", [
+    ([*RUN, "--log", "runs/a/b/run.jsonl"], "runs/a/b/run.jsonl"),
+    (["summarize", "LOG", "--out", "runs/tables/x"], "runs/tables/x"),
+])
+def test_missing_directories_below_the_current_one_are_created(
+        argv: list[str], made: str, log: Path, tmp_path: Path,
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """`--out runs/small` in a fresh clone, as the README writes it: runs/ is made."""
+    work = tmp_path / "work"
+    work.mkdir()
+    monkeypatch.chdir(work)
+    assert main([str(log) if a == "LOG" else a for a in argv]) == 0
+    assert (work / made).exists()
+
+
 def test_a_directory_output_needs_its_parent(log: Path, tmp_path: Path,
                                              capsys: pytest.CaptureFixture[str]) -> None:
     deep = tmp_path / "missing" / "deeper"
     assert _fail(["summarize", str(log), "--out", str(deep)], capsys) == (
         f"diagym summarize: error: --out {deep}: {tmp_path / 'missing'} does not exist "
-        "(only the last directory of a path is created)")
+        "(missing directories are created below the current directory; elsewhere only the "
+        "last one)")
     assert not (tmp_path / "missing").exists()

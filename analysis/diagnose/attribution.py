@@ -70,6 +70,7 @@ action space is refused on replay.
 from __future__ import annotations
 
 import dataclasses
+import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -170,41 +171,48 @@ def replay(trace: Trace) -> list[Decision]:
     and actions after the episode ended (ValueError naming the call)."""
     env = gym.make(ENV_ID, **dict(trace.env_kwargs))
     try:
-        observation, info = env.reset(seed=trace.task_seed)
-        spec: WorkflowParams = env.unwrapped.params
-        initial = tuple(int(x) for x in observation["registers"])
-        known: list[int | None] = list(initial)
-        left_initial = [False] * REGISTER_SLOTS
-        seen_since: list[set[int]] = [set() for _ in range(REGISTER_SLOTS)]
-        decisions: list[Decision] = []
-        ended = False
-        for index, (op, slot) in enumerate(trace.actions):
-            if ended:
-                raise ValueError(f"call {index} of the trace of seed {trace.task_seed} comes "
-                                 f"after the episode ended ({index} calls)")
-            for r, shown in enumerate(observation["registers"].tolist()):
-                if shown >= 0:
-                    known[r] = shown
-            decision_before = observation
-            try:
-                observation, _, ended, _, info = env.step((op, slot))
-            except ValueError as error:
-                raise ValueError(f"call {index} of the trace of seed {trace.task_seed}: "
-                                 f"{error}") from error
-            decisions.append(Decision(
-                index=index, spec=spec, observation=decision_before, action=(int(op), int(slot)),
-                failure=info["failure"], known=tuple(known), initial=initial,
-                earlier=tuple(frozenset(values) for values in seen_since),
-            ))
-            for r in range(REGISTER_SLOTS):
-                value = known[r]
-                if left_initial[r] and value is not None:
-                    seen_since[r].add(value)
-            if info["failure"] is None:
-                _apply_success(decision_before, op, spec, info["resampled"], known, left_initial)
-        return decisions
+        return _replay_on(env, trace)
     finally:
         env.close()
+
+
+def _replay_on(env: gym.Env, trace: Trace) -> list[Decision]:
+    """`replay` on `env`, an env made with the trace's kwargs: reset with the task seed, it
+    plays the task afresh whatever it played before (the env is deterministic given the task
+    seed and the actions), so one env serves every trace of a configuration."""
+    observation, info = env.reset(seed=trace.task_seed)
+    spec: WorkflowParams = env.unwrapped.params
+    initial = tuple(int(x) for x in observation["registers"])
+    known: list[int | None] = list(initial)
+    left_initial = [False] * REGISTER_SLOTS
+    seen_since: list[set[int]] = [set() for _ in range(REGISTER_SLOTS)]
+    decisions: list[Decision] = []
+    ended = False
+    for index, (op, slot) in enumerate(trace.actions):
+        if ended:
+            raise ValueError(f"call {index} of the trace of seed {trace.task_seed} comes "
+                             f"after the episode ended ({index} calls)")
+        for r, shown in enumerate(observation["registers"].tolist()):
+            if shown >= 0:
+                known[r] = shown
+        decision_before = observation
+        try:
+            observation, _, ended, _, info = env.step((op, slot))
+        except ValueError as error:
+            raise ValueError(f"call {index} of the trace of seed {trace.task_seed}: "
+                             f"{error}") from error
+        decisions.append(Decision(
+            index=index, spec=spec, observation=decision_before, action=(int(op), int(slot)),
+            failure=info["failure"], known=tuple(known), initial=initial,
+            earlier=tuple(frozenset(values) for values in seen_since),
+        ))
+        for r in range(REGISTER_SLOTS):
+            value = known[r]
+            if left_initial[r] and value is not None:
+                seen_since[r].add(value)
+        if info["failure"] is None:
+            _apply_success(decision_before, op, spec, info["resampled"], known, left_initial)
+    return decisions
 
 
 def _apply_success(observation: Mapping[str, np.ndarray], op: int, spec: WorkflowParams,
@@ -305,8 +313,20 @@ def tally(decisions: Sequence[Decision]) -> Tally:
 
 
 def attribution_counts(traces: Iterable[Trace]) -> Tally:
-    """The tally of every decision of `traces`."""
-    return tally([decision for trace in traces for decision in replay(trace)])
+    """The tally of every decision of `traces`, replayed on one env per configuration (a
+    diagnosis's 512 traces on its 10: making an env costs more than replaying an episode)."""
+    envs: dict[str, gym.Env] = {}
+    try:
+        decisions = []
+        for trace in traces:
+            key = json.dumps(dict(trace.env_kwargs), sort_keys=True, default=repr)
+            if key not in envs:
+                envs[key] = gym.make(ENV_ID, **dict(trace.env_kwargs))
+            decisions.extend(_replay_on(envs[key], trace))
+        return tally(decisions)
+    finally:
+        for env in envs.values():
+            env.close()
 
 
 def explain(result: Tally) -> str:

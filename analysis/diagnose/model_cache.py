@@ -15,6 +15,12 @@ entries are kept (diagym.envs._core.numba_setup._prune). Files are numpy archive
 pickle, written to a temporary name and renamed, so a reader never sees half a file; a file
 that cannot be read is rebuilt. Where no private directory can be made, the model is built
 and not kept.
+
+Every array of an archive is its own member with its own header, so reading costs per array,
+not per byte: the lapse tables (about 1,400 keys x 10 configurations after a few diagnoses)
+are kept as one stacked array per configuration and one array of keys, not one array per
+table (some 14,000 members take seconds to read). The layout is CACHE_FORMAT, part of the
+key, so an entry written in another layout is never read as this one.
 """
 
 from __future__ import annotations
@@ -32,12 +38,20 @@ import numpy as np
 from diagym.analysis.diagnose import hypotheses as hypotheses_module
 from diagym.analysis.diagnose import likelihood
 from diagym.analysis.diagnose.hypotheses import Mechanism, hypotheses
-from diagym.analysis.diagnose.likelihood import SIMULATIONS, MechanismModel, build_model
+from diagym.analysis.diagnose.likelihood import (
+    SIMULATIONS,
+    MechanismModel,
+    build_model,
+    outcome_count,
+)
 from diagym.envs._core.numba_setup import _private_dir, _prune, kernel_sources, source_digest
 from diagym.envs.workflow.params import WorkflowParams
 
 MODEL_FILE = "model.npz"
 LAPSE_FILE = "lapse.npz"
+# The archives' layout (module docstring); 2: the lapse tables stacked per configuration.
+CACHE_FORMAT = 2
+LAPSE_KEYS = "keys"
 # id(model) -> (the model, its cache directory, lapse tables already on disk)
 _kept: dict[int, tuple[MechanismModel, Path, int]] = {}
 
@@ -67,6 +81,7 @@ def model_key(battery: Sequence[WorkflowParams], simulations: int = SIMULATIONS,
         "aliases": {k: list(v) for k, v in sorted(aliases.items())},
         "explicit": candidates is not None,
         "sources": source_digest(sorted(set(sources))),
+        "format": CACHE_FORMAT,
     }
     text = json.dumps(inputs, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:24]
@@ -118,15 +133,36 @@ def _from_arrays(arrays: dict[str, np.ndarray], battery: tuple[WorkflowParams, .
                           int(meta["simulations"]))
 
 
+def _lapse_arrays(model: MechanismModel,
+                  tables: dict[tuple[int, int, int], tuple[np.ndarray, ...]]
+                  ) -> dict[str, np.ndarray]:
+    """The lapse tables as the archive keeps them: LAPSE_KEYS, (index, units, simulations)
+    per row, and per configuration c the tables stacked in that row order as "c"."""
+    keys = sorted(tables)
+    arrays = {LAPSE_KEYS: np.array(keys, dtype=np.int64).reshape(len(keys), 3)}
+    for c, spec in enumerate(model.battery):
+        arrays[str(c)] = np.array([tables[key][c] for key in keys],
+                                  dtype=np.float64).reshape(len(keys), outcome_count(spec))
+    return arrays
+
+
+def _lapse_tables(model: MechanismModel, arrays: dict[str, np.ndarray]
+                  ) -> dict[tuple[int, int, int], tuple[np.ndarray, ...]]:
+    """The tables of `_lapse_arrays`' layout, each a row of its configuration's stack; none
+    when the arrays do not have that layout for this model's battery."""
+    keys = arrays.get(LAPSE_KEYS)
+    if keys is None or keys.ndim != 2 or keys.shape[1] != 3:
+        return {}
+    stacks = [arrays.get(str(c)) for c in range(len(model.battery))]
+    if any(stack is None or stack.shape != (len(keys), outcome_count(spec))
+           for stack, spec in zip(stacks, model.battery, strict=True)):
+        return {}
+    return {(int(i), int(units), int(simulations)): tuple(stack[row] for stack in stacks)
+            for row, (i, units, simulations) in enumerate(keys.tolist())}
+
+
 def _load_lapse(model: MechanismModel, path: Path) -> None:
-    arrays = _read(path) or {}
-    found: dict[tuple[int, int, int], dict[int, np.ndarray]] = {}
-    for name, table in arrays.items():
-        index, units, simulations, c = (int(x) for x in name.split("_"))
-        found.setdefault((index, units, simulations), {})[c] = table
-    for key, per in found.items():
-        if sorted(per) == list(range(len(model.battery))):
-            model.lapse_cache[key] = tuple(per[c] for c in range(len(model.battery)))
+    model.lapse_cache.update(_lapse_tables(model, _read(path) or {}))
 
 
 def cached_model(battery: Sequence[WorkflowParams], simulations: int = SIMULATIONS,
@@ -160,9 +196,7 @@ def save_lapse_tables(model: MechanismModel) -> None:
     if kept is None or kept[0] is not model or len(model.lapse_cache) == kept[2]:
         return
     directory = kept[1]
-    arrays = _read(directory / LAPSE_FILE) or {}  # another process's tables are kept too
-    arrays.update({f"{i}_{units}_{simulations}_{c}": table
-                   for (i, units, simulations), tables in model.lapse_cache.items()
-                   for c, table in enumerate(tables)})
-    _write(directory / LAPSE_FILE, arrays)
+    # another process's tables are kept too
+    tables = {**_lapse_tables(model, _read(directory / LAPSE_FILE) or {}), **model.lapse_cache}
+    _write(directory / LAPSE_FILE, _lapse_arrays(model, tables))
     _kept[id(model)] = (model, directory, len(model.lapse_cache))

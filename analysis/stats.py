@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from scipy.stats import norm
+from scipy.special import ndtri  # norm.ppf itself, without importing scipy.stats (0.3-0.8 s)
 
 DEFAULT_RESAMPLES = 2000
 
@@ -49,7 +49,7 @@ def wilson_interval(
         raise ValueError("need 0 <= successes <= trials and trials > 0")
     if not 0.0 < confidence < 1.0:
         raise ValueError(f"confidence must be in (0, 1); got {confidence}")
-    z = float(norm.ppf(0.5 + 0.5 * confidence))
+    z = float(ndtri(0.5 + 0.5 * confidence))
     p = k / n
     denom = 2.0 * (n + z**2)
     center = (2.0 * n * p + z**2) / denom

@@ -112,3 +112,17 @@ def test_dacs_live_choices_are_the_libraries() -> None:
     assert dacs_live.HARNESSES == HARNESSES
     assert dacs_live.JUDGE_FORMATS == JUDGE_FORMATS
     assert dacs_live.SCENARIO_NAMES == tuple(SCENARIOS)
+
+
+def test_a_run_of_a_reference_controller_imports_no_scipy_stats() -> None:
+    """`diagym run`'s summary needs one normal quantile (scipy.special.ndtri, what
+    scipy.stats.norm.ppf computes): importing scipy.stats cost 0.3-0.8 s of every run."""
+    probe = ("import json, sys\n"
+             "from diagym.analysis.cli.main import main\n"
+             "main(['run', '--env', 'StatefulWorkflow-v0', '--policy', 'cache-2', "
+             "'--episodes', '2', '--json'])\n"
+             "print(json.dumps(sorted(m for m in sys.modules if m.startswith('scipy.stats'))),"
+             " file=sys.stderr)\n")
+    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
+                          text=True, timeout=scaled(300), check=True)
+    assert json.loads(done.stderr.splitlines()[-1]) == []

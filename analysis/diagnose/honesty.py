@@ -163,8 +163,11 @@ class Evidence:
 
 
 def headline(best: str | None, test: FitTest | None, evidence: Evidence,
-             posterior_note: str = "") -> str:
-    """One line: nothing to fit, the best hypothesis and that it fits, or that none does."""
+             posterior_note: str = "", failures: Any = None) -> str:
+    """One line: nothing to fit, the best hypothesis and that it fits, or that none does.
+    `failures` (failure_check.FailureCheck, or None) is the check of the failed calls: an
+    outcome fit it rejects reads "fits the outcomes, but not the failures" with the share
+    that differs most."""
     if evidence.nothing_to_fit:
         return (f"{evidence.without_outcome} of {evidence.episodes} episodes ended on an invalid "
                 "reply or without an env outcome; nothing to fit")
@@ -177,15 +180,20 @@ def headline(best: str | None, test: FitTest | None, evidence: Evidence,
         return (f"outside the family: no reference mechanism explains the outcomes (fit "
                 f"{test.p_text()}: statistic {test.statistic:.0f} where about "
                 f"{test.expected:.0f} is expected); closest: {best}{partial}{posterior_note}")
+    if failures is not None and failures.rejected:
+        return (f"best mechanism: {best}, which fits the outcomes (fit {test.p_text()}), but "
+                f"not the failures ({failures.p_text()}: {failures.words()}){partial}"
+                f"{posterior_note}")
     return f"best mechanism: {best}, which fits the outcomes (fit {test.p_text()}){partial}" \
            f"{posterior_note}"
 
 
 def conditional(verdicts: Mapping[str, str], test: FitTest | None, closest: str,
-                evidence: Evidence | None = None) -> dict[str, str]:
+                evidence: Evidence | None = None, failures: Any = None) -> dict[str, str]:
     """The component verdicts as they may be claimed: unchanged when the fit holds, worded
-    'if it were <closest>: ...' when it is rejected, and withheld when the episodes hold too
-    little evidence (`Evidence.too_little`)."""
+    'if it were <closest>: ...' when it is rejected or its failed calls do not fit the
+    agent's (`failures`, a failure_check.FailureCheck), and withheld when the episodes hold
+    too little evidence (`Evidence.too_little`)."""
     out = {}
     for component, text in verdicts.items():
         head, _, body = text.partition(": ")
@@ -197,6 +205,9 @@ def conditional(verdicts: Mapping[str, str], test: FitTest | None, closest: str,
                               f"calls); the best fit reads: {body}")
         elif test is not None and test.rejected:
             out[component] = f"{head}: if it were {closest} (it fits badly): {body}"
+        elif failures is not None and failures.rejected:
+            out[component] = (f"{head}: if it were {closest} (its failures differ from the "
+                              f"agent's): {body}")
         else:
             out[component] = text
     return out

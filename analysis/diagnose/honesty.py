@@ -250,13 +250,17 @@ def beats_words(best: str, other: str, log_lr: float) -> str:
 def lapse_words(epsilon: float, interval: tuple[float, float], grid_step: float,
                 choice: str, unit: str, number: str = ".2g") -> str:
     """The lapse clause of both families' selection verdict: 'no lapse' when the interval
-    ends below the lapse grid's first step, 'no lapse found' when it reaches past it, else
-    'lapses to a uniform <choice> on about N% of <unit> (epsilon e, interval a..b)', the
-    interval's ends formatted with `number`."""
+    ends below the lapse grid's first step, 'no lapse found' when it reaches past it or when
+    the best epsilon is above 0 but the interval holds 0 (a lapse the data do not
+    distinguish from none is not claimed), else 'lapses to a uniform <choice> on about N% of
+    <unit> (epsilon e, interval a..b)', the interval's ends formatted with `number`."""
     low, high = interval
     if epsilon == 0.0:
         found = "no lapse" if high < grid_step else "no lapse found"
         return f"{found} (epsilon 0, interval {low:{number}}..{high:{number}})"
+    if low <= 0.0:
+        return (f"no lapse found (best epsilon {epsilon:g}, but its interval "
+                f"{low:{number}}..{high:{number}} holds 0)")
     return (f"lapses to a uniform {choice} on about {epsilon:.0%} of {unit} (epsilon "
             f"{epsilon:g}, interval {low:{number}}..{high:{number}})")
 
@@ -299,13 +303,19 @@ class ChanceCount:
                 "excess_p": round(self.excess_p, 5)}
 
     def words(self, name: str) -> str:
-        """'binding: 97% against 84% by chance' or 'binding: no excess over guessing (...)'."""
+        """'binding: 97% against 84% by chance'; an excess the binomial test does not carry
+        says so with its n ('62% against 49% by chance, not significant at n = 21'), since
+        'no excess' beside a larger share reads as a contradiction; 'no excess over
+        guessing (...)' only when the share is not above chance."""
         if self.decisions == 0:
             return f"{name}: no decisions to weigh"
         seen = self.observed / self.decisions
         chance = self.expected_if_guessing / self.decisions
         if self.in_excess:
             return f"{name}: {seen:.0%} against {chance:.0%} by chance"
+        if self.observed > self.expected_if_guessing:
+            return (f"{name}: {seen:.0%} against {chance:.0%} by chance, not significant at "
+                    f"n = {self.decisions} (p = {self.excess_p:.2g})")
         return f"{name}: no excess over guessing ({seen:.0%} against {chance:.0%} by chance)"
 
 

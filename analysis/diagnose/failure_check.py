@@ -141,11 +141,15 @@ class FailureCheck:
         return self.p_value < FIT_ALPHA
 
     def p_text(self) -> str:
-        """'p = 0.43', or 'p < 0.0025' at the permutations' resolution."""
+        """'p = 0.43', or 'p < 0.0025' at the permutations' resolution; a rejected p-value
+        that two digits would round up to the level keeps a third ('p = 0.00998')."""
         floor = 1.0 / (self.permutations + 1)
         if self.p_value <= floor + 5e-6:
             return f"p < {floor:.2g}"
-        return f"p = {self.p_value:.2g}"
+        text = f"{self.p_value:.2g}"
+        if self.rejected and float(text) >= FIT_ALPHA:
+            text = f"{self.p_value:.3g}"
+        return f"p = {text}"
 
     def words(self) -> str:
         """'another register's value (wrong register) on 97% of failed calls where

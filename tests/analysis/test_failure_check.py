@@ -7,6 +7,8 @@ outcomes, is flagged."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -140,3 +142,10 @@ def test_the_headline_says_fits_the_outcomes_but_not_the_failures(rejected: bool
     else:
         assert line == "best mechanism: stale-8, which fits the outcomes (fit p = 0.17)"
         assert verdicts == {"retention": "retention: stale state"}
+
+
+def test_a_rejected_p_value_is_never_printed_at_the_level() -> None:
+    check = FailureCheck("exact@0.25", 40.0, 4 / 401, 400, 20.0, 150, 300, ("guess", 0.2, 0.1))
+    assert check.rejected and check.p_text() == "p = 0.00998"
+    assert dataclasses.replace(check, p_value=0.0125).p_text() == "p = 0.013"
+    assert dataclasses.replace(check, p_value=1 / 401).p_text() == "p < 0.0025"

@@ -84,7 +84,13 @@ from diagym.analysis.diagnose.dacs_replay import (
     text_option_decoder,
     traces_from_log,
 )
-from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS, Position, Visibility, verdicts
+from diagym.analysis.diagnose.dacs_verdicts import (
+    COMPONENTS,
+    Position,
+    Visibility,
+    claimed_hypothesis,
+    verdicts,
+)
 from diagym.analysis.diagnose.dacs_verdicts import Evidence as VerdictEvidence
 from diagym.analysis.diagnose.honesty import (
     ChanceCount,
@@ -193,7 +199,7 @@ def diagnosis(traces: Sequence[DacsTrace]) -> dict[str, Any]:
                 "hypothesis": None, "mixture": None, "mechanisms": [], "verdicts": withheld}
     fits = fit_readers(decisions)
     words = evidence_for(per_configuration, fits, result, chance)
-    single = DacsHypothesis(fits[0].name, words.copying.rate, words.copying.epsilon)
+    single = DacsHypothesis(*claimed_hypothesis(words))
     mixture = best_mixture(decisions, fits, single, answered)
     reported = mixture if mixture is not None and mixture.reported else None
     best = single if reported is None else as_hypothesis(reported, fits)

@@ -294,6 +294,18 @@ def _visibility(evidence: Evidence) -> str:
             f"{expected:.0%} of the time")
 
 
+def claimed_hypothesis(evidence: Evidence) -> tuple[str, float, float]:
+    """(reader, copy rate, lapse) of the hypothesis the verdicts describe, which the headline
+    names and the fit test tests: the best reader with the copy rate and the lapse at their
+    joint maximum when scoping names the copying (past COPY_LOG_UNITS), else the best reader
+    at its own fitted lapse without copying (a copy rate the verdicts do not claim is not
+    part of what the headline claims either)."""
+    best = evidence.mechanisms[0]
+    if evidence.copying.log_lr >= COPY_LOG_UNITS:
+        return str(best["name"]), evidence.copying.rate, evidence.copying.epsilon
+    return str(best["name"]), 0.0, float(best["epsilon"])
+
+
 def _selection(evidence: Evidence) -> str:
     best = evidence.mechanisms[0]
     distractors = evidence.counts.get("distractor", 0)
@@ -302,8 +314,11 @@ def _selection(evidence: Evidence) -> str:
     if "uniform" in _names(best):
         return _join("no evidence: a uniform guess has no rule to lapse from", fit_no_reason)
     low, high = best["params"]["epsilon_interval"]
+    _, rate, epsilon = claimed_hypothesis(evidence)
+    joint = "" if not rate else (f"with the copy rate {rate:g} fitted jointly the lapse is "
+                                 f"epsilon {epsilon:g}")
     return _join(lapse_words(best["epsilon"], (low, high), LAPSE_STEP, "option", "answers",
-                             "g"), fit_no_reason)
+                             "g"), joint, fit_no_reason)
 
 
 def verdicts(evidence: Evidence) -> dict[str, str]:

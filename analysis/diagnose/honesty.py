@@ -163,8 +163,11 @@ class Evidence:
 
 
 def headline(best: str | None, test: FitTest | None, evidence: Evidence,
-             posterior_note: str = "") -> str:
-    """One line: nothing to fit, the best hypothesis and that it fits, or that none does."""
+             posterior_note: str = "", failures: Any = None) -> str:
+    """One line: nothing to fit, the best hypothesis and that it fits, or that none does.
+    `failures` (failure_check.FailureCheck, or None) is the check of the failed calls: an
+    outcome fit it rejects reads "fits the outcomes, but not the failures" with the share
+    that differs most."""
     if evidence.nothing_to_fit:
         return (f"{evidence.without_outcome} of {evidence.episodes} episodes ended on an invalid "
                 "reply or without an env outcome; nothing to fit")
@@ -177,15 +180,20 @@ def headline(best: str | None, test: FitTest | None, evidence: Evidence,
         return (f"outside the family: no reference mechanism explains the outcomes (fit "
                 f"{test.p_text()}: statistic {test.statistic:.0f} where about "
                 f"{test.expected:.0f} is expected); closest: {best}{partial}{posterior_note}")
+    if failures is not None and failures.rejected:
+        return (f"best mechanism: {best}, which fits the outcomes (fit {test.p_text()}), but "
+                f"not the failures ({failures.p_text()}: {failures.words()}){partial}"
+                f"{posterior_note}")
     return f"best mechanism: {best}, which fits the outcomes (fit {test.p_text()}){partial}" \
            f"{posterior_note}"
 
 
 def conditional(verdicts: Mapping[str, str], test: FitTest | None, closest: str,
-                evidence: Evidence | None = None) -> dict[str, str]:
+                evidence: Evidence | None = None, failures: Any = None) -> dict[str, str]:
     """The component verdicts as they may be claimed: unchanged when the fit holds, worded
-    'if it were <closest>: ...' when it is rejected, and withheld when the episodes hold too
-    little evidence (`Evidence.too_little`)."""
+    'if it were <closest>: ...' when it is rejected or its failed calls do not fit the
+    agent's (`failures`, a failure_check.FailureCheck), and withheld when the episodes hold
+    too little evidence (`Evidence.too_little`)."""
     out = {}
     for component, text in verdicts.items():
         head, _, body = text.partition(": ")
@@ -197,6 +205,9 @@ def conditional(verdicts: Mapping[str, str], test: FitTest | None, closest: str,
                               f"calls); the best fit reads: {body}")
         elif test is not None and test.rejected:
             out[component] = f"{head}: if it were {closest} (it fits badly): {body}"
+        elif failures is not None and failures.rejected:
+            out[component] = (f"{head}: if it were {closest} (its failures differ from the "
+                              f"agent's): {body}")
         else:
             out[component] = text
     return out
@@ -239,13 +250,17 @@ def beats_words(best: str, other: str, log_lr: float) -> str:
 def lapse_words(epsilon: float, interval: tuple[float, float], grid_step: float,
                 choice: str, unit: str, number: str = ".2g") -> str:
     """The lapse clause of both families' selection verdict: 'no lapse' when the interval
-    ends below the lapse grid's first step, 'no lapse found' when it reaches past it, else
-    'lapses to a uniform <choice> on about N% of <unit> (epsilon e, interval a..b)', the
-    interval's ends formatted with `number`."""
+    ends below the lapse grid's first step, 'no lapse found' when it reaches past it or when
+    the best epsilon is above 0 but the interval holds 0 (a lapse the data do not
+    distinguish from none is not claimed), else 'lapses to a uniform <choice> on about N% of
+    <unit> (epsilon e, interval a..b)', the interval's ends formatted with `number`."""
     low, high = interval
     if epsilon == 0.0:
         found = "no lapse" if high < grid_step else "no lapse found"
         return f"{found} (epsilon 0, interval {low:{number}}..{high:{number}})"
+    if low <= 0.0:
+        return (f"no lapse found (best epsilon {epsilon:g}, but its interval "
+                f"{low:{number}}..{high:{number}} holds 0)")
     return (f"lapses to a uniform {choice} on about {epsilon:.0%} of {unit} (epsilon "
             f"{epsilon:g}, interval {low:{number}}..{high:{number}})")
 
@@ -288,13 +303,19 @@ class ChanceCount:
                 "excess_p": round(self.excess_p, 5)}
 
     def words(self, name: str) -> str:
-        """'binding: 97% against 84% by chance' or 'binding: no excess over guessing (...)'."""
+        """'binding: 97% against 84% by chance'; an excess the binomial test does not carry
+        says so with its n ('62% against 49% by chance, not significant at n = 21'), since
+        'no excess' beside a larger share reads as a contradiction; 'no excess over
+        guessing (...)' only when the share is not above chance."""
         if self.decisions == 0:
             return f"{name}: no decisions to weigh"
         seen = self.observed / self.decisions
         chance = self.expected_if_guessing / self.decisions
         if self.in_excess:
             return f"{name}: {seen:.0%} against {chance:.0%} by chance"
+        if self.observed > self.expected_if_guessing:
+            return (f"{name}: {seen:.0%} against {chance:.0%} by chance, not significant at "
+                    f"n = {self.decisions} (p = {self.excess_p:.2g})")
         return f"{name}: no excess over guessing ({seen:.0%} against {chance:.0%} by chance)"
 
 

@@ -3,7 +3,9 @@ read the same facts a person reads.
 
 The JSON keys are the contract's and no more: env, policy, episodes, headline (one line:
 nothing to fit, the best mechanism and that it fits, or "outside the family"), fit (the
-absolute fit test, honesty.FitTest), mixture (components and weights of a per-episode
+absolute fit test, honesty.FitTest), failures (the check of the failed calls by cause and
+step against the hypothesis's, failure_check.FailureCheck; null with too few failed calls),
+mixture (components and weights of a per-episode
 mixture of two mechanisms when it beats the single best by the penalised margin of
 analysis/diagnose/mixture.py, else null), evidence (episodes with and without an env outcome, the
 invalid replies by category), invalid (that tally alone), configurations (per battery
@@ -88,6 +90,7 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "episodes": diagnosis.episodes,
         "headline": diagnosis.headline,
         "fit": None if diagnosis.fit is None else diagnosis.fit.to_json(),
+        "failures": None if diagnosis.failures is None else diagnosis.failures.to_json(),
         "mixture": None if diagnosis.mixture is None else diagnosis.mixture.to_json(),
         "evidence": diagnosis.evidence.to_json(),
         "invalid": dict(sorted(diagnosis.evidence.invalid.items())),
@@ -119,6 +122,21 @@ def fit_lines(test: FitTest | None, invalid: Mapping[str, int],
         lines += ["Episodes without an env outcome (no evidence): " + ", ".join(
             f"{n} {key}" for key, n in sorted(invalid.items())) + ".", ""]
     return lines
+
+
+def failure_lines(diagnosis: Diagnosis) -> list[str]:
+    """The failure check's paragraph (analysis/diagnose/failure_check.py)."""
+    check = diagnosis.failures
+    if check is None:
+        return []
+    verdict = "do not fit" if check.rejected else "fit"
+    return ["## Failure check", "",
+            f"{check.hypothesis} played the agent's configurations on fresh seeds: its "
+            f"{check.hypothesis_failures} failed calls against the agent's "
+            f"{check.agent_failures}, split by cause and by step: G-squared "
+            f"{check.statistic:.1f}, the {check.permutations} permutations' median "
+            f"{check.expected:.1f}, {check.p_text()}: the failures **{verdict}**; most "
+            f"different: {check.words()}.", ""]
 
 
 def head_lines(policy: Any, env: str, headline: str, counted: str) -> list[str]:
@@ -185,6 +203,7 @@ def to_markdown(diagnosis: Diagnosis) -> str:
                        f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} "
                        "battery configurations.")
     lines += fit_lines(diagnosis.fit, diagnosis.evidence.invalid)
+    lines += failure_lines(diagnosis)
     lines += mixture_lines(None if diagnosis.mixture is None else diagnosis.mixture.to_json())
     lines += verdict_lines(diagnosis.verdicts)
     lines += ["", "## Mechanisms, best first", "",

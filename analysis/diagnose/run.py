@@ -33,6 +33,7 @@ import numpy as np
 import diagym  # noqa: F401  (registers the ids)
 from diagym.analysis.diagnose.attribution import ENV_ID, Tally, Trace, attribution_counts
 from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY, battery_for
+from diagym.analysis.diagnose.failure_check import FailureCheck, check_played
 from diagym.analysis.diagnose.fit_test import Forecast, Hypothesis, fit_test, forecast, plausible
 from diagym.analysis.diagnose.honesty import (
     ChanceCount,
@@ -132,6 +133,7 @@ class Diagnosis:
     forecasts: tuple[Forecast, ...] = ()
     design: Any = None  # adaptive.Design of an adaptive diagnosis; None: the fixed battery
     mixture: Mixture | None = None  # a two-component mixture that beat the single best
+    failures: FailureCheck | None = None  # the hypothesis's failed calls against the agent's
 
     @property
     def episodes(self) -> int:
@@ -186,6 +188,8 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
     test = None if evidence.nothing_to_fit else \
         fit_test(model, counts, hypothesis, [label(s) for s in battery])
     note = "" if design is None else design.posterior_note(test)
+    failures = None if evidence.nothing_to_fit else check_played(model, hypothesis,
+                                                                 configurations)
     chance = against_chance(tally.counts, tally.expected, tally.weighted, tally.wrong_slots)
     alternatives = plausible(model, ranked)
     predicted = tuple(forecast(model, hypothesis, alternatives, dict(kwargs),
@@ -196,10 +200,11 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
     if mixture is not None:
         found = single_verdicts(found, mixture, ranked[0].mechanism.name)
     return Diagnosis(ENV_ID, policy, tuple(configurations), model, tuple(ranked), family_fits,
-                     tally, conditional(found, test, hypothesis.name, evidence), evidence, test,
+                     tally, conditional(found, test, hypothesis.name, evidence, failures),
+                     evidence, test,
                      headline(None if evidence.nothing_to_fit else hypothesis.name, test,
-                              evidence, note),
-                     hypothesis, chance, predicted, design, mixture)
+                              evidence, note, failures),
+                     hypothesis, chance, predicted, design, mixture, failures)
 
 
 def text_decoder(env: gym.Env) -> Callable[[Any], Action | None]:

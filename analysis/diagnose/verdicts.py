@@ -68,6 +68,11 @@ from diagym.controllers.workflow.parameters import (
 )
 
 COMPONENTS = ("scheduling", "retention", "selection", "recovery")
+# A fitted lapse whose interval starts at this rate or above is where most slots are uniform
+# by hypothesis: a memory of fewer registers (whose other slots are guesses) is then absorbed
+# into the lapse, so the retention verdict makes no claim (a user's agent keeping 2 registers
+# fitted exact-retention at lapse 0.8 and read "no deficit").
+LAPSE_HIDES = 0.5
 FIELDS: dict[str, tuple[int, ...]] = {
     "scheduling": (K_RANDOM_SCHEDULE, K_SCHEDULE_LAPSE),
     "retention": (K_RETAIN, K_CAPACITY, K_UPDATE_DELAY, K_UPDATE_MISS),
@@ -250,7 +255,14 @@ def _retention(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
                   "state"
     else:
         finding = f"retention rule {retain}"
-    return _join(finding + (f" ({family})" if family else ""), failures, ratio)
+    finding += f" ({family})" if family else ""
+    hidden = best.epsilon_interval is not None and best.epsilon_interval[0] >= LAPSE_HIDES
+    if hidden:
+        finding = (f"no claim: the best fit lapses to a uniform slot on about "
+                   f"{best.epsilon:.0%} of decisions, and a memory of fewer registers gives "
+                   f"uniform slots too; on the other decisions it reads: "
+                   f"{finding.removeprefix('no deficit: ')}")
+    return _join(finding, failures, ratio)
 
 
 def _lapse_clause(best: Fit) -> str:
@@ -280,7 +292,8 @@ def _selection(ranked: Sequence[Fit], family_fits: Mapping[str, FamilyFit],
     if _healthy(row, "selection"):
         finding = "no deficit: examines every slot until the code matches"
         guesses = ""
-        if best.epsilon > 0.0:
+        if best.epsilon > 0.0 and best.epsilon_interval is not None \
+                and best.epsilon_interval[0] > 0.0:
             finding = f"{lapse}, otherwise examines every slot"
             lapse = ""
     elif row[K_OFFSET]:

@@ -189,3 +189,52 @@ class HiddenController:
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
         return self.inner.act(observation, info)
+
+
+class Rerouted(HiddenController):
+    """A reference controller (subclasses name it) whose failures are re-routed to another
+    cause: where its slot would fail, it takes the slot of the next active register's
+    current value instead, when that one fails too. It fails on the same calls as the
+    controller, so its outcomes are the controller's, but its failed calls read another
+    register. It peeks at the env's true registers to know when it would fail: a programmed
+    positive control, not a policy a user could write."""
+
+    def __init__(self, env: Any) -> None:
+        super().__init__(env)
+        self.env = env.unwrapped
+
+    def act(self, observation: Any, info: dict[str, Any]) -> Any:
+        op, slot = (int(x) for x in self.inner.act(observation, info))
+        if not info["action_mask"][op] or observation["completed"][op]:
+            return np.array([op, slot])
+        right = self.env.correct_slot(op)
+        if slot != right:
+            q = int(observation["query_register"][op])
+            other = int(self.env.registers[(q + 1) % self.env.params.width])
+            rerouted = slot_for(observation, op, other)
+            if rerouted != right:
+                slot = rerouted
+        return np.array([op, slot])
+
+
+class KeepsTwo:
+    """Tracks registers 0 and 1 exactly (the updates applied) and takes a uniform slot, from
+    its own seeded stream, for any other register: a fixed memory of two registers, which no
+    hypothesis holds (a cache keeps the most recently used ones)."""
+
+    def __init__(self) -> None:
+        self.tracker = Tracker(apply=True)
+        self.rng = np.random.default_rng(0)
+
+    def reset(self, *, seed: int | None = None) -> None:
+        self.tracker.reset()
+        self.rng = np.random.default_rng(seed)
+
+    def act(self, observation: dict[str, Any], info: dict[str, Any]) -> np.ndarray:
+        values = self.tracker.see(observation)
+        op = smallest_ready(observation, info)
+        q = int(observation["query_register"][op])
+        if q < 2:
+            return np.array([op, slot_for(observation, op, int(values[q]))])
+        _, b = sizes(observation)
+        return np.array([op, int(self.rng.integers(b))])

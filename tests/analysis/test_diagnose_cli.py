@@ -27,7 +27,8 @@ from tests.analysis.diagnose_agents import HiddenController, WrongRegister
 
 HERE = Path(__file__).resolve()
 AGENTS = Path(__file__).resolve().parent / "diagnose_agents.py"
-TOP_KEYS = {"env", "policy", "episodes", "headline", "fit", "mixture", "evidence", "invalid",
+TOP_KEYS = {"env", "policy", "episodes", "headline", "fit", "failures", "mixture", "evidence",
+            "invalid",
             "configurations", "attribution", "attribution_shares", "attribution_vs_chance",
             "mechanisms", "verdicts", "forecasts", "provenance"}
 MECHANISM_KEYS = {"name", "family", "params", "epsilon", "epsilon_interval", "log_likelihood",

@@ -70,7 +70,6 @@ action space is refused on replay.
 from __future__ import annotations
 
 import dataclasses
-import json
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -312,21 +311,33 @@ def tally(decisions: Sequence[Decision]) -> Tally:
     return Tally(counts, weighted, len(decisions), successes, expected)
 
 
-def attribution_counts(traces: Iterable[Trace]) -> Tally:
-    """The tally of every decision of `traces`, replayed on one env per configuration (a
-    diagnosis's 512 traces on its 10: making an env costs more than replaying an episode)."""
-    envs: dict[str, gym.Env] = {}
-    try:
-        decisions = []
-        for trace in traces:
-            key = json.dumps(dict(trace.env_kwargs), sort_keys=True, default=repr)
-            if key not in envs:
-                envs[key] = gym.make(ENV_ID, **dict(trace.env_kwargs))
-            decisions.extend(_replay_on(envs[key], trace))
-        return tally(decisions)
-    finally:
-        for env in envs.values():
+class Replayer:
+    """`replay` on one env per configuration, kept for every later trace of it (a
+    diagnosis's 512 traces on its 10: making an env costs more than replaying an episode).
+    A context manager: the envs close with it."""
+
+    def __init__(self) -> None:
+        self._envs: dict[WorkflowParams, gym.Env] = {}
+
+    def __call__(self, trace: Trace) -> list[Decision]:
+        key = WorkflowParams.from_kwargs(**dict(trace.env_kwargs))  # any spelling of a spec
+        if key not in self._envs:
+            self._envs[key] = gym.make(ENV_ID, **dict(trace.env_kwargs))
+        return _replay_on(self._envs[key], trace)
+
+    def __enter__(self) -> Replayer:
+        return self
+
+    def __exit__(self, *_exc: object) -> None:
+        for env in self._envs.values():
             env.close()
+        self._envs.clear()
+
+
+def attribution_counts(traces: Iterable[Trace]) -> Tally:
+    """The tally of every decision of `traces`, replayed on one env per configuration."""
+    with Replayer() as replay_one:
+        return tally([decision for trace in traces for decision in replay_one(trace)])
 
 
 def explain(result: Tally) -> str:

@@ -27,13 +27,21 @@ MIN_FAILURES failed calls there is no check (None): nothing to split.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
-from diagym.analysis.diagnose.attribution import COUNT_KEYS, OK, Trace, attribute, replay
+from diagym.analysis.diagnose.attribution import (
+    COUNT_KEYS,
+    OK,
+    Decision,
+    Replayer,
+    Trace,
+    attribute,
+    replay,
+)
 from diagym.analysis.diagnose.fit_test import SEED_STRIDE, Hypothesis
 from diagym.analysis.diagnose.honesty import FIT_ALPHA, MIN_FAILURES, bootstrap_p_value
 from diagym.analysis.diagnose.likelihood import MechanismModel, simulated_row, with_lapse
@@ -85,15 +93,17 @@ def hypothesis_traces(model: MechanismModel, hypothesis: Hypothesis, spec: Workf
             np.array([played[k][1][i] for i, k in enumerate(pick)], dtype=np.int64))
 
 
-def failure_vector(trace: Trace, steps: int, failed: int | None = None) -> np.ndarray:
+def failure_vector(trace: Trace, steps: int, failed: int | None = None,
+                   replay_one: Callable[[Trace], list[Decision]] = replay) -> np.ndarray:
     """An episode's failed calls by cause (CAUSES) then by operations completed before the
     call (0 .. steps - 1, the last bin holding any deeper); an episode known to have no
-    failed call (`failed` 0) is not replayed."""
+    failed call (`failed` 0) is not replayed. `replay_one` replays it (attribution's
+    Replayer keeps one env per configuration)."""
     out = np.zeros(len(CAUSES) + steps, dtype=np.int64)
     if failed == 0:
         return out
     done = 0
-    for decision in replay(trace):
+    for decision in replay_one(trace):
         category = attribute(decision).category
         if category == OK:
             done += 1
@@ -202,15 +212,17 @@ def failure_check(model: MechanismModel, hypothesis: Hypothesis,
     steps = max(spec.n_ops for spec, _, _ in played) + 1
     rng = np.random.default_rng(FAILURE_SEED)
     groups = []
-    for spec, traces, failed in played:
-        c = model.battery.index(spec) if spec in model.battery else len(model.battery)
-        seeds = FAILURE_SEED + c * SEED_STRIDE + np.arange(per_episode * len(traces),
-                                                           dtype=np.int64)
-        simulated, simulated_failed = hypothesis_traces(model, hypothesis, spec, seeds, rng)
-        groups.append((np.array([failure_vector(t, steps, int(f))
-                                 for t, f in zip(traces, failed, strict=True)]),
-                       np.array([failure_vector(t, steps, int(f))
-                                 for t, f in zip(simulated, simulated_failed, strict=True)])))
+    with Replayer() as replay_one:
+        for spec, traces, failed in played:
+            c = model.battery.index(spec) if spec in model.battery else len(model.battery)
+            seeds = FAILURE_SEED + c * SEED_STRIDE + np.arange(per_episode * len(traces),
+                                                               dtype=np.int64)
+            simulated, simulated_failed = hypothesis_traces(model, hypothesis, spec, seeds, rng)
+            groups.append((
+                np.array([failure_vector(t, steps, int(f), replay_one)
+                          for t, f in zip(traces, failed, strict=True)]),
+                np.array([failure_vector(t, steps, int(f), replay_one)
+                          for t, f in zip(simulated, simulated_failed, strict=True)])))
     agent_total = sum(a.sum(axis=0) for a, _ in groups)
     other_total = sum(o.sum(axis=0) for _, o in groups)
     k = len(CAUSES)

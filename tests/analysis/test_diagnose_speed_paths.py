@@ -7,6 +7,7 @@ another layout is never read as this one."""
 from __future__ import annotations
 
 import itertools
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -148,3 +149,37 @@ def test_an_entry_in_another_layout_is_not_read(private_cache: Path,
                               for c, table in enumerate(tables)})
     assert model_cache.cached_model(BATTERY, 128, CANDIDATES).lapse_cache == {}
     assert model_cache.LAPSE_KEYS not in model_cache._read(path)
+
+
+def test_a_whole_diagnosis_replays_on_one_env_per_configuration_and_use_twice(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """The attribution and the failure check each replay on one env per configuration (the
+    agent's traces and the simulated ones spell a configuration differently: one env serves
+    both): the failure check made an env per trace (its agent's and twice as many
+    simulated)."""
+    from diagym.analysis.cli import main
+    from diagym.analysis.diagnose import failure_check
+
+    made: list[str] = []
+    make = attribution.gym.make
+
+    def counted(env_id: str, **kwargs: Any) -> Any:  # gymnasium.make: the replays' only
+        if sys._getframe(1).f_globals["__name__"] == attribution.__name__:
+            made.append(env_id)
+        return make(env_id, **kwargs)
+
+    monkeypatch.setattr(attribution.gym, "make", counted)
+    checked: list[object] = []
+    real_check = failure_check.failure_check
+
+    def watched(*args: Any, **kwargs: Any) -> Any:
+        checked.append(result := real_check(*args, **kwargs))
+        return result
+
+    monkeypatch.setattr(failure_check, "failure_check", watched)
+    assert main(["diagnose", "--policy", "tests.user_policy:Greedy", "--budget", "64",
+                 "--json"]) == 0
+    capsys.readouterr()
+    configurations = 10
+    assert checked and checked[0] is not None  # the failure check ran on failed calls
+    assert len(made) <= 2 * configurations

@@ -111,6 +111,11 @@ class ChatPolicyFactory:
         self.limiter = AdaptiveLimit(settings.concurrency)
         self._made: list[LLMPolicy] = []  # this process's policies, for last_provider_error
 
+    def __getstate__(self) -> dict[str, Any]:
+        """A copy (for_executor, for_harness) or a pickle (a Ray worker) starts with no
+        policies of its own: those made here hold clients that stay in this process."""
+        return {**self.__dict__, "_made": []}
+
     def for_executor(self, executor: Any) -> ChatPolicyFactory:
         """This factory for an executor's workers (controllers.executors). In process: itself.
         Elsewhere (Ray): a copy whose meter and limit are the executor's shared ones (one

@@ -310,7 +310,7 @@ class RunLog:
                  session: Mapping[str, Any] | None = None) -> None:
         self.path = Path(path)
         self.check_target(self.path, resume)
-        self.path.parent.mkdir(exist_ok=True)  # only the last directory
+        self.path.parent.mkdir(parents=True, exist_ok=True)  # the CLI checked where first
         # A new log is the user's alone (it holds prompts and replies); an existing one keeps
         # the mode its owner gave it.
         self._sink = os.fdopen(os.open(self.path, os.O_RDWR | os.O_APPEND | os.O_CREAT,

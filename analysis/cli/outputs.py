@@ -72,9 +72,9 @@ def writable_dir(flag: str, path: Path) -> Path:
 
 
 def writable_file(flag: str, path: Path | None) -> Path | None:
-    """Check that `path` (None: no file) is a file that can be appended to or created, and
-    create its missing directories as writable_dir does; the file itself is not created, so
-    the resume rule still sees whether a log exists."""
+    """Check that `path` (None: no file) is a file that can be appended to or created, its
+    missing directories allowed as writable_dir allows them; neither is created here, so the
+    resume rule still sees whether a log exists."""
     if path is None:
         return None
     path = Path(path)
@@ -90,10 +90,9 @@ def writable_file(flag: str, path: Path | None) -> Path | None:
             raise OutputError(f"{flag} {path}: cannot append to the file "
                               f"({error.strerror or error})") from None
         return path
-    if not path.parent.exists():
-        _probe(flag, path, _existing_ancestor(flag, path, path.parent))
-        _make(flag, path, path.parent)  # the file itself is left to its writer
-    _probe(flag, path, path.parent)
+    # The directories are left to the file's writer too (a run refused before its first
+    # episode leaves nothing): here only whether they may be made, and written in.
+    _probe(flag, path, _existing_ancestor(flag, path, path.parent))
     return path
 
 

@@ -33,7 +33,7 @@ def write_report(inputs: Iterable[Path], out: Path) -> Written:
     report = build(inputs)
     text = render(report)
     out = Path(out)
-    out.parent.mkdir(exist_ok=True)  # only the last directory
+    out.parent.mkdir(parents=True, exist_ok=True)  # the CLI checked where first
     data = text.encode("utf-8")
     write_atomically(out, lambda handle: handle.write(data))  # --force keeps the old page
     return Written(out, len(data), report.episodes)

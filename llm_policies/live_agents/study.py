@@ -137,6 +137,7 @@ def run_study(scenario: LiveScenario, trials: int, roles: Roles, log: Path, *,
             handle.write("".join(json.dumps(line) + "\n" for line in lines))
         finished[(scenario.scenario_id, unit.condition, unit.trial)] = lines[-1]
 
+    log.parent.mkdir(parents=True, exist_ok=True)  # the CLI checked where first
     (executor or LocalExecutor(1)).map(play_unit, units, on_result=append)
     return [finished[(scenario.scenario_id, c, t)] for t in range(trials) for c in conditions]
 

@@ -11,8 +11,10 @@ counts against the hypothesis's tables, summed over configurations. Each of REPL
 replicates plays the hypothesis on the agent's own per-configuration episode counts, on task
 seeds from FIT_SEED on (disjoint from the agent's, below likelihood.SIMULATION_SEED, and from
 the tables' own simulation seeds, so a replicate differs from the table by sampling exactly as
-the agent's episodes do), and is scored with the same tables. A configuration is "outside"
-when the agent's G-squared there exceeds the 95% quantile of the replicates' there.
+the agent's episodes do), and is scored with the same tables. The test is two-sided (an agent
+whose counts match the tables better than sampling allows is too consistent for the
+hypothesis); a configuration is "outside" when the agent's G-squared there is beyond its
+replicates' 95% band on the side the total lies (honesty.FitTest.of_replicates).
 
 Forecast: the agent's success on a configuration it never played, as the hypothesis's success
 there (simulated on FORECAST_SIMULATIONS seeds from FORECAST_SEED), with an interval spanning
@@ -44,7 +46,7 @@ from diagym.analysis.diagnose.likelihood import (
 )
 from diagym.envs.workflow.params import WorkflowParams
 
-REPLICATES = 200
+REPLICATES = 400
 FIT_SEED = 5 * 10**9
 FORECAST_SEED = 6 * 10**9
 FORECAST_SIMULATIONS = 4096

@@ -20,6 +20,7 @@ import pytest
 from diagym.analysis.cli.main import main
 from diagym.analysis.diagnose import dacs
 from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS
+from diagym.analysis.diagnose.fit_test import REPLICATES
 from diagym.controllers.dacs.readers import dacs_controller
 from diagym.controllers.runlog import RunLog
 from tests.analysis.test_dacs_diagnosis import Contaminating
@@ -131,7 +132,8 @@ def test_the_json_is_the_dacs_contract(tmp_path: Path,
     markdown = (out / "diagnosis.md").read_text()
     assert "| 1 | flat-recency |" in markdown
     assert f"**{result['headline']}**" in markdown
-    assert "## Fit test\n\nflat-recency redrawn on the agent's windows 200 times" in markdown
+    assert ("## Fit test\n\nflat-recency redrawn on the agent's windows "
+                f"{REPLICATES} times") in markdown
 
 
 class FirstLure(Contaminating):

@@ -139,7 +139,7 @@ def test_nothing_to_fit_and_a_rejected_fit_are_said_plainly() -> None:
     verdicts = {"retention": "retention: no deficit"}
     assert conditional(verdicts, None, "exact", nothing) == {
         "retention": "retention: withheld: no episode ended with an env outcome"}
-    rejected = FitTest("scan-6", 5150.0, 1 / 201, 200, 72.0, ("d8 w8 b3 history R2",))
+    rejected = FitTest("scan-6", 5150.0, 2 / 401, 400, 72.0, ("d8 w8 b3 history R2",))
     enough = Evidence(episodes=512, with_outcome=512, failures=400)
     assert headline("scan-6", rejected, enough).startswith(
         "outside the family: no reference mechanism explains the outcomes (fit p < 0.005: "

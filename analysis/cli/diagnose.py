@@ -143,7 +143,8 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     if args.resume and args.log is None:
         raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
     battery, allocation = _battery(args)
-    check_seed(args.seed, [args.episode_budget] if args.adaptive else allocation)
+    check_seed(args.seed, [args.episode_budget] if args.adaptive else allocation,
+               len(battery))
     from diagym.controllers.runlog import RunLog
 
     writable_file("--log", args.log)

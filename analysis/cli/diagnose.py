@@ -341,6 +341,5 @@ def diagnose(args: argparse.Namespace) -> int:
     for predicted in diagnosis.forecasts:
         low, high = predicted.interval
         print(f"forecast {json.dumps(predicted.kwargs, sort_keys=True)}: success "
-              f"{predicted.success:.3f} [{low:.3f}, {high:.3f}]"
-              + (" (if the closest hypothesis held)" if predicted.conditional else ""))
+              f"{predicted.success:.3f} [{low:.3f}, {high:.3f}]{predicted.note()}")
     return 0

@@ -163,13 +163,15 @@ def env_kwargs(spec: WorkflowParams) -> dict[str, Any]:
 
 
 def label(spec: WorkflowParams) -> str:
-    """A battery configuration in a few words (depth, width, b, feedback, resampling, R);
+    """A battery configuration in a few words (depth, width, b, feedback, resampling, R, and
+    the graph family when it is not chains);
     it also names the configuration's run in a shared log, which holds one run per name."""
     feedback = {0: "history", 1: "snapshot"}.get(spec.snapshot_period,
                                                  f"every {spec.snapshot_period}")
     hidden = " hidden" if spec.hidden_resampling else ""
+    family = "" if spec.family == "chains" else f" {spec.family}"
     return (f"d{spec.depth} w{spec.width} b{spec.candidates} {feedback}{hidden} "
-            f"R{spec.error_allowance}")
+            f"R{spec.error_allowance}{family}")
 
 
 def _diagnose(policy: Any, configurations: Sequence[Configuration],
@@ -200,8 +202,10 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
     note = "" if design is None else design.posterior_note(test)
     chance = against_chance(tally.counts, tally.expected, tally.weighted, tally.wrong_slots)
     alternatives = plausible(model, ranked)
+    played_specs = [c.spec for c in configurations if len(c.episodes)]
     predicted = tuple(forecast(model, hypothesis, alternatives, dict(kwargs),
-                               conditional=test is not None and test.rejected)
+                               conditional=test is not None and test.rejected,
+                               played=played_specs)
                       for kwargs in forecasts)
     found = verdicts(ranked, family_fits, tally, chance)
     save_lapse_tables(model)

@@ -197,8 +197,9 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
         mixture = None
     if mixture is not None:
         hypothesis = mixture.hypothesis()
-    test = None if evidence.nothing_to_fit else \
-        fit_test(model, counts, hypothesis, [label(s) for s in battery])
+    # an adaptive design that ended before it could test the fit reports no test, not a pass
+    test = None if evidence.nothing_to_fit or (design is not None and design.too_little) \
+        else fit_test(model, counts, hypothesis, [label(s) for s in battery])
     note = "" if design is None else design.posterior_note(test)
     chance = against_chance(tally.counts, tally.expected, tally.weighted, tally.wrong_slots)
     alternatives = plausible(model, ranked)

@@ -1,0 +1,48 @@
+"""The adaptive design stops only as honestly as the fixed battery: its stop needs the
+absolute fit test to hold after a guaranteed share of episodes spent checking where the
+leader's prediction is most at risk; an agent outside the family is stopped as "outside the
+family", and a budget too small to test the fit says so instead of reporting a pass."""
+
+from __future__ import annotations
+
+import functools
+
+from diagym.analysis.diagnose import adaptive
+from diagym.analysis.diagnose.run import Diagnosis, diagnose_policy
+from tests.analysis.heldout_agents import HELD_OUT
+
+
+@functools.cache
+def adaptive_diagnosis(agent: str, budget: int = 512) -> Diagnosis:
+    cls = HELD_OUT[agent][0]
+    return diagnose_policy(lambda env: cls(env), seed=0, adaptive_budget=budget)
+
+
+def test_an_agent_outside_the_family_is_not_stopped_confidently() -> None:
+    """An agent whose lapse grows with every decision stopped on next-use-4 at posterior 0.99
+    after 15 episodes, "which fits"; it is now stopped as outside the family."""
+    diagnosis = adaptive_diagnosis("fatigued")
+    design = diagnosis.design
+    assert design.steps[-1].reason.startswith(f"{adaptive.OUTSIDE_STOP}: the fit test rejects")
+    assert diagnosis.fit is not None and diagnosis.fit.rejected
+    assert diagnosis.headline.startswith("outside the family")
+    assert design.episodes >= adaptive.MIN_FIT_EPISODES
+
+
+def test_an_agent_inside_stops_on_its_posterior_with_the_fit_test_holding() -> None:
+    diagnosis = adaptive_diagnosis("exact lapsing 0.2")
+    design = diagnosis.design
+    assert design.steps[-1].reason.startswith("posterior of exact reached 0.99 and the fit "
+                                              "test holds")
+    assert diagnosis.headline.startswith("best mechanism: exact")
+    # the check share is spent, and every configuration was played before the stop
+    assert design.checked >= adaptive.CHECK_SHARE * design.episodes
+    assert all(len(c.episodes) for c in diagnosis.configurations)
+    assert len(diagnosis.configurations) == len(diagnosis.model.battery)
+
+
+def test_a_budget_too_small_for_a_fit_test_reports_no_test() -> None:
+    diagnosis = adaptive_diagnosis("exact lapsing 0.2", 32)
+    assert diagnosis.design.steps[-1].reason.startswith(adaptive.TOO_LITTLE)
+    assert diagnosis.design.too_little and diagnosis.fit is None
+    assert "(no fit test)" in diagnosis.headline and adaptive.TOO_LITTLE in diagnosis.headline

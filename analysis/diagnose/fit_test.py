@@ -110,8 +110,10 @@ def _play_codes(model: MechanismModel, hypothesis: Hypothesis, spec: WorkflowPar
 
 
 def fit_test(model: MechanismModel, agent_counts: Sequence[np.ndarray], hypothesis: Hypothesis,
-             labels: Sequence[str], replicates: int = REPLICATES) -> FitTest | None:
-    """The parametric-bootstrap fit test (module docstring); None without any episode."""
+             labels: Sequence[str], replicates: int = REPLICATES,
+             two_sided: bool = True) -> FitTest | None:
+    """The parametric-bootstrap fit test (module docstring; two_sided False: the upper tail
+    alone); None without any episode."""
     counts = [np.asarray(c, dtype=np.int64) for c in agent_counts]
     if sum(int(c.sum()) for c in counts) == 0:
         return None
@@ -129,7 +131,7 @@ def fit_test(model: MechanismModel, agent_counts: Sequence[np.ndarray], hypothes
         replicated[:, c] = g_squared(replicate_counts(codes, outcome_count(spec)), log_p[c])
     played = [c for c in range(len(counts)) if counts[c].sum()]
     return FitTest.of_replicates(hypothesis.name, observed[played], replicated[:, played],
-                                 [labels[c] for c in played])
+                                 [labels[c] for c in played], two_sided)
 
 
 def support(played: Sequence[WorkflowParams]) -> dict[str, tuple[Any, ...]]:

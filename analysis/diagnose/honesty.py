@@ -92,6 +92,7 @@ class FitTest:
     replicates: int
     expected: float
     outside: tuple[str, ...] = ()
+    two_sided: bool = True
 
     @property
     def verdict(self) -> str:
@@ -110,45 +111,47 @@ class FitTest:
     def p_text(self) -> str:
         """'p = 0.43', or 'p < 0.005' at the resolution of the replicates (two-sided: 2 / (R +
         1)); a p-value read back from the JSON, rounded to 5 places, included."""
-        floor = 2.0 / (self.replicates + 1)
+        floor = (2.0 if self.two_sided else 1.0) / (self.replicates + 1)
         if self.p_value <= floor + 5e-6:
             return f"p < {_round_up(floor * 1.0001)}"
         return f"p = {self.p_value:.2g}"
 
     @classmethod
     def of_replicates(cls, hypothesis: str, observed: np.ndarray, replicated: np.ndarray,
-                      labels: Sequence[str]) -> FitTest:
+                      labels: Sequence[str], two_sided: bool = True) -> FitTest:
         """The test from the agent's statistic per part (`observed`, one per label) and each
         replicate's (`replicated`, replicates x parts): the total's two-sided bootstrap
         p-value, the replicates' median total, and the parts outside their own replicates on
         the side the total lies (above their 95% quantile, or below their 5% quantile when the
-        total is below the median)."""
+        total is below the median). With two_sided False, the upper tail alone (the adaptive
+        design's stop: analysis/diagnose/adaptive.py says why)."""
         observed = np.asarray(observed, dtype=np.float64)
         replicated = np.asarray(replicated, dtype=np.float64)
         total = replicated.sum(axis=1)
         expected = float(np.median(total))
-        if float(observed.sum()) < expected:
+        if two_sided and float(observed.sum()) < expected:
             outside = tuple(label for c, label in enumerate(labels)
                             if observed[c] < np.quantile(replicated[:, c], 0.05))
         else:
             outside = tuple(label for c, label in enumerate(labels)
                             if observed[c] > np.quantile(replicated[:, c], 0.95))
-        return cls(hypothesis, float(observed.sum()),
-                   two_sided_p_value(float(observed.sum()), total), int(replicated.shape[0]),
-                   expected, outside)
+        p_value = two_sided_p_value(float(observed.sum()), total) if two_sided else \
+            bootstrap_p_value(float(observed.sum()), total)
+        return cls(hypothesis, float(observed.sum()), p_value, int(replicated.shape[0]),
+                   expected, outside, two_sided)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FitTest:
         """The test of a contract's `fit` entry (to_json), for a report written from JSON."""
         return cls(str(data["hypothesis"]), float(data["statistic"]), float(data["p_value"]),
                    int(data["replicates"]), float(data["expected_statistic"]),
-                   tuple(data["outside"]))
+                   tuple(data["outside"]), data.get("tails", "both") == "both")
 
     def to_json(self) -> dict[str, Any]:
         return {"hypothesis": self.hypothesis, "statistic": round(self.statistic, 3),
                 "p_value": round(self.p_value, 5), "replicates": self.replicates,
                 "expected_statistic": round(self.expected, 3), "outside": list(self.outside),
-                "verdict": self.verdict}
+                "tails": "both" if self.two_sided else "upper", "verdict": self.verdict}
 
 
 def _round_up(value: float) -> str:

@@ -199,7 +199,8 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
         hypothesis = mixture.hypothesis()
     # an adaptive design that ended before it could test the fit reports no test, not a pass
     test = None if evidence.nothing_to_fit or (design is not None and design.too_little) \
-        else fit_test(model, counts, hypothesis, [label(s) for s in battery])
+        else fit_test(model, counts, hypothesis, [label(s) for s in battery],
+                      two_sided=design is None)
     note = "" if design is None else design.posterior_note(test)
     chance = against_chance(tally.counts, tally.expected, tally.weighted, tally.wrong_slots)
     alternatives = plausible(model, ranked)

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from diagym.analysis.diagnose import adaptive
 from diagym.analysis.diagnose.run import Diagnosis, diagnose_policy
 from tests.analysis.heldout_agents import HELD_OUT
@@ -46,3 +48,31 @@ def test_a_budget_too_small_for_a_fit_test_reports_no_test() -> None:
     assert diagnosis.design.steps[-1].reason.startswith(adaptive.TOO_LITTLE)
     assert diagnosis.design.too_little and diagnosis.fit is None
     assert "(no fit test)" in diagnosis.headline and adaptive.TOO_LITTLE in diagnosis.headline
+
+
+def test_the_adaptive_test_is_upper_tailed_and_passes_a_controller_it_fits_closely() -> None:
+    """The best of about a hundred hypotheses fitted on few episodes fits better than its
+    unrefitted replicates: two-sided, uniform-candidate (these seeds) stopped "outside the
+    family" as too consistent after 96 episodes; upper-tailed it is not rejected."""
+    from diagym.analysis.diagnose.battery import DEFAULT_BATTERY
+    from diagym.analysis.diagnose.likelihood import count_outcomes
+    from diagym.analysis.diagnose.run import mechanism_model
+    from diagym.controllers.workflow.batched import episode_columns
+
+    model = mechanism_model(DEFAULT_BATTERY)
+    counts = [np.zeros(len(log_p[0]), dtype=np.int64) for log_p in model.log_p]
+    used = [0] * len(DEFAULT_BATTERY)
+
+    def play(c: int, episodes: int) -> np.ndarray:
+        spec = DEFAULT_BATTERY[c]
+        seeds = 10**7 + 10**5 + c * 10**4 + used[c] + np.arange(episodes, dtype=np.int64)
+        counts[c] = counts[c] + count_outcomes(spec, episode_columns(spec, "uniform-candidate",
+                                                                     seeds)[0])
+        used[c] += episodes
+        return counts[c]
+
+    design = adaptive.run_design(model, 512, play)
+    assert not design.steps[-1].reason.startswith(adaptive.OUTSIDE_STOP), design.steps[-1]
+    _, test = adaptive.leader_test(model, counts)
+    assert test is not None and not test.two_sided and test.to_json()["tails"] == "upper"
+    assert adaptive_diagnosis("exact lapsing 0.2").fit.two_sided is False

@@ -32,7 +32,7 @@ TOP_KEYS = {"env", "policy", "episodes", "decisions", "configurations", "attribu
             "verdicts", "provenance", "headline", "fit", "hypothesis", "evidence", "invalid",
             "attribution_vs_chance", "mixture"}
 FIT_KEYS = {"hypothesis", "statistic", "p_value", "replicates", "expected_statistic",
-            "outside", "verdict"}
+            "outside", "tails", "verdict"}
 MECHANISM_KEYS = {"name", "family", "aliases", "params", "epsilon", "log_likelihood",
                   "log_lr_to_best"}
 ATTRIBUTION_KEYS = {"correct", "contamination", "truncation", "distractor", "ambiguous"}

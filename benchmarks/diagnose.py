@@ -33,9 +33,18 @@ The honest-diagnosis rows (issue 24): lapse recovery (exact and cache-3 simulate
 fit test's rejection rate (p < 0.01) on the 19 controllers and on the held-out agents of
 tests/analysis/heldout_agents.py (played through the env by diagnose_policy), and the
 forecast error on configurations outside the battery (mean |predicted - observed| success,
-observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the interval).
+observed on OBSERVED_EPISODES fresh seeds, and the share of observed inside the interval,
+also apart for the forecasts in the battery's support and those marked extrapolated).
 
-    python benchmarks/diagnose.py [--repeats 40] [--quick] [--only fixed|honesty|forecast]
+Interval coverage (issue 37): how often the 95% lapse interval of an agent that is exactly
+cache-6@0.05 holds 0.05, over COVERAGE_RUNS runs, with its outcomes simulated through the
+model's kernel on the task seeds of each seed plan (battery.SEED_PLANS: a block per
+configuration, what the diagnosis plays, and the shared seeds of logs written before); with
+`--only coverage --full-runs N`, also N full diagnoses of that agent played through the env
+by diagnose_policy.
+
+    python benchmarks/diagnose.py [--repeats 40] [--quick]
+                                  [--only fixed|honesty|forecast|coverage] [--full-runs 60]
                                   [--json-out FILE]
     python benchmarks/diagnose.py --adaptive-only [--adaptive-cap 128] [--rules parsimony]
 """
@@ -47,6 +56,7 @@ import json
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -59,7 +69,9 @@ from diagym.analysis.diagnose.battery import (  # noqa: E402
     DEFAULT_BATTERY,
     DEFAULT_BUDGET,
     DEFAULT_SHARES,
+    SEED_PLANS,
     allocate,
+    first_seed,
     kl_matrix,
 )
 from diagym.analysis.diagnose.fit_test import (  # noqa: E402
@@ -68,15 +80,17 @@ from diagym.analysis.diagnose.fit_test import (  # noqa: E402
     forecast,
     plausible,
 )
-from diagym.analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
+from diagym.analysis.diagnose.honesty import FIT_ALPHA, profile_interval  # noqa: E402
 from diagym.analysis.diagnose.hypotheses import FAILURE_MODES, families, hypotheses  # noqa: E402
 from diagym.analysis.diagnose.likelihood import (  # noqa: E402
+    LAPSE_GRID,
     SIMULATION_SEED,
     MechanismModel,
     count_outcomes,
     fit,
     fit_family,
     fit_lapse,
+    lapse_profile,
     outcome_count,
     ranking_scores,
     simulate_codes,
@@ -109,6 +123,8 @@ OBSERVED_EPISODES = 4000
 FAILURE_MODE_AGENTS = ("perseverate-0.5", "schedule-lapse-0.2", "update-miss-0.5",
                        "update-delay-1", "offset+1")
 RELIABILITY_BINS = (0.0, 0.5, 0.9, 0.99, 0.999, 1.0 + 1e-12)
+COVERAGE_TRUTH = ("cache-6", 0.05)
+COVERAGE_RUNS = 60
 
 
 def agent_seeds(repeat: int, c: int, first: int, episodes: int) -> np.ndarray:
@@ -264,6 +280,69 @@ def lapse_recovery(model: MechanismModel, repeats: int) -> list[dict]:
     return out
 
 
+def interval_holds(model: MechanismModel, counts: list[np.ndarray]) -> bool:
+    """Whether the lapse interval of COVERAGE_TRUTH's mechanism, profiled on `counts`, holds
+    its lapse."""
+    name, epsilon = COVERAGE_TRUTH
+    index = model.index[name]
+    low, high = profile_interval(LAPSE_GRID, lapse_profile(model, counts, index, LAPSE_GRID))
+    return low <= epsilon <= high
+
+
+def interval_coverage(model: MechanismModel, runs: int = COVERAGE_RUNS) -> dict:
+    """Per seed plan, how often COVERAGE_TRUTH's lapse interval holds its lapse over `runs`
+    runs simulated through the kernel on the plan's task seeds (battery seed run * 1000)."""
+    name, epsilon = COVERAGE_TRUTH
+    row = with_lapse(model.mechanisms[model.index[name]].row, epsilon)
+    out = {}
+    for plan in SEED_PLANS:
+        held = 0
+        for run in range(runs):
+            counts = [np.bincount(simulate_codes(spec, row, first_seed(run * 1000, c, plan)
+                                                 + np.arange(n, dtype=np.int64)),
+                                  minlength=outcome_count(spec))
+                      for c, (spec, n) in enumerate(zip(DEFAULT_BATTERY, allocate(DEFAULT_SHARES),
+                                                        strict=True))]
+            held += interval_holds(model, counts)
+        out[plan] = {"runs": runs, "held": held, "rate": round(held / runs, 4),
+                     "interval": binomial_interval(held, runs)}
+    return {"agent": f"{name}@{epsilon:g}", **out}
+
+
+def full_interval_coverage(model: MechanismModel, runs: int) -> dict:
+    """COVERAGE_TRUTH played through the env (its controller row, lapse included, by the
+    per-step reference adapter) and diagnosed by diagnose_policy on battery seeds run * 1000:
+    how often its lapse interval holds."""
+    from diagym.controllers.workflow.adapter import ReferencePolicy
+
+    name, epsilon = COVERAGE_TRUTH
+    row = np.array(with_lapse(model.mechanisms[model.index[name]].row, epsilon), dtype=np.int64)
+
+    def agent(env: Any) -> ReferencePolicy:
+        policy = ReferencePolicy.for_env("exact", env)
+        policy._cparams = row  # the adapter plays any controller row as the runner does
+        return policy
+
+    held = 0
+    start = time.perf_counter()
+    for run in range(runs):
+        diagnosis = diagnose_policy(agent, seed=run * 1000)
+        counts = [next(c.counts for c in diagnosis.configurations if c.spec == spec)
+                  for spec in DEFAULT_BATTERY]
+        held += interval_holds(model, counts)
+    return {"agent": f"{name}@{epsilon:g}", "runs": runs, "held": held,
+            "rate": round(held / max(runs, 1), 4), "interval": binomial_interval(held, runs),
+            "seconds_per_diagnosis": round((time.perf_counter() - start) / max(runs, 1), 2)}
+
+
+def print_coverage(found: dict) -> None:
+    for plan in SEED_PLANS:
+        r = found[plan]
+        print(f"interval coverage, {found['agent']} (seed plan {plan}, simulated): "
+              f"{r['held']} of {r['runs']} ({r['rate']:.3f}, 95% {r['interval'][0]:.3f}.."
+              f"{r['interval'][1]:.3f})")
+
+
 def controller_fit_tests(model: MechanismModel, repeats: int) -> dict:
     """The fit test's rejection rate (p < REJECT_BELOW) on the 19 controllers at the default
     budget: the rate a calibrated test gives is about REJECT_BELOW."""
@@ -326,7 +405,7 @@ def forecast_error(model: MechanismModel, repeats: int) -> dict:
     for name, epsilon in LAPSE_AGENTS:
         row = next(m.row for m in hypotheses()[0] if m.name == name)
         agents.append((f"{name}@{epsilon:g}", with_lapse(row, epsilon)))
-    errors, inside, widths = [], [], []
+    errors, inside, widths, in_support = [], [], [], []
     by_agent: dict[str, list[float]] = {}
     for name, row in agents:
         for repeat in range(repeats):
@@ -345,16 +424,27 @@ def forecast_error(model: MechanismModel, repeats: int) -> dict:
                 by_agent.setdefault(name, []).append(errors[-1])
                 low, high = predicted.interval
                 inside.append(low <= observed <= high)
+                in_support.append(not predicted.extrapolated)
                 widths.append(high - low)
     return {"forecasts": len(errors), "agents": len(agents),
             "configurations": len(HELD_OUT_CONFIGURATIONS),
             "mean_abs_error": round(float(np.mean(errors)), 4),
             "max_abs_error": round(float(np.max(errors)), 4),
             "inside_interval": round(float(np.mean(inside)), 4),
+            "in_support": {"forecasts": int(np.sum(in_support)),
+                           "inside_interval": _share(inside, in_support)},
+            "extrapolated": {"forecasts": int(len(in_support) - np.sum(in_support)),
+                             "inside_interval": _share(inside, np.logical_not(in_support))},
             "mean_interval_width": round(float(np.mean(widths)), 4),
             "worst_agents": dict(sorted(((n, round(float(np.mean(e)), 4))
                                          for n, e in by_agent.items()),
                                         key=lambda x: -x[1])[:5])}
+
+
+def _share(hits: list[bool], where: Any) -> float | None:
+    """The share of `hits` among the forecasts `where` marks (None: no such forecast)."""
+    where = np.asarray(where, dtype=bool)
+    return round(float(np.mean(np.asarray(hits)[where])), 4) if where.any() else None
 
 
 RECOVERED = (("cache-k", "cache-3"), ("cache-k", "cache-5"), ("scan-s", "scan-3"),
@@ -511,12 +601,26 @@ def fixed_rows(model: MechanismModel, repeats: int, budgets: list[int]
 def only_rows(args: argparse.Namespace) -> None:
     """One subset of the rows (--only), for a run that must fit a loaded machine."""
     model = cached_model(DEFAULT_BATTERY)
+    if args.only == "coverage":
+        found = interval_coverage(model)
+        print_coverage(found)
+        if args.full_runs:
+            full = full_interval_coverage(model, args.full_runs)
+            found["full"] = full
+            print(f"interval coverage, {full['agent']} (played through the env): "
+                  f"{full['held']} of {full['runs']} ({full['rate']:.3f}, 95% "
+                  f"{full['interval'][0]:.3f}..{full['interval'][1]:.3f}), "
+                  f"{full['seconds_per_diagnosis']} s per diagnosis")
+        emit({"only": "coverage", "interval_coverage": found}, args.json_out)
+        return
     if args.only == "forecast":
         found = forecast_error(model, max(1, args.repeats // 4))
         print(f"forecasts on {found['configurations']} held-out configurations "
               f"({found['forecasts']}): mean |predicted - observed| "
               f"{found['mean_abs_error']:.4f} (max {found['max_abs_error']:.4f}), observed "
-              f"inside the interval {found['inside_interval']:.3f}")
+              f"inside the interval {found['inside_interval']:.3f} (in support "
+              f"{found['in_support']['inside_interval']}, extrapolated "
+              f"{found['extrapolated']['inside_interval']})")
         emit({"only": "forecast", "repeats": args.repeats, "forecast": found}, args.json_out)
         return
     if args.only == "honesty":
@@ -569,7 +673,11 @@ def main() -> None:
     parser.add_argument("--rules", default="",
                         help="comma-separated adaptive rules with --adaptive-only, of "
                              f"{', '.join(RULES)} (default: all)")
-    parser.add_argument("--only", choices=("fixed", "honesty", "forecast"), default=None,
+    parser.add_argument("--full-runs", type=int, default=COVERAGE_RUNS,
+                        help="with --only coverage: full diagnoses played through the env "
+                             "(0: the simulated coverage only)")
+    parser.add_argument("--only", choices=("fixed", "honesty", "forecast", "coverage"),
+                        default=None,
                         help="only some rows: fixed (top-1 by budget, the misses at the "
                              "default budget, the weakest pairs, the family recovery), honesty "
                              "(the lapse recovery, --repeats runs, and the fit test on the 19 "
@@ -632,11 +740,15 @@ def main() -> None:
     for key in ("outside", "inside_with_lapse"):
         h = held_out[key]
         print(f"  {key}: {h['rejected']} of {h['runs']} rejected ({h['rate']:.3f})")
+    coverage = interval_coverage(model)
+    print_coverage(coverage)
     forecasts = forecast_error(model, test_repeats)
     print(f"forecasts on {forecasts['configurations']} held-out configurations "
           f"({forecasts['forecasts']}): mean |predicted - observed| "
           f"{forecasts['mean_abs_error']:.4f} (max {forecasts['max_abs_error']:.4f}), "
-          f"observed inside the interval {forecasts['inside_interval']:.3f}")
+          f"observed inside the interval {forecasts['inside_interval']:.3f} (in support "
+          f"{forecasts['in_support']['inside_interval']}, extrapolated "
+          f"{forecasts['extrapolated']['inside_interval']})")
     emit({
         "battery": [spec.as_dict() for spec in DEFAULT_BATTERY],
         "quick": args.quick,
@@ -651,6 +763,7 @@ def main() -> None:
         "fit_test_controllers": controllers,
         "fit_test_held_out": held_out,
         "held_out_seconds_per_diagnosis": round(held_out_seconds / len(held_out["rows"]), 2),
+        "interval_coverage": coverage,
         "forecast": forecasts,
         "model": {"distinct_mechanisms": len(model.mechanisms), "hypothesis_names":
                   len(model.index), "simulated_episodes": simulated,

@@ -147,7 +147,8 @@ def _diagnosis(args: argparse.Namespace) -> Any:
     if args.resume and args.log is None:
         raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
     battery, allocation = _battery(args)
-    check_seed(args.seed, [args.episode_budget] if args.adaptive else allocation)
+    check_seed(args.seed, [args.episode_budget] if args.adaptive else allocation,
+               len(battery))
     from diagym.controllers.runlog import RunLog
 
     writable_file("--log", args.log)
@@ -344,6 +345,5 @@ def diagnose(args: argparse.Namespace) -> int:
     for predicted in diagnosis.forecasts:
         low, high = predicted.interval
         print(f"forecast {json.dumps(predicted.kwargs, sort_keys=True)}: success "
-              f"{predicted.success:.3f} [{low:.3f}, {high:.3f}]"
-              + (" (if the closest hypothesis held)" if predicted.conditional else ""))
+              f"{predicted.success:.3f} [{low:.3f}, {high:.3f}]{predicted.note()}")
     return 0

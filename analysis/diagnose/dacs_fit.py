@@ -34,20 +34,24 @@ other agent's value mentioned first in reading order); a copy of another lure; a
 option. The hypothesis gives every option of every decision a probability, so per episode its
 expected category counts are exact sums over the episode's decisions, and the statistic is the
 G-squared of the agent's category counts against them (honesty.g_squared), summed over the
-episodes of a configuration and over configurations. The episode is the table's unit because
-an agent can change its way per episode (a mixture of readers over episodes looks like a copy
-rate in a configuration's totals, and not in each episode's). Each of REPLICATES replicates
-draws every answer again from the hypothesis, from a fresh random stream (seeded FIT_SEED,
-the workflow test's), on the agent's own episodes and windows, and is scored with the same
-tables; the bootstrap p-value and the configurations outside their 95% band are
-honesty.FitTest's. The windows are held as the agent saw them: a replicate's own answers
-would have changed later windows (steering histories, cascade decisions), and the test
-conditions on the windows as the likelihood does, each answer drawn given the window it was
-made in (no episode is played again, so the test takes milliseconds). Splitting the copies by
-the lure's position is what rejects a deterministic copier: a hypothesis that copies takes
-each lure equally often, an agent that always takes the topmost (or the nearest) does not.
-Invalid replies are no category: no reader emits one, and they are tallied as evidence of
-their own (analysis/diagnose/dacs.py).
+episodes of a configuration and over configurations. The episode is the table's unit because an
+agent can change its way per episode (a mixture of readers over episodes looks like a copy rate
+in a configuration's totals, and not in each episode's). Each of REPLICATES replicates draws
+every answer again from the hypothesis, from a fresh random stream (seeded FIT_SEED, the
+workflow test's), on the agent's own episodes and windows, and is scored with the same tables;
+the two-sided bootstrap p-value and the configurations outside their band are honesty.FitTest's.
+A second table per configuration scores the position (index) of the option chosen against the
+hypothesis's expected position counts, exact sums of its option probabilities: the env shuffles
+the options, so no reader and no lapse prefers a position, while a deterministic rule the
+categories cannot see (the longest option, the first of equal lengths) shows as a position bias;
+the replicates' positions are the options they drew. The windows are held as the agent saw them:
+a replicate's own answers would have changed later windows (steering histories, cascade
+decisions), and the test conditions on the windows as the likelihood does, each answer drawn
+given the window it was made in (no episode is played again, so the test takes milliseconds).
+Splitting the copies by the lure's position is what rejects a deterministic copier: a hypothesis
+that copies takes each lure equally often, an agent that always takes the topmost (or the
+nearest) does not. Invalid replies are no category: no reader emits one, and they are tallied as
+evidence of their own (analysis/diagnose/dacs.py).
 """
 
 from __future__ import annotations
@@ -323,42 +327,51 @@ def fit_test(per_configuration: Sequence[tuple[Mapping[str, Any], Sequence[DacsD
         return None
     rng = np.random.default_rng(FIT_SEED)
     weights = np.array([w for w, _ in hypothesis.parts()], dtype=np.float64)
+    weights /= weights.sum()
     observed = np.zeros(len(parts))
     replicated = np.zeros((replicates, len(parts)))
     for c, (_, decisions) in enumerate(parts):
         p = np.stack([h.option_probabilities(decisions) for _, h in hypothesis.parts()])
         categories = answer_categories(decisions)
-        chosen = categories[np.arange(len(decisions)), _chosen(decisions)]
+        chosen = _chosen(decisions)
         episode = episode_ids(decisions)
+        drawn = np.zeros((replicates, len(decisions)), dtype=np.int64)
+        mixed = np.zeros(p.shape[1:])
         for e in np.unique(episode):
             rows = np.flatnonzero(episode == e)
-            statistic, drawn = _episode_g_squared(p[:, rows], weights, categories[rows],
-                                                  chosen[rows], replicates, rng)
-            observed[c] += statistic
-            replicated[:, c] += drawn
+            pick = (np.zeros(replicates, dtype=np.int64) if len(weights) == 1 else
+                    rng.choice(len(weights), size=replicates, p=weights))
+            drawn[:, rows] = _draw_options(p[:, rows], pick, rng)
+            mixed[rows] = np.tensordot(weights, p[:, rows], axes=1)
+            log_p = _log_shares(np.stack([np.where(categories[rows] == j, mixed[rows], 0.0)
+                                          .sum(axis=1) for j in range(len(ANSWER_CATEGORIES))],
+                                         axis=1))
+            observed[c] += float(g_squared(replicate_counts(categories[rows, chosen[rows]][None],
+                                                   len(ANSWER_CATEGORIES))[0], log_p))
+            replicated[:, c] += g_squared(replicate_counts(
+                np.take_along_axis(categories[rows][None].repeat(replicates, 0),
+                                   drawn[:, rows, None], axis=2)[:, :, 0],
+                len(ANSWER_CATEGORIES)), log_p)
+        width = mixed.shape[1]
+        log_p = _log_shares(mixed)
+        observed[c] += float(g_squared(replicate_counts(chosen[None], width)[0], log_p))
+        replicated[:, c] += g_squared(replicate_counts(drawn, width), log_p)
     return FitTest.of_replicates(hypothesis.name, observed, replicated,
                                  [configuration_label(kwargs) for kwargs, _ in parts])
 
 
-def _episode_g_squared(p: np.ndarray, weights: np.ndarray, categories: np.ndarray,
-                       chosen: np.ndarray, replicates: int, rng: np.random.Generator
-                       ) -> tuple[float, np.ndarray]:
-    """The G-squared of one episode's category counts against the hypothesis's expected
-    counts (its components' option probabilities `p`, components x answers x options, mixed
-    by `weights`), and that of each replicate's answers drawn from the hypothesis (one
-    component per replicate episode)."""
-    k = len(ANSWER_CATEGORIES)
-    per_category = np.stack([np.where(categories[None] == j, p, 0.0).sum(axis=2)
-                             for j in range(k)], axis=2)  # components x answers x k
-    expected = np.tensordot(weights / weights.sum(), per_category.sum(axis=1), axes=1)
+def _log_shares(per_row: np.ndarray) -> np.ndarray:
+    """The log of the expected share of each column over the rows of `per_row` (rows x k,
+    each row a probability distribution over the k columns)."""
     with np.errstate(divide="ignore"):
-        log_p = np.log(expected / len(chosen))
-    observed = float(g_squared(np.bincount(chosen, minlength=k), log_p))
-    cumulative = np.cumsum(per_category, axis=2)
+        return np.log(per_row.sum(axis=0) / per_row.shape[0])
+
+
+def _draw_options(p: np.ndarray, pick: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """One option per replicate and answer (replicates x answers), drawn from the component
+    `pick[r]` of `p` (components x answers x options) for replicate r."""
+    cumulative = np.cumsum(p, axis=2)
     cumulative /= cumulative[:, :, -1:]
-    last = k - 1 - np.argmax(per_category[:, :, ::-1] > 0, axis=2)  # rounding lands below
-    pick = (np.zeros(replicates, dtype=np.int64) if len(weights) == 1 else
-            rng.choice(len(weights), size=replicates, p=weights / weights.sum()))
-    draws = rng.random((replicates, len(chosen)))
-    drawn = np.minimum((draws[:, :, None] >= cumulative[pick]).sum(axis=2), last[pick])
-    return observed, g_squared(replicate_counts(drawn, k), log_p)
+    last = p.shape[2] - 1 - np.argmax(p[:, :, ::-1] > 0, axis=2)  # rounding lands below
+    draws = rng.random((pick.shape[0], p.shape[1]))
+    return np.minimum((draws[:, :, None] >= cumulative[pick]).sum(axis=2), last[pick])

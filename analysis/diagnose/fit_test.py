@@ -11,19 +11,31 @@ counts against the hypothesis's tables, summed over configurations. Each of REPL
 replicates plays the hypothesis on the agent's own per-configuration episode counts, on task
 seeds from FIT_SEED on (disjoint from the agent's, below likelihood.SIMULATION_SEED, and from
 the tables' own simulation seeds, so a replicate differs from the table by sampling exactly as
-the agent's episodes do), and is scored with the same tables. A configuration is "outside"
-when the agent's G-squared there exceeds the 95% quantile of the replicates' there.
+the agent's episodes do), and is scored with the same tables. The test is two-sided (an agent
+whose counts match the tables better than sampling allows is too consistent for the
+hypothesis); a configuration is "outside" when the agent's G-squared there is beyond its
+replicates' 95% band on the side the total lies (honesty.FitTest.of_replicates).
 
 Forecast: the agent's success on a configuration it never played, as the hypothesis's success
 there (simulated on FORECAST_SIMULATIONS seeds from FORECAST_SEED), with an interval spanning
 every hypothesis the data do not reject (the fits within INTERVAL_LOG_UNITS of the best, and
 the best at both ends of its lapse interval), widened by their simulation error.
+
+Support: a forecast is only as good as the configurations it generalises from. Every knob of
+WorkflowParams has a support, the values the played configurations took: for an integer knob
+(N, depth, width, b, snapshot period, R) the range from their least to their greatest value,
+for the others (graph family, hidden resampling, locality, updates, labels) the values
+themselves. A forecast whose kwargs take a knob outside its support names each such knob,
+its value and the battery's values, and is marked extrapolated (`Forecast.extrapolated`, in
+its JSON and its words): the hypotheses' rules say what they do there, but nothing the agent
+did there was seen, so an agent whose way changes with that knob is not caught (an agent
+right on every chain can fail on barriers).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -44,7 +56,7 @@ from diagym.analysis.diagnose.likelihood import (
 )
 from diagym.envs.workflow.params import WorkflowParams
 
-REPLICATES = 200
+REPLICATES = 400
 FIT_SEED = 5 * 10**9
 FORECAST_SEED = 6 * 10**9
 FORECAST_SIMULATIONS = 4096
@@ -98,8 +110,10 @@ def _play_codes(model: MechanismModel, hypothesis: Hypothesis, spec: WorkflowPar
 
 
 def fit_test(model: MechanismModel, agent_counts: Sequence[np.ndarray], hypothesis: Hypothesis,
-             labels: Sequence[str], replicates: int = REPLICATES) -> FitTest | None:
-    """The parametric-bootstrap fit test (module docstring); None without any episode."""
+             labels: Sequence[str], replicates: int = REPLICATES,
+             two_sided: bool = True) -> FitTest | None:
+    """The parametric-bootstrap fit test (module docstring; two_sided False: the upper tail
+    alone); None without any episode."""
     counts = [np.asarray(c, dtype=np.int64) for c in agent_counts]
     if sum(int(c.sum()) for c in counts) == 0:
         return None
@@ -117,22 +131,73 @@ def fit_test(model: MechanismModel, agent_counts: Sequence[np.ndarray], hypothes
         replicated[:, c] = g_squared(replicate_counts(codes, outcome_count(spec)), log_p[c])
     played = [c for c in range(len(counts)) if counts[c].sum()]
     return FitTest.of_replicates(hypothesis.name, observed[played], replicated[:, played],
-                                 [labels[c] for c in played])
+                                 [labels[c] for c in played], two_sided)
+
+
+def support(played: Sequence[WorkflowParams]) -> dict[str, tuple[Any, ...]]:
+    """Per knob, the values the played configurations took (sorted; module docstring)."""
+    values: dict[str, set[Any]] = {}
+    for spec in played:
+        for knob, value in spec.as_dict().items():
+            values.setdefault(knob, set()).add(value)
+    return {knob: tuple(sorted(found, key=repr if not _ranged(found) else None))
+            for knob, found in values.items()}
+
+
+def _ranged(values: Any) -> bool:
+    """Whether a knob's values are integers (not booleans): a knob supported on a range."""
+    return all(isinstance(v, int) and not isinstance(v, bool) for v in values)
+
+
+def outside_support(spec: WorkflowParams, played: Sequence[WorkflowParams]
+                    ) -> dict[str, tuple[Any, tuple[Any, ...]]]:
+    """The knobs of `spec` outside the support of `played`: knob -> (its value, the values
+    played)."""
+    out = {}
+    wanted = spec.as_dict()
+    for knob, values in support(played).items():
+        value = wanted[knob]
+        inside = (values[0] <= value <= values[-1]) if _ranged((value, *values)) \
+            else value in values
+        if not inside:
+            out[knob] = (value, values)
+    return out
 
 
 @dataclass(frozen=True)
 class Forecast:
-    """Predicted success on `kwargs`, with the interval over the unrejected hypotheses."""
+    """Predicted success on `kwargs`, with the interval over the unrejected hypotheses, and
+    the knobs it takes outside the battery's support (knob -> (value, values played))."""
 
     kwargs: dict[str, Any]
     success: float
     interval: tuple[float, float]
     conditional: bool = False
+    extrapolated: dict[str, tuple[Any, tuple[Any, ...]]] = field(default_factory=dict)
 
     def to_json(self) -> dict[str, Any]:
         return {"kwargs": self.kwargs, "success": round(self.success, 4),
                 "interval": [round(self.interval[0], 4), round(self.interval[1], 4)],
-                "conditional": self.conditional}
+                "conditional": self.conditional, "in_support": not self.extrapolated,
+                "extrapolated": {knob: {"value": value, "battery": list(values)}
+                                 for knob, (value, values) in self.extrapolated.items()}}
+
+    def note(self) -> str:
+        """What the forecast is conditional on, in words: '' for an in-support forecast of a
+        fitting hypothesis, else ' (if the closest hypothesis held; extrapolated: family
+        barriers where the battery played chains)'."""
+        parts = ["if the closest hypothesis held"] if self.conditional else []
+        if self.extrapolated:
+            parts.append("extrapolated: " + ", ".join(
+                f"{knob} {value} where the battery played {_values_words(values)}"
+                for knob, (value, values) in self.extrapolated.items()))
+        return f" ({'; '.join(parts)})" if parts else ""
+
+
+def _values_words(values: tuple[Any, ...]) -> str:
+    if _ranged(values) and len(values) > 1:
+        return f"{values[0]}..{values[-1]}"
+    return " or ".join(str(v) for v in values)
 
 
 def success_rate(model: MechanismModel, hypothesis: Hypothesis, spec: WorkflowParams,
@@ -159,8 +224,11 @@ def plausible(model: MechanismModel, ranked: Sequence[Fit]) -> list[Hypothesis]:
 
 
 def forecast(model: MechanismModel, best: Hypothesis, alternatives: Sequence[Hypothesis],
-             kwargs: dict[str, Any], conditional: bool = False) -> Forecast:
-    """The forecast on gym.make kwargs `kwargs` (ValueError naming a bad parameter)."""
+             kwargs: dict[str, Any], conditional: bool = False,
+             played: Sequence[WorkflowParams] | None = None) -> Forecast:
+    """The forecast on gym.make kwargs `kwargs` (ValueError naming a bad parameter), marked
+    extrapolated on the knobs outside the support of `played` (default: the model's
+    battery)."""
     spec = WorkflowParams.from_kwargs(**kwargs)
     point = success_rate(model, best, spec)
     rates = [point, *(success_rate(model, h, spec) for h in alternatives)]
@@ -168,4 +236,5 @@ def forecast(model: MechanismModel, best: Hypothesis, alternatives: Sequence[Hyp
              for r in rates]
     low = max(0.0, min(r - e for r, e in zip(rates, noise, strict=True)))
     high = min(1.0, max(r + e for r, e in zip(rates, noise, strict=True)))
-    return Forecast(spec.as_dict(), point, (low, high), conditional)
+    return Forecast(spec.as_dict(), point, (low, high), conditional,
+                    outside_support(spec, model.battery if played is None else played))

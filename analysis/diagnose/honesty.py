@@ -6,10 +6,14 @@ words capped by the evidence.
 A ranking of hypotheses says which one is least bad; it cannot say that the best is good. The
 fit test does: replicate the best hypothesis (its mechanism at its lapse rate) with the
 agent's own episode counts, score every replicate with the statistic the agent was scored
-with, and report how often a replicate fits worse than the agent did (a parametric bootstrap).
-Below FIT_ALPHA the verdict is "outside the family": the headline names the closest hypothesis
-and says that none explains the outcomes, and each component verdict is worded as what it
-would be *if* the agent were that hypothesis. The statistic is the family's own (G-squared of
+with, and report how far out in the replicates' distribution the agent's statistic lies, in
+either tail (a two-sided parametric bootstrap, `two_sided_p_value`): an agent fitting worse
+than the hypothesis's own replicates is outside it, and so is one fitting better than they do
+(too consistent: a deterministic agent matched by a lapse's uniform choices can show less
+spread than the lapse's random draws would). Below FIT_ALPHA the verdict is "outside the
+family": the headline names the closest hypothesis and says that none explains the
+outcomes, and each component verdict is worded as what it would be *if* the agent were that
+hypothesis. The statistic is the family's own (G-squared of
 outcome counts for StatefulWorkflow, analysis/diagnose/fit_test.py; DACS scores its answers
 against the reader's choice distribution), the rule on it is this module's.
 """
@@ -66,11 +70,21 @@ def bootstrap_p_value(observed: float, replicates: np.ndarray) -> float:
     return float((1 + np.count_nonzero(replicates >= observed - 1e-9)) / (1 + replicates.size))
 
 
+def two_sided_p_value(observed: float, replicates: np.ndarray) -> float:
+    """Twice the smaller tail's bootstrap p-value (`bootstrap_p_value` of the statistic and of
+    its negative), capped at 1: no smaller than 2 / (R + 1) from R replicates."""
+    replicates = np.asarray(replicates, dtype=np.float64)
+    upper = bootstrap_p_value(observed, replicates)
+    lower = bootstrap_p_value(-observed, -replicates)
+    return min(1.0, 2.0 * min(upper, lower))
+
+
 @dataclass(frozen=True)
 class FitTest:
-    """The absolute fit of the best hypothesis: the agent's statistic, its bootstrap p-value
-    over `replicates` replicates of that hypothesis, the replicates' median statistic (what a
-    fitting agent shows), and the parts (configurations) outside their 95% replicate band."""
+    """The absolute fit of the best hypothesis: the agent's statistic, its two-sided bootstrap
+    p-value over `replicates` replicates of that hypothesis, the replicates' median statistic
+    (what a fitting agent shows), and the parts (configurations) outside their replicate band
+    on the side the total lies (`of_replicates`)."""
 
     hypothesis: str
     statistic: float
@@ -78,6 +92,7 @@ class FitTest:
     replicates: int
     expected: float
     outside: tuple[str, ...] = ()
+    two_sided: bool = True
 
     @property
     def verdict(self) -> str:
@@ -87,41 +102,56 @@ class FitTest:
     def rejected(self) -> bool:
         return self.verdict == OUTSIDE
 
+    @property
+    def too_consistent(self) -> bool:
+        """The statistic is below the replicates' median: the agent varies less than the
+        hypothesis would (a rejection on this side says it is too consistent for it)."""
+        return self.statistic < self.expected
+
     def p_text(self) -> str:
-        """'p = 0.43', or 'p < 0.005' at the resolution of the replicates (a p-value read back
-        from the JSON, rounded to 5 places, included)."""
-        floor = 1.0 / (self.replicates + 1)
+        """'p = 0.43', or 'p < 0.005' at the resolution of the replicates (two-sided: 2 / (R +
+        1)); a p-value read back from the JSON, rounded to 5 places, included."""
+        floor = (2.0 if self.two_sided else 1.0) / (self.replicates + 1)
         if self.p_value <= floor + 5e-6:
             return f"p < {_round_up(floor * 1.0001)}"
         return f"p = {self.p_value:.2g}"
 
     @classmethod
     def of_replicates(cls, hypothesis: str, observed: np.ndarray, replicated: np.ndarray,
-                      labels: Sequence[str]) -> FitTest:
+                      labels: Sequence[str], two_sided: bool = True) -> FitTest:
         """The test from the agent's statistic per part (`observed`, one per label) and each
-        replicate's (`replicated`, replicates x parts): the total's bootstrap p-value, the
-        replicates' median total, and the parts above their own 95% replicate quantile."""
+        replicate's (`replicated`, replicates x parts): the total's two-sided bootstrap
+        p-value, the replicates' median total, and the parts outside their own replicates on
+        the side the total lies (above their 95% quantile, or below their 5% quantile when the
+        total is below the median). With two_sided False, the upper tail alone (the adaptive
+        design's stop: analysis/diagnose/adaptive.py says why)."""
         observed = np.asarray(observed, dtype=np.float64)
         replicated = np.asarray(replicated, dtype=np.float64)
         total = replicated.sum(axis=1)
-        outside = tuple(label for c, label in enumerate(labels)
-                        if observed[c] > np.quantile(replicated[:, c], 0.95))
-        return cls(hypothesis, float(observed.sum()),
-                   bootstrap_p_value(float(observed.sum()), total), int(replicated.shape[0]),
-                   float(np.median(total)), outside)
+        expected = float(np.median(total))
+        if two_sided and float(observed.sum()) < expected:
+            outside = tuple(label for c, label in enumerate(labels)
+                            if observed[c] < np.quantile(replicated[:, c], 0.05))
+        else:
+            outside = tuple(label for c, label in enumerate(labels)
+                            if observed[c] > np.quantile(replicated[:, c], 0.95))
+        p_value = two_sided_p_value(float(observed.sum()), total) if two_sided else \
+            bootstrap_p_value(float(observed.sum()), total)
+        return cls(hypothesis, float(observed.sum()), p_value, int(replicated.shape[0]),
+                   expected, outside, two_sided)
 
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> FitTest:
         """The test of a contract's `fit` entry (to_json), for a report written from JSON."""
         return cls(str(data["hypothesis"]), float(data["statistic"]), float(data["p_value"]),
                    int(data["replicates"]), float(data["expected_statistic"]),
-                   tuple(data["outside"]))
+                   tuple(data["outside"]), data.get("tails", "both") == "both")
 
     def to_json(self) -> dict[str, Any]:
         return {"hypothesis": self.hypothesis, "statistic": round(self.statistic, 3),
                 "p_value": round(self.p_value, 5), "replicates": self.replicates,
                 "expected_statistic": round(self.expected, 3), "outside": list(self.outside),
-                "verdict": self.verdict}
+                "tails": "both" if self.two_sided else "upper", "verdict": self.verdict}
 
 
 def _round_up(value: float) -> str:

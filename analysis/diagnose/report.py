@@ -220,8 +220,7 @@ def to_markdown(diagnosis: Diagnosis) -> str:
         lines += ["", "## Forecasts", "", "| configuration | success | interval |",
                   "|---|---:|---|"]
         lines += [f"| {json.dumps(f.kwargs, sort_keys=True)} | {f.success:.3f} | "
-                  f"[{f.interval[0]:.3f}, {f.interval[1]:.3f}]"
-                  + (" (if the closest hypothesis held)" if f.conditional else "") + " |"
+                  f"[{f.interval[0]:.3f}, {f.interval[1]:.3f}]{f.note()} |"
                   for f in diagnosis.forecasts]
     lines += ["", f"{diagnosis.tally.successes} of {diagnosis.tally.decisions} calls succeeded "
               "(not evidence).", "", "## Success per configuration", "",

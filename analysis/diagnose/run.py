@@ -5,8 +5,12 @@ Both ways end in one function (`_diagnose`) over the same data, per battery conf
 the episode records (their outcomes are the likelihood's evidence) and the traces (the
 attribution's), so a log diagnosed later gives the live diagnosis exactly. Each configuration
 is its own run in one shared log (the run is named by its env kwargs and the policy's own
-description), episode i of every configuration on task seed seed + i; the seeds must stay
-below likelihood.SIMULATION_SEED, where the hypotheses' reference distributions are drawn.
+description), episode i of configuration c on task seed seed + c * battery.SEED_BLOCK + i (a
+block of tasks per configuration, so the likelihood's independent episodes are independent);
+the seeds must stay below likelihood.SIMULATION_SEED, where the hypotheses' reference
+distributions are drawn. The log's "design" line records the seed plan; a log written before
+(every configuration on seeds seed + i, the "shared" plan) is read by the seeds its episodes
+record, as every log is, and a resume of it continues its own plan.
 
 DACSSteering is diagnosed by `diagnose_dacs` (live) and `diagnose_dacs_log`, over
 analysis/diagnose/dacs.py's battery and reader fits (its traces are the answers, which replay
@@ -32,7 +36,15 @@ import numpy as np
 
 import diagym  # noqa: F401  (registers the ids)
 from diagym.analysis.diagnose.attribution import ENV_ID, Tally, Trace, attribution_counts
-from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY, battery_for
+from diagym.analysis.diagnose.battery import (
+    BLOCKS,
+    DEFAULT_ALLOCATION,
+    DEFAULT_BATTERY,
+    SEED_BLOCK,
+    SHARED,
+    battery_for,
+    first_seed,
+)
 from diagym.analysis.diagnose.failure_check import FailureCheck, check_played
 from diagym.analysis.diagnose.fit_test import Forecast, Hypothesis, fit_test, forecast, plausible
 from diagym.analysis.diagnose.honesty import (
@@ -153,13 +165,15 @@ def env_kwargs(spec: WorkflowParams) -> dict[str, Any]:
 
 
 def label(spec: WorkflowParams) -> str:
-    """A battery configuration in a few words (depth, width, b, feedback, resampling, R);
+    """A battery configuration in a few words (depth, width, b, feedback, resampling, R, and
+    the graph family when it is not chains);
     it also names the configuration's run in a shared log, which holds one run per name."""
     feedback = {0: "history", 1: "snapshot"}.get(spec.snapshot_period,
                                                  f"every {spec.snapshot_period}")
     hidden = " hidden" if spec.hidden_resampling else ""
+    family = "" if spec.family == "chains" else f" {spec.family}"
     return (f"d{spec.depth} w{spec.width} b{spec.candidates} {feedback}{hidden} "
-            f"R{spec.error_allowance}")
+            f"R{spec.error_allowance}{family}")
 
 
 def _diagnose(policy: Any, configurations: Sequence[Configuration],
@@ -185,15 +199,19 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
         mixture = None
     if mixture is not None:
         hypothesis = mixture.hypothesis()
-    test = None if evidence.nothing_to_fit else \
-        fit_test(model, counts, hypothesis, [label(s) for s in battery])
+    # an adaptive design that ended before it could test the fit reports no test, not a pass
+    test = None if evidence.nothing_to_fit or (design is not None and design.too_little) \
+        else fit_test(model, counts, hypothesis, [label(s) for s in battery],
+                      two_sided=design is None)
     note = "" if design is None else design.posterior_note(test)
     failures = None if evidence.nothing_to_fit else check_played(model, hypothesis,
                                                                  configurations)
     chance = against_chance(tally.counts, tally.expected, tally.weighted, tally.wrong_slots)
     alternatives = plausible(model, ranked)
+    played_specs = [c.spec for c in configurations if len(c.episodes)]
     predicted = tuple(forecast(model, hypothesis, alternatives, dict(kwargs),
-                               conditional=test is not None and test.rejected)
+                               conditional=test is not None and test.rejected,
+                               played=played_specs)
                       for kwargs in forecasts)
     found = verdicts(ranked, family_fits, tally, chance)
     save_lapse_tables(model)
@@ -218,13 +236,32 @@ def text_decoder(env: gym.Env) -> Callable[[Any], Action | None]:
     return decode
 
 
-def check_seed(seed: int, allocation: Sequence[int]) -> None:
-    """ValueError when the battery's task seeds would reach the simulation seeds."""
-    last = seed + max(allocation, default=1) - 1
-    if seed < 0 or last >= SIMULATION_SEED:
-        raise ValueError(f"--seed must be in 0..{SIMULATION_SEED - max(allocation, default=1)} "
-                         f"(task seeds below {SIMULATION_SEED}, where the mechanisms' reference "
-                         f"distributions are simulated); got {seed}")
+def check_seed(seed: int, allocation: Sequence[int],
+               configurations: int = len(DEFAULT_BATTERY)) -> None:
+    """ValueError when the battery's task seeds would reach the simulation seeds, or a
+    configuration's episodes would run past its block of seeds (battery.first_seed)."""
+    most = max(allocation, default=1)
+    if most > SEED_BLOCK:
+        raise ValueError(f"at most {SEED_BLOCK} episodes per configuration (its block of task "
+                         f"seeds); got {most}")
+    top = SIMULATION_SEED - first_seed(0, configurations - 1) - most
+    if seed < 0 or seed > top:
+        raise ValueError(f"--seed must be in 0..{top} (task seeds below {SIMULATION_SEED}, "
+                         "where the mechanisms' reference distributions are simulated, in a "
+                         f"block of {SEED_BLOCK} per configuration); got {seed}")
+
+
+def seed_plan(log: Path | None, resume: bool) -> str:
+    """The seed plan to play under: BLOCKS, except that resuming a log whose episodes were
+    played before the plan was recorded (no "seed_plan" in its design line) continues it on
+    its own, SHARED, seeds."""
+    if log is None or not resume or not Path(log).exists():
+        return BLOCKS
+    line = design_line(Path(log))
+    if line is not None and "seed_plan" in line:
+        return str(line["seed_plan"])
+    played = any(logged.episodes for logged in read_log(Path(log)).values())
+    return SHARED if played else BLOCKS
 
 
 def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
@@ -251,23 +288,30 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
     if adaptive_budget is None and len(allocation) != len(battery):
         raise ValueError(f"allocation needs one episode count per battery configuration "
                          f"({len(battery)}); got {len(allocation)}")
-    check_seed(seed, allocation if adaptive_budget is None else [adaptive_budget])
+    check_seed(seed, allocation if adaptive_budget is None else [adaptive_budget],
+               len(battery))
     scratch = _scratch_dir(log, executor)
     if scratch is not None:
         log = Path(scratch.name) / "diagnose.jsonl"
+    plan = seed_plan(log, resume)
     run_log = None if log is None else RunLog(Path(log), resume=resume)
     player = _BatteryPlay(make_policy, battery, seed, run_log, workers=workers,
-                          text_actions=text_actions, on_record=on_record, executor=executor)
+                          text_actions=text_actions, on_record=on_record, executor=executor,
+                          plan=plan)
     design = None
     try:
         if adaptive_budget is None:
+            if run_log is not None:
+                run_log.write({"type": DESIGN, "mode": "fixed", "seed": seed,
+                               "seed_plan": plan})
             for c, episodes in enumerate(allocation):
                 if episodes:
                     player.play(c, episodes)
         else:
             if run_log is not None:
                 run_log.write({"type": DESIGN, "mode": "adaptive", "budget": adaptive_budget,
-                               "seed": seed, "rule": adaptive.DEFAULT_RULE.name})
+                               "seed": seed, "seed_plan": plan,
+                               "rule": adaptive.DEFAULT_RULE.name})
             design = adaptive.run_design(mechanism_model(battery), adaptive_budget,
                                          player.play_round, adaptive.DEFAULT_RULE)
     finally:
@@ -282,7 +326,8 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
 
 class _BatteryPlay:
     """The battery as the agent plays it, a configuration at a time and in rounds: each
-    round plays the task seeds after that configuration's last ones, keeps every episode's
+    round plays the task seeds after that configuration's last ones (from its first seed
+    under the seed `plan`, battery.first_seed), keeps every episode's
     trace (from the policy, else from the log's trace lines when episodes played out of
     process) and the policy's description from the first one built."""
 
@@ -290,9 +335,10 @@ class _BatteryPlay:
                  battery: Sequence[WorkflowParams], seed: int, run_log: RunLog | None, *,
                  workers: int, text_actions: bool,
                  on_record: Callable[[EpisodeRecord], None] | None,
-                 executor: Executor | None) -> None:
+                 executor: Executor | None, plan: str = BLOCKS) -> None:
         self.make_policy, self.battery, self.seed, self.run_log = (make_policy, battery, seed,
                                                                    run_log)
+        self.plan = plan
         self.workers, self.text_actions = workers, text_actions
         self.on_record, self.executor = on_record, executor
         self.described: list[Any] = []  # the policy's identity, once one is built
@@ -304,7 +350,8 @@ class _BatteryPlay:
         """`episodes` more episodes of battery[c], on the task seeds after its last ones."""
         spec = self.battery[c]
         kept = self.traces.setdefault(c, {})
-        first = self.seed + sum(len(part) for part in self.played.get(c, []))
+        first = first_seed(self.seed, c, self.plan) + sum(len(part)
+                                                          for part in self.played.get(c, []))
         # module functions over just what they need: out of process they are pickled
         make_env = functools.partial(_battery_env, env_kwargs(spec), self.text_actions)
         traced = functools.partial(_traced_policy, self.make_policy, self.text_actions, kept,

@@ -63,7 +63,8 @@ def test_adaptive_names_an_opaque_controller_before_the_budget(
     assert controller in {best, *model.aliases.get(best, ())}
     design = result["design"]
     assert design["mode"] == "adaptive" and design["budget"] == 512
-    assert design["stopped"] == f"posterior of {design['leader']} reached 0.99"
+    assert design["stopped"].startswith(f"posterior of {design['leader']} reached 0.99 and the "
+                                        "fit test holds (p = ")
     assert result["episodes"] == sum(r["episodes"] for r in design["rounds"]) < 512
     assert {r["episodes"] for r in design["rounds"]} <= {1, adaptive.DEFAULT_RULE.round_episodes}
     assert result["episodes"] >= adaptive.MIN_EPISODES
@@ -88,8 +89,11 @@ def test_the_design_plays_where_the_leaders_differ() -> None:
     pair = [m for m in reference_mechanisms() if m.name in ("exact", "cache-2")]
     model = build_model([snapshot, history], simulations=256, candidates=pair)
     counts = [np.zeros(outcome_count(s)) for s in model.battery]
-    step = adaptive.next_step(model, counts, [0, 0], 64)
+    step = adaptive.next_step(model, counts, [0, 0], 64, adaptive.PARSIMONY)
     assert step.configuration == 1
+    # the default rule checks first: a configuration not played yet, in battery order
+    check = adaptive.next_step(model, counts, [0, 0], 64)
+    assert (check.configuration, check.reason) == (0, adaptive.CHECK_REASON)
     tables = [tuple(log_p[i] for log_p in model.log_p) for i in range(2)]
     assert adaptive.information(tables, np.array([0.5, 0.5]), 0) == pytest.approx(0, abs=1e-9)
     assert adaptive.information(tables, np.array([0.5, 0.5]), 1) > 0.05
@@ -110,7 +114,10 @@ def test_a_configuration_without_env_outcomes_is_left() -> None:
 def test_the_stop_rule_and_the_budget() -> None:
     model = mechanism_model(tuple(adaptive_battery()))
     counts = [np.zeros(outcome_count(s)) for s in model.battery]
-    assert adaptive.next_step(model, counts, [16] + [0] * 9, 16).reason == "budget spent"
+    assert adaptive.next_step(model, counts, [16] + [0] * 9, 16,
+                              adaptive.PARSIMONY).reason == "budget spent"
+    assert adaptive.next_step(model, counts, [16] + [0] * 9, 16).reason == (
+        "too little evidence for a fit test (16 episodes; the fit is tested from 64)")
     rounds_of_8 = adaptive.ROUNDS_OF_8
     assert adaptive.round_size(12, 16, rounds_of_8) == 4
     assert adaptive.round_size(0, 16, rounds_of_8) == 8
@@ -124,7 +131,8 @@ def test_a_resumed_adaptive_diagnosis_replays_its_rounds(
     agent = f"{HERE}:HiddenCache2"
     first = diagnose(capsys, "--policy", agent, "--adaptive", "--budget", "24",
                      "--log", str(log))
-    assert first["episodes"] == 24 and first["design"]["stopped"] == "budget spent"
+    assert first["episodes"] == 24
+    assert first["design"]["stopped"].startswith(adaptive.TOO_LITTLE) and first["fit"] is None
     resumed = diagnose(capsys, "--policy", agent, "--adaptive", "--log", str(log), "--resume")
     fresh = diagnose(capsys, "--policy", agent, "--adaptive")
     assert without(resumed, "provenance") == without(fresh, "provenance")
@@ -214,7 +222,7 @@ def test_a_design_line_names_its_rule() -> None:
     assert adaptive.logged_rule({"rule": "precision"}) is adaptive.PRECISION
     assert adaptive.logged_rule({"rule": "parsimony"}) is adaptive.PARSIMONY
     with pytest.raises(ValueError, match="^the log's adaptive design rule 'x' is not one of "
-                                         "parsimony, precision, rounds-of-8$"):
+                                         "checked, parsimony, precision, rounds-of-8$"):
         adaptive.logged_rule({"rule": "x"})
 
 

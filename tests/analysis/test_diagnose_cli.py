@@ -212,8 +212,9 @@ def test_episodes_an_invalid_reply_ended_are_no_evidence_for_the_fit(
      "diagym diagnose: error: --resume continues --log FILE.jsonl; give the log to continue"),
     (["--log", "missing.jsonl"], "diagym diagnose: error: --log missing.jsonl: no such file"),
     (["--policy", "exact", "--seed", "2999999999"],
-     "diagym diagnose: error: --seed must be in 0..2999999630 (task seeds below 3000000000, "
-     "where the mechanisms' reference distributions are simulated); got 2999999999"),
+     "diagym diagnose: error: --seed must be in 0..2990999630 (task seeds below 3000000000, "
+     "where the mechanisms' reference distributions are simulated, in a block of 1000000 per "
+     "configuration); got 2999999999"),
     (["--policy", "exact", "--temperature", "0.5"],
      "diagym diagnose: error: --temperature is a chat-model flag; --policy exact does not use "
      "it (only --policy llm does)"),

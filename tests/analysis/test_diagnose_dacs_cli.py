@@ -20,6 +20,7 @@ import pytest
 from diagym.analysis.cli.main import main
 from diagym.analysis.diagnose import dacs
 from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS
+from diagym.analysis.diagnose.fit_test import REPLICATES
 from diagym.controllers.dacs.readers import dacs_controller
 from diagym.controllers.runlog import RunLog
 from tests.analysis.test_dacs_diagnosis import Contaminating
@@ -31,7 +32,7 @@ TOP_KEYS = {"env", "policy", "episodes", "decisions", "configurations", "attribu
             "verdicts", "provenance", "headline", "fit", "hypothesis", "evidence", "invalid",
             "attribution_vs_chance", "mixture"}
 FIT_KEYS = {"hypothesis", "statistic", "p_value", "replicates", "expected_statistic",
-            "outside", "verdict"}
+            "outside", "tails", "verdict"}
 MECHANISM_KEYS = {"name", "family", "aliases", "params", "epsilon", "log_likelihood",
                   "log_lr_to_best"}
 ATTRIBUTION_KEYS = {"correct", "contamination", "truncation", "distractor", "ambiguous"}
@@ -131,7 +132,8 @@ def test_the_json_is_the_dacs_contract(tmp_path: Path,
     markdown = (out / "diagnosis.md").read_text()
     assert "| 1 | flat-recency |" in markdown
     assert f"**{result['headline']}**" in markdown
-    assert "## Fit test\n\nflat-recency redrawn on the agent's windows 200 times" in markdown
+    assert ("## Fit test\n\nflat-recency redrawn on the agent's windows "
+                f"{REPLICATES} times") in markdown
 
 
 class FirstLure(Contaminating):

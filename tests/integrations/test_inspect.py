@@ -193,3 +193,17 @@ def test_inspect_cli_with_openai_provider_on_a_chat_completions_server(tmp_path:
     episode = [json.loads(line) for line in (tmp_path / "run.jsonl").read_text().splitlines()
                if json.loads(line)["type"] == "episode"]
     assert episode[0]["record"]["first_failure"] == "invalid_action"
+
+
+def test_inspect_log_without_inspect_ai_says_what_to_install(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        capsys: pytest.CaptureFixture[str]) -> None:
+    eval_file = tmp_path / "any.eval"
+    eval_file.write_bytes(b"")
+    monkeypatch.setitem(sys.modules, "inspect_ai", None)  # import inspect_ai now fails
+    monkeypatch.delitem(sys.modules, "diagym.analysis.integrations.inspect_eval",
+                        raising=False)
+    assert main(["diagnose", "--inspect-log", str(eval_file)]) == 2
+    error = capsys.readouterr().err.strip()
+    assert "--inspect-log needs inspect_ai" in error
+    assert error.endswith("pip install 'diagym[inspect]'")

@@ -278,7 +278,12 @@ def _task(env_id: str, configurations: Sequence[tuple[Mapping[str, Any], Sequenc
     _check_play(harness, invalid_retries, bounded_fields)
     samples = []
     for c, (kwargs, seeds) in enumerate(configurations):
-        envs.params_of(env_id, dict(kwargs))  # a bad knob fails here, naming it
+        env = make_text_env(env_id, **dict(kwargs))  # a bad knob fails here, naming it
+        try:  # and a harness the env cannot play (tools where the reply text is the action)
+            LLMPolicy.for_env(None, env, harness=harness, invalid_retries=invalid_retries,
+                              bounded_fields=bounded_fields)
+        finally:
+            env.close()
         for seed in seeds:
             samples.append(Sample(
                 id=f"c{c}-s{seed}" if len(configurations) > 1 else seed,

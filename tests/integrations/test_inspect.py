@@ -102,6 +102,11 @@ def test_bad_knob_is_refused_by_name(tmp_path: Path) -> None:
     message = "harness must be one of 'json' | 'tools' | 'chat'; got 'shell'"
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
         stateful_workflow(harness="shell")
+    from diagym.analysis.integrations.inspect_eval import dacs_steering
+
+    with pytest.raises(ValueError, match="^harness 'tools' needs functions to offer"):
+        dacs_steering(scoring="keywords")
+    assert len(dacs_steering(scoring="keywords", harness="chat", episodes=2).dataset) == 2
 
 
 def without_policy(result: dict[str, Any]) -> dict[str, Any]:

@@ -37,8 +37,16 @@ def test_the_reference_lists_entries() -> None:
     assert len(set(PATHS)) == len(PATHS), "an entry is listed twice"
 
 
+# Modules of an optional extra, by the distribution they import: skipped where it is absent.
+EXTRAS = {"diagym.analysis.integrations.inspect_eval.": "inspect_ai"}
+
+
 @pytest.mark.parametrize("path", PATHS)
 def test_every_listed_path_imports(path: str) -> None:
+    for prefix, needed in EXTRAS.items():
+        if path.startswith(prefix):
+            pytest.importorskip(needed, reason=f"{path} needs {needed} (pip install "
+                                               "'diagym[inspect]')")
     assert resolve(path) is not None
 
 

@@ -131,7 +131,7 @@ ANALYSIS_TIERS = (
     (),  # the modules directly in analysis/
     ("diagym.analysis.diagnose",),
     ("diagym.analysis.studies",),
-    ("diagym.analysis.report", "diagym.analysis.export"),
+    ("diagym.analysis.report", "diagym.analysis.export", "diagym.analysis.integrations"),
     ("diagym.analysis.cli",),
     ("diagym.analysis.demo",),
 )

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -85,7 +87,12 @@ def add_parser(subparsers: Any) -> None:
     parser.add_argument("--json", action="store_true",
                         help="print the diagnosis as one JSON object (default: a summary)")
     add_log_flags(parser, "with --policy: every episode, call and trace; without: the log "
-                          "to diagnose")
+                          "to diagnose; with --inspect-log: where its run log is written")
+    parser.add_argument("--inspect-log", type=Path, metavar="FILE.eval",
+                        help="diagnose an inspect_ai eval log of the diagym/diagnosis task "
+                             "(or any diagym/ task), playing nothing: its samples become a "
+                             "run log (--log, else a temporary file) read as --log is "
+                             "(needs pip install 'diagym[inspect]') (default: none)")
     add_llm_flags(parser, budget=False)
     add_executor_flags(parser)
     parser.set_defaults(func=with_json_stdout(diagnose))
@@ -301,7 +308,42 @@ def _print_dacs(result: dict[str, Any]) -> None:
         print(line)
 
 
+def _from_inspect_log(args: argparse.Namespace, scratch: Path) -> None:
+    """--inspect-log FILE.eval as a run log: written to --log (a new file) or into `scratch`,
+    and args.log set to it, so the diagnosis reads it as --log (analysis/integrations)."""
+    if args.policy is not None or args.resume or args.adaptive:
+        raise ValueError("--inspect-log is diagnosed as it stands; give it without --policy, "
+                         "--resume and --adaptive")
+    if not args.inspect_log.is_file():
+        raise ValueError(f"--inspect-log {args.inspect_log}: no such file")
+    try:
+        from diagym.analysis.integrations.inspect_eval import run_log_of
+    except ImportError as error:
+        raise ValueError(f"--inspect-log needs inspect_ai ({error}): pip install "
+                         "'diagym[inspect]'") from None
+    from diagym.controllers.runlog import RunLog
+
+    if args.log is not None:
+        writable_file("--log", args.log)
+        RunLog.check_target(args.log, resume=False)
+    args.log = args.log or scratch / "inspect.jsonl"
+    converted = run_log_of(args.inspect_log, args.log)
+    if converted.without_episode or converted.repeated:
+        print(f"diagym diagnose: warning: {args.inspect_log}: {converted.episodes} episodes "
+              f"read; left out {converted.without_episode} samples without an episode "
+              f"(errored or cancelled) and {converted.repeated} repeats of an episode "
+              "(further epochs)", file=sys.stderr)
+
+
 def diagnose(args: argparse.Namespace) -> int:
+    if args.inspect_log is None:
+        return _diagnose(args)
+    with tempfile.TemporaryDirectory(prefix="diagym-diagnose-") as scratch:
+        _from_inspect_log(args, Path(scratch))
+        return _diagnose(args)
+
+
+def _diagnose(args: argparse.Namespace) -> int:
     from diagym.analysis.diagnose.report import (
         dacs_to_json,
         summary_lines,

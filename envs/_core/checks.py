@@ -4,6 +4,11 @@ Each check returns the value in its plain Python type or raises one ValueError t
 parameter, what is allowed and what was given; a params dataclass calls one per field in
 `__post_init__`, which is the only place a knob is validated, and the envs check seeds and
 render modes with the same functions.
+
+An unknown keyword is refused with `UnknownParameterError`, both a TypeError worded as
+Python words one ("got an unexpected keyword argument 'x'") and a ValueError like every other
+bad knob: wrappers such as torchrl's GymEnv pass an optional keyword (frameskip=1) and retry
+without it only on that TypeError, and callers that catch ValueError keep working.
 """
 
 from __future__ import annotations
@@ -77,9 +82,18 @@ def check_nonnegative(name: str, value: Any) -> float:
     return float(value)
 
 
+class UnknownParameterError(TypeError, ValueError):
+    """A keyword argument that is no parameter of the env (module docstring)."""
+
+
 def check_known(kind: str, names: Any, known: Any) -> None:
-    """Refuse keyword arguments that are not parameters of `kind`, listing the known ones."""
+    """Refuse keyword arguments that are not parameters of `kind` (UnknownParameterError),
+    naming them and listing the known ones."""
     known = sorted(known)
     unknown = sorted(set(names) - set(known))
+    if len(unknown) == 1:
+        raise UnknownParameterError(f"{kind} got an unexpected keyword argument "
+                                    f"{unknown[0]!r}; allowed: {known}")
     if unknown:
-        raise ValueError(f"unknown {kind} parameter(s) {unknown}; allowed: {known}")
+        raise UnknownParameterError(f"{kind} got unexpected keyword arguments "
+                                    f"{', '.join(map(repr, unknown))}; allowed: {known}")

@@ -252,10 +252,15 @@ def default_threads() -> int:
 def server_command(path: Path, port: int, n_ctx: int = 4096, n_threads: int = 2,
                    model: LocalModel = LOCAL_MODELS[DEFAULT_MODEL],
                    prompt_cache: bool = False) -> list[str]:
+    """The server's command line. --interrupt_requests false: llama-cpp-python's default
+    ends a streamed reply, after the chunk in flight, as soon as another request waits for
+    the model (HTTP 200 and a [DONE]: a cut reply looks finished), so concurrent streaming
+    clients got one chunk each; with it off, requests queue and each reply is whole."""
     command = [
         sys.executable, "-m", "llama_cpp.server", "--model", str(path), "--host", "127.0.0.1",
         "--port", str(port), "--model_alias", model.name, "--chat_format", model.chat_format,
         "--logits_all", "false", "--n_threads", str(n_threads), "--n_ctx", str(n_ctx),
+        "--interrupt_requests", "false",
     ]
     if model.flash_attn:
         command += ["--flash_attn", "true"]

@@ -57,12 +57,34 @@ def test_bad_parameter_names_parameter_and_allowed_values(kwargs: dict, message:
 
 
 def test_unknown_parameter_lists_the_known_ones() -> None:
-    with pytest.raises(ValueError, match=r"^unknown StatefulWorkflow parameter\(s\) \['colour'\]"):
-        WorkflowParams.from_kwargs(colour="red")
-    known = sorted(DacsParams().as_dict())
-    message = f"unknown DACSSteering parameter(s) ['colour']; allowed: {known}"
+    known = sorted(WorkflowParams().as_dict())
+    message = ("StatefulWorkflow got unexpected keyword arguments 'colour', 'shade'; "
+               f"allowed: {known}")
     with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        WorkflowParams.from_kwargs(colour="red", shade=2)
+    known = sorted(DacsParams().as_dict())
+    message = f"DACSSteering got an unexpected keyword argument 'colour'; allowed: {known}"
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        DacsParams.from_kwargs(colour="red")
+    # gym.make re-raises a creator's TypeError as its own type with the kwargs appended
+    with pytest.raises(ValueError, match=f"^{re.escape(message)} was raised from the "
+                       "environment creator for DACSSteering-v0"):
         gym.make("DACSSteering-v0", colour="red")
+
+
+@pytest.mark.parametrize("env_id", ["StatefulWorkflow-v0", "DACSSteering-v0",
+                                    "StatefulWorkflowHistory-v0"])
+def test_unknown_keyword_is_the_type_error_wrappers_retry_on(env_id: str) -> None:
+    """torchrl's GymEnv passes frameskip=1 and retries without it only on a TypeError saying
+    "unexpected keyword argument"; the error is a ValueError too, like every bad knob."""
+    with pytest.raises(TypeError, match="got an unexpected keyword argument 'frameskip'") \
+            as raised:
+        gym.make(env_id, frameskip=1)
+    assert isinstance(raised.value, ValueError)
+    assert str(raised.value).startswith(f"{envs.params_of(env_id).TITLE} got an unexpected "
+                                        "keyword argument 'frameskip'; allowed: [")
+    with pytest.raises(TypeError, match="unexpected keyword argument 'frameskip'"):
+        gym.make_vec(env_id, num_envs=2, frameskip=1)
 
 
 def test_numpy_knob_values_are_normalised() -> None:

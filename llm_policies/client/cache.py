@@ -23,6 +23,7 @@ import contextlib
 import dataclasses
 import hashlib
 import json
+import logging
 import os
 import re
 import tempfile
@@ -39,6 +40,7 @@ META = "meta"
 _META_NAME = re.compile(r"[a-z0-9][a-z0-9_-]{0,63}")
 _RESULT_FIELDS = tuple(f.name for f in dataclasses.fields(ChatResult))
 __all__ = ["MAX_ENTRY_BYTES", "CachedChat", "ResponseCache"]
+LOGGER = logging.getLogger("diagym.cache")
 
 
 def _canonical(request: dict[str, Any]) -> str:
@@ -50,6 +52,7 @@ class ResponseCache:
 
     def __init__(self, directory: Path) -> None:
         self.directory = Path(directory)
+        self._warned = False
         if not self.directory.is_dir():
             self.directory.mkdir(mode=DIR_MODE, parents=True, exist_ok=True)
             os.chmod(self.directory, DIR_MODE)  # mkdir's mode is cut by the umask
@@ -62,13 +65,25 @@ class ResponseCache:
         return self._read(self.directory, request)
 
     def put(self, request: dict[str, Any], value: dict[str, Any]) -> None:
-        self._write(self.directory, request, value)
+        self._store(self.directory, request, value)
 
     def get_meta(self, name: str, request: dict[str, Any]) -> dict[str, Any] | None:
         return self._read(self._meta_dir(name), request)
 
     def put_meta(self, name: str, request: dict[str, Any], value: dict[str, Any]) -> None:
-        self._write(self._meta_dir(name), request, value)
+        self._store(self._meta_dir(name), request, value)
+
+    def _store(self, root: Path, request: dict[str, Any], value: dict[str, Any]) -> None:
+        """_write, or one warning for the cache's life when the disk refuses (full, read-only):
+        the cache saves calls, and a run must not stop because it cannot save them."""
+        try:
+            self._write(root, request, value)
+        except OSError as error:
+            if not self._warned:
+                self._warned = True
+                LOGGER.warning("diagym: warning: the response cache %s cannot be written (%s); "
+                               "the run goes on without storing answers", self.directory,
+                               error.strerror or error)
 
     def _meta_dir(self, name: str) -> Path:
         if not isinstance(name, str) or not _META_NAME.fullmatch(name):

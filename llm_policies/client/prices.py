@@ -26,7 +26,9 @@ Cost of one result, first rule that applies: a cache hit costs 0 (no call was ma
 provider's own reported cost; the table's price of the provider's usage (prompt tokens,
 cached prompt tokens, completion tokens); an error without usage costs 0; without usage, the
 table's price of cl100k counts of the prompt and the reply. A model the table does not price
-costs None (unknown), and the meter counts it as 0.
+costs None (unknown), and the meter counts it as 0. A reply whose body names another model
+than the one asked for is priced as the dearer of the two (a limit must hold whichever ran),
+with one warning per pair.
 
 The limit: before each call, `CostedChat` reserves an upper bound, the cl100k tokens of the
 prompt (message contents, tool-call arguments, the tools JSON) at the input price plus
@@ -42,6 +44,7 @@ import dataclasses
 import fnmatch
 import hashlib
 import json
+import logging
 import math
 import threading
 from dataclasses import dataclass
@@ -324,10 +327,29 @@ class CostedChat(ChatWrapper):
         try:
             result = self._inner_complete(messages, tools)
             cost = _cost(result, price, prompt)
+            if result.served_model and result.served_model != self.inner.model:
+                cost = self._served_cost(result, cost, prompt)
         finally:
             if meter is not None:
                 meter.settle(reservation, cost)
         return dataclasses.replace(result, cost_usd=cost)
+
+
+    def _served_cost(self, result: ChatResult, requested: float | None,
+                     prompt: int) -> float | None:
+        """A call the server says another model served is priced as the dearer of the two
+        (a limit must hold whichever model ran), with one warning per pair and process."""
+        served = _cost(result, self.prices.price(str(result.served_model)), prompt)
+        pair = (self.inner.model, str(result.served_model))
+        if pair not in _WARNED:
+            _WARNED.add(pair)
+            LOGGER.warning("diagym: warning: asked for model %r, the server says %r served it; "
+                           "each such call is priced as the dearer of the two", *pair)
+        return max((c for c in (requested, served) if c is not None), default=None)
+
+
+_WARNED: set[tuple[str, str]] = set()  # (requested, served) pairs warned about
+LOGGER = logging.getLogger("diagym.prices")
 
 
 def _cost(result: ChatResult, price: Price | None, prompt: int) -> float | None:

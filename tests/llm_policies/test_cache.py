@@ -353,3 +353,26 @@ def test_no_credential_reaches_a_cache_file(tmp_path: Path, echo_transport: Any)
         data = path.read_text()
         assert "the key is" in data  # positive control: the answer is in the file
         assert not [form for form in forms if form in data], path
+
+
+def test_a_cache_the_disk_refuses_warns_once_and_the_calls_go_on(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A full disk under --cache-dir stopped the run: a failed cache write now warns once
+    and every call still answers, from the model."""
+    import errno
+
+    from diagym.llm_policies.client import cache as cache_module
+
+    def full(*_args: Any, **_kwargs: Any) -> Any:
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(cache_module.tempfile, "mkstemp", full)
+    inner = ScriptedChat()
+    chat = CachedChat(inner, ResponseCache(tmp_path))
+    with caplog.at_level("WARNING", logger="diagym.cache"):
+        results = [chat.complete([{"role": "user", "content": f"call {i}"}]) for i in range(3)]
+    assert [r.cache for r in results] == ["miss"] * 3 and len(inner.calls) == 3
+    assert [r.getMessage() for r in caplog.records if r.name == "diagym.cache"] == [
+        f"diagym: warning: the response cache {tmp_path} cannot be written (No space left on "
+        "device); the run goes on without storing answers"]

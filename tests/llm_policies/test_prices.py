@@ -358,3 +358,31 @@ def test_calls_in_flight_count_at_their_estimates(tmp_path: Path) -> None:
             future.result()
     assert (len(entered), len(refused)) == (2, 2)
     assert meter.spent_usd == 0.0
+
+
+@pytest.mark.parametrize("served", ["plain", "m-1", "unpriced-model"])
+def test_a_call_another_model_served_is_priced_as_the_dearer(
+        served: str, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """The price was the requested model's whatever the server said it served: a limit on a
+    cheap name could be passed by a dear model. The dearer of the two counts, with one
+    warning per pair."""
+    from diagym.llm_policies.client import prices as prices_module
+
+    prices_module._WARNED.clear()
+    prices = table(tmp_path)
+    reply = usage(prompt_tokens=1000, completion_tokens=100, served_model=served)
+    chat = CostedChat(ScriptedChat(reply, model="m-1"), prices)
+    with caplog.at_level("WARNING", logger="diagym.prices"):
+        costs = [chat.complete(MESSAGES).cost_usd for _ in range(3)]
+    tokens = (reply.prompt_tokens, reply.cached_prompt_tokens, reply.completion_tokens)
+    requested = prices.cost("m-1", *tokens)
+    other = prices.cost(served, *tokens)
+    assert requested is not None and prices.cost("plain", *tokens) > requested  # plain dearer
+    assert costs == [max(requested, other if other is not None else 0.0)] * 3
+    warned = [r.getMessage() for r in caplog.records if r.name == "diagym.prices"]
+    if served == "m-1":
+        assert warned == []
+    else:
+        assert warned == [f"diagym: warning: asked for model 'm-1', the server says "
+                          f"{served!r} served it; each such call is priced as the dearer of "
+                          "the two"]

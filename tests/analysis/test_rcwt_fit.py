@@ -383,3 +383,36 @@ def test_calls_are_judged_by_their_cell_means() -> None:
     entry = fit_table(rows, 4096)["m"]
     assert entry["r2_cells"] == pytest.approx(by_cell.r2_cells)
     assert entry["theta"] == pytest.approx(theta(by_cell.params["p0"], 4096))
+
+
+def test_the_fits_picture_holds_every_panel_whole(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """The saved box is measured before drawing: with a layout engine that moved the axes
+    while drawing, the title, the W label and the data's right edge fell outside it. Every
+    panel's tight box (its title, labels and data) must lie inside the box saved."""
+    from matplotlib.transforms import Bbox
+
+    from diagym.analysis import plotting
+
+    boxes: list[tuple[object, Bbox]] = []
+    real_box = plotting._tight_box
+
+    def recorded(figure: object) -> Bbox:
+        box = real_box(figure)
+        boxes.append((figure, Bbox(box.get_points())))
+        return box
+
+    monkeypatch.setattr(plotting, "_tight_box", recorded)
+    rows = [{"model": model, "p": share, "score": 1 / (1 + math.exp(12 * (share - 0.6))),
+             "order": order, "q": share}
+            for model in ("flat-reader", "registry-reader")
+            for share in np.linspace(0.0, 0.95, 12) for order in ("coord_first", "reason_first")]
+    plot_fits(rows, 4096, tmp_path / "fits.png")
+    (figure, saved), = boxes
+    figure.canvas.draw()  # where drawing puts everything
+    renderer = figure.canvas.get_renderer()
+    to_inches = figure.dpi_scale_trans.inverted()
+    for axis in figure.axes:
+        panel = axis.get_tightbbox(renderer).transformed(to_inches)
+        assert saved.x0 <= panel.x0 + 1e-6 and panel.x1 <= saved.x1 + 1e-6, axis.get_title()
+        assert saved.y0 <= panel.y0 + 1e-6 and panel.y1 <= saved.y1 + 1e-6, axis.get_title()

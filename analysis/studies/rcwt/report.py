@@ -175,17 +175,13 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
     identified), and a vertical line at the logistic p0 annotated with theta when it is
     identified. Uses the Agg canvas directly (no pyplot state), so it is safe in headless
     and threaded runs."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-
-    from diagym.analysis.plotting import CITATIONS, add_caption, save
+    from diagym.analysis.plotting import CITATIONS, add_caption, new_figure, save
 
     groups = _group(rows)
     n_models = max(len(groups), 1)
-
-    fig = Figure(figsize=(4.2 * n_models, 3.6), constrained_layout=True)
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(1, n_models, squeeze=False)[0]
+    # save() measures the picture's box before drawing: a layout engine that moves the axes
+    # while drawing (constrained_layout) cut the title, the axis label and the data's edge.
+    fig, axes = new_figure(n_models, 4.2)
     styles = {"logistic": "-", "power_law": "--", "exponential": "-.", "quadratic": ":",
               "piecewise_linear": (0, (5, 1, 1, 1))}
     for ax, (model, (ps, ss, qs)) in zip(axes, groups.items(), strict=False):

@@ -14,6 +14,7 @@ without it only on that TypeError, and callers that catch ValueError keep workin
 from __future__ import annotations
 
 import math
+import reprlib
 from typing import Any
 
 import numpy as np
@@ -74,12 +75,19 @@ def check_bool(name: str, value: Any) -> bool:
 
 
 def check_nonnegative(name: str, value: Any) -> float:
-    """A finite real number >= 0."""
+    """A finite real number >= 0 (an integer too large for a float is not finite here)."""
     if (isinstance(value, bool | np.bool_)
             or not isinstance(value, int | float | np.integer | np.floating)
-            or not math.isfinite(value) or value < 0):
-        raise ValueError(f"{name} must be a finite number >= 0; got {value!r}")
+            or not _finite(value) or value < 0):
+        raise ValueError(f"{name} must be a finite number >= 0; got {reprlib.repr(value)}")
     return float(value)
+
+
+def _finite(value: Any) -> bool:
+    try:
+        return math.isfinite(value)
+    except OverflowError:  # 10**400: no float holds it
+        return False
 
 
 class UnknownParameterError(TypeError, ValueError):

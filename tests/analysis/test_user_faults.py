@@ -155,3 +155,13 @@ def test_a_record_of_the_wrong_type_is_skipped_as_foreign(
     captured = capsys.readouterr()
     assert "resuming: 2 of 3 episodes" in captured.err
     assert json.loads(captured.out)["episodes"] == 3
+
+
+def test_a_number_too_large_for_a_float_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    """--env-kwargs '{"focus_cost": 10**400}' raised OverflowError inside the check."""
+    huge = "1" + "0" * 400
+    line = one_error_line(["run", "--env", "DACSSteering-v0", "--env-kwargs",
+                           f'{{"focus_cost": {huge}}}', "--policy", "flat-reader",
+                           "--episodes", "1"], capsys)
+    assert line == ("diagym run: error: focus_cost must be a finite number >= 0; got "
+                    "100000000000000000...0000000000000000000")

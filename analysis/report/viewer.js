@@ -18,6 +18,7 @@
     if (cls) { node.className = cls; }
     return node;
   }
+  function plural(n, word) { return n + " " + word + (n === 1 ? "" : "s"); }
   function outcome(row) {
     if (row[SUCCESS]) { return "success"; }
     return row[FAILURE] >= 0 ? "failure" : "no success";
@@ -94,7 +95,8 @@
     detail.appendChild(title);
     detail.appendChild(el("p", outcome(row) + (row[FAILURE] >= 0 ? " (first failure: " +
       data.failures[row[FAILURE]] + ")" : "") + "; " + row[COMPLETED] + " completed, " +
-      row[CALLS] + " calls, " + row[ERRORS] + " errors", outcome(row) === "success" ?
+      plural(row[CALLS], "call") + ", " + plural(row[ERRORS], "error"),
+      outcome(row) === "success" ?
       "success" : "failure"));
     if (row[DETAIL] < 0) {
       detail.appendChild(el("p", "No decisions for this episode: its log holds the outcome " +
@@ -114,8 +116,10 @@
       var good = step.outcome === "ok";
       var box = el("details", null, "decision " + (good ? "good" : "bad"));
       box.open = i === 0 || !good;
+      // the attribution is said only where it adds to the outcome ("dependency - dependency")
+      var cause = step.attribution && !good && step.attribution !== step.outcome;
       var summary = el("summary", "decision " + i + ": " + step.action + " \u2192 " +
-        step.outcome + (step.attribution && !good ? " \u2014 " + step.attribution : ""));
+        step.outcome + (cause ? " \u2014 " + step.attribution : ""));
       box.appendChild(summary);
       if (d.frame && d.frame.decision === i) {
         box.appendChild(el("div", "the workflow state before this call (render_mode " +

@@ -11,6 +11,7 @@ Skipped, saying why, only where chromium or playwright is not installed.
 from __future__ import annotations
 
 import os
+import re
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
@@ -67,6 +68,23 @@ def _keep(shot: Path) -> None:
         shutil.copy(shot, Path(target) / shot.name)
 
 
+def _check_detail(page: Any, name: str) -> None:
+    """The shown episode: its decisions (a reference DACS run logs outcomes only: the row
+    says so), its line's counts in words ("1 error", never "1 errors"), and no decision
+    naming its failure twice ("dependency \u2014 dependency")."""
+    if name == "dacs":
+        assert page.locator("#detail .empty").is_visible()
+    else:
+        first = page.locator("#detail .decision").first
+        assert first.is_visible()
+        assert "decision 0:" in first.locator("summary").first.inner_text()
+    for summary in page.locator("#detail .decision > summary").all_inner_texts():
+        outcome, _, cause = summary.partition(" \u2192 ")[2].partition(" \u2014 ")
+        assert outcome and cause != outcome, summary
+    said = page.locator("#detail p").first.inner_text()
+    assert not re.search(r"\b1 (calls|errors)\b", said), said
+
+
 @pytest.mark.parametrize("name", ["reference", "llm", "diagnosis", "dacs"])
 def test_the_report_renders_in_chromium_from_disk(
         name: str, browser: Any, reports: dict[str, Path], tmp_path: Path) -> None:
@@ -95,12 +113,7 @@ def test_the_report_renders_in_chromium_from_disk(
     heading = page.locator("#detail h3").first
     heading.scroll_into_view_if_needed()
     assert heading.inner_text().startswith("Episode 0 of ")
-    if name == "dacs":  # a reference DACS run logs outcomes only: the row says so
-        assert page.locator("#detail .empty").is_visible()
-    else:
-        first = page.locator("#detail .decision").first
-        assert first.is_visible()
-        assert "decision 0:" in first.locator("summary").first.inner_text()
+    _check_detail(page, name)
     if name in ("reference", "diagnosis"):  # cache-2's first episode fails: its picture
         frame = page.locator("#detail img.frame").first
         frame.scroll_into_view_if_needed()

@@ -382,7 +382,7 @@ class Builder:
             elif file.name.endswith(TABLES_SUFFIX):
                 markdown_name = file.name.removesuffix(TABLES_SUFFIX) + ".md"
                 for item in study_table_items(markdown_name, read_study_tables(file)):
-                    self.report.add("headline", item)
+                    self.report.add("tables", item)
             elif (file.suffix == ".md" and file.name != "diagnosis.md"
                   and not tables_path(file).is_file()):
                 self.report.notes.append(

@@ -13,12 +13,14 @@ from dataclasses import dataclass, field
 from typing import Any
 
 # The report's sections in the order they are drawn: (key, heading).
-# A diagnosis opens the page (analysis/report/verdict.py): its verdict before any run table.
+# A diagnosis opens the page (analysis/report/verdict.py): its verdict before any run table;
+# a study's figures come before its tables (reproduce's Table 4 alone has 176 rows).
 SECTIONS = (
     ("verdict", "Diagnosis"),
     ("provenance", "Provenance"),
     ("headline", "Run summary"),
     ("profile", "Structural profile"),
+    ("tables", "Study tables"),
     ("diagnosis", "Mechanisms and attribution"),
     ("cost", "Cost and latency"),
     ("files", "Other outputs"),

@@ -231,6 +231,8 @@ def test_reproduce_writes_a_report_beside_its_tables_and_plots(tmp_path: Path) -
     parse(text)
     assert "Table 6. Selection ablation" in text
     assert text.count("data:image/png;base64,") == len(list(out.glob("*.png")))
+    # the figures before the study's tables: reproduce --grid all's Table 4 has 176 rows
+    assert text.index("data:image/png;base64,") < text.index("Table 6. Selection ablation")
     assert "results.csv" in text and "the first" not in text  # 36 rows: none cut
 
 

@@ -55,7 +55,7 @@ def test_the_report_shows_a_studys_tables_from_its_json(tmp_path: Path) -> None:
         "A closing paragraph."])
     (tmp_path / "study.md").write_text("| not | what |\n| --- | --- |\n| is | shown |\n")
     report = build([tmp_path])
-    shown = [item for item in report.sections["headline"] if isinstance(item, Table)]
+    shown = [item for item in report.sections["tables"] if isinstance(item, Table)]
     assert [(t.title, t.columns, t.rows, t.note) for t in shown] == [
         ("study.md / Table 1. Two rows", ("a", "b"), (("1", "2"), ("3", "x")),
          "Caption of table 1.")]
@@ -66,6 +66,6 @@ def test_a_markdown_file_without_its_json_is_named_not_parsed(tmp_path: Path) ->
     (tmp_path / "old.md").write_text("| a | b |\n| --- | --- |\n| 1 | 2 |\n")
     (tmp_path / "old.csv").write_text("a,b\n1,2\n")
     report = build([tmp_path])
-    assert not report.sections.get("headline")
+    assert not report.sections.get("tables")
     assert (f"{tmp_path / 'old.md'}: no old.tables.json beside it (a study written before "
             "studies wrote their tables as data), so its tables are not shown") in report.notes

@@ -16,8 +16,8 @@ from typing import Any
 
 def policy_label(policy: Any) -> str:
     """A policy description in a few words: a controller's name, a user's policy by the
-    import spec it was loaded by, a chat model's model and harness, else the description as
-    JSON."""
+    import spec it was loaded by, a chat model's model and harness, an RCWT sweep's reader
+    with the switches it has on, else the description as JSON."""
     if isinstance(policy, dict):
         if isinstance(policy.get("import"), str):
             return policy["import"]
@@ -28,5 +28,8 @@ def policy_label(policy: Any) -> str:
         if model:
             harness = policy.get("harness")
             return f"{model}" + (f" ({harness})" if harness else "")
+        if isinstance(policy.get("policy"), str):  # an RCWT sweep's reader, and its switches
+            on = sorted(k for k, v in policy.items() if k != "policy" and v is True)
+            return policy["policy"] + (f" ({', '.join(on)})" if on else "")
         return json.dumps(policy, sort_keys=True)
     return str(policy)

@@ -89,7 +89,11 @@ def _reply_text(call: Mapping[str, Any]) -> str:
 def _call_meta(call: Mapping[str, Any]) -> str:
     parts = [f"harness {call.get('harness')}"] if call.get("harness") else []
     latency = call.get("latency_s")
-    if isinstance(latency, int | float):
+    answered = {"log": "replayed from the run log after a resume (no call made)",
+                "hit": "answered from the response cache (no call made)"}
+    if call.get("cache") in answered:  # its latency 0 s measured no model
+        parts.append(answered[call["cache"]])
+    elif isinstance(latency, int | float):
         parts.append(f"latency {latency:.3f} s")
     tokens = call.get("provider_prompt_tokens") or call.get("cl100k_prompt_tokens")
     if tokens:

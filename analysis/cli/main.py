@@ -261,6 +261,12 @@ def reported(command: str, error: Exception) -> int | None:
     return None
 
 
+def interrupted(argv: list[str], args: argparse.Namespace, error: KeyboardInterrupt) -> int:
+    """The one line of an interrupted command (how to continue it) and the signal's status."""
+    print(f"diagym {args.command}: {resume_hint(argv, args)}", file=sys.stderr, flush=True)
+    return exit_status(error)
+
+
 def main(argv: list[str] | None = None) -> int:
     """Parse argv (default sys.argv[1:]), run the chosen command, return its exit status.
 
@@ -272,14 +278,18 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     args = build_parser(lazy=True).parse_args(argv)
     func: Callable[[argparse.Namespace], int] = args.func
+    stopping = None if getattr(args, "signal_ends_it", False) else (
+        f"diagym {args.command}: stopping")
     try:
-        stopping = None if getattr(args, "signal_ends_it", False) else (
-            f"diagym {args.command}: stopping")
+        # The resume line is printed inside the block: a second Ctrl-C then is ignored as it
+        # is during the unwinding, where after the block it ended the process by the signal.
         with interruptible(stopping=stopping):
-            return func(args)
-    except KeyboardInterrupt as error:
-        print(f"diagym {args.command}: {resume_hint(argv, args)}", file=sys.stderr, flush=True)
-        return exit_status(error)
+            try:
+                return func(args)
+            except KeyboardInterrupt as error:
+                return interrupted(argv, args, error)
+    except KeyboardInterrupt as error:  # one arriving as the block restored the handlers
+        return interrupted(argv, args, error)
     except Exception as error:
         status = reported(command_name(args), error)
         if status is None:

@@ -118,3 +118,35 @@ def test_the_resume_command_never_shows_a_urls_credentials(url_flag: list[str]) 
     for secret in ("alice", "s3cr%40t", "s3cr@t", "s3cr%40T"):
         assert secret not in hint
     assert "[REDACTED]" in hint
+
+
+def test_a_second_ctrl_c_while_the_resume_line_is_printed_is_ignored(
+        monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """Two Ctrl-Cs 0.2 s apart ended the process by the signal: the second arrived while
+    the first's resume line was printed, after the handlers were restored. Here the second
+    is sent from inside the printing of that line."""
+    import argparse
+    import importlib
+    import os
+
+    cli_main = importlib.import_module("diagym.analysis.cli.main")  # the module, not main()
+
+    def run_then_interrupted(_args: argparse.Namespace) -> int:
+        os.kill(os.getpid(), signal.SIGINT)  # the first Ctrl-C, through diagym's handler
+        time.sleep(scaled(30))
+        raise AssertionError("the first signal did not interrupt the command")
+
+    real_hint = cli_main.resume_hint
+
+    def hint_with_a_second_signal(argv: list[str], args: argparse.Namespace) -> str:
+        os.kill(os.getpid(), signal.SIGINT)
+        return real_hint(argv, args)
+
+    monkeypatch.setattr(cli_main, "resume_hint", hint_with_a_second_signal)
+    monkeypatch.setattr(importlib.import_module("diagym.analysis.cli.run"), "run",
+                        run_then_interrupted)
+    status = cli_main.main(["run", "--env", "StatefulWorkflow-v0", "--policy", "cache-2",
+                            "--episodes", "1"])
+    assert status == 130
+    assert capsys.readouterr().err.splitlines()[-1] == (
+        "diagym run: interrupted; nothing was logged (no --log FILE), so it cannot be resumed")

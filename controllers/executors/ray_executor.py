@@ -20,13 +20,16 @@ here needs Ray's libraries on top. Ray is imported only here, when `--executor r
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import pickle
+import signal
 import socket
 import sys
+import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
@@ -161,6 +164,25 @@ _BY_VALUE: set[str] = set()
 _SCANNED = 0
 
 
+@contextlib.contextmanager
+def _signal_handlers_kept() -> Iterator[None]:
+    """ray.init replaces the process's SIGTERM handler with its own, which exits at once
+    (sys.exit, Ray's stack dump, status 15 and no resume line); the caller's handlers
+    (diagym's: unwind, print how to resume, 143) are put back once it has started. Ray's
+    processes are still stopped: the executor shuts Ray down as the command unwinds, and
+    Ray's atexit hook remains."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    kept = {sig: signal.getsignal(sig) for sig in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for sig, handler in kept.items():
+            if handler is not None:
+                signal.signal(sig, handler)
+
+
 class RayExecutor:
     """Units as Ray tasks; see the module docstring."""
 
@@ -174,12 +196,14 @@ class RayExecutor:
         self.max_batch = max_batch
         self._started = False
         if not ray.is_initialized():
-            if address is None:
-                ray.init(address="local", include_dashboard=False, logging_level="warning",
-                         object_store_memory=LOCAL_OBJECT_STORE_BYTES)
-            else:
+            if address is not None:
                 _check_reachable(address)
-                ray.init(address=address, logging_level="warning")
+            with _signal_handlers_kept():
+                if address is None:
+                    ray.init(address="local", include_dashboard=False, logging_level="warning",
+                             object_store_memory=LOCAL_OBJECT_STORE_BYTES)
+                else:
+                    ray.init(address=address, logging_level="warning")
             self._started = True
         cpus = float(ray.cluster_resources().get("CPU", 1.0))
         self.cpus = cpus

@@ -43,9 +43,11 @@ from diagym.controllers.sb3.policy import (
     SB3Policy,
     algo_class,
     make_vec_env,
+    read_config,
     verify_model,
     write_model_hash,
 )
+from diagym.controllers.sb3.trust import check_archive
 
 EVAL_SEED = 1_000_000_000  # held-out: training seeds are seed .. seed + n_envs - 1 and chains
 CURVE_NAME = "curve.csv"
@@ -220,6 +222,8 @@ def train(config: TrainConfig, out: Path, progress: bool = False, resume: bool =
     model.set_logger(_silent_logger())
     out.mkdir(parents=True, exist_ok=True)
     _write_settings(config, out / CONFIG_NAME, every)
+    if resuming:  # the rewritten config with the model it continues: still this run
+        write_model_hash(out)
     if not rows:
         with curve_path.open("w", newline="") as handle:
             csv.writer(handle).writerow(CURVE_FIELDS)
@@ -249,7 +253,7 @@ def _resumable_settings(config: TrainConfig, out: Path) -> dict[str, Any]:
     if not config_path.exists():
         raise ValueError(f"out: {out} holds {MODEL_NAME} but no {CONFIG_NAME}; "
                          "cannot resume it")
-    stored = json.loads(config_path.read_text())
+    stored = read_config(out)  # bounded: a FIFO or a device there is refused, not read
     differences = _stored_mismatches(stored, config)
     if differences:
         raise ValueError(f"out: {out} was trained with other settings; --resume changes "
@@ -263,6 +267,7 @@ def _resumed_model(config: TrainConfig, out: Path, vec: Any, stored: dict[str, A
     model_path, curve_path = out / MODEL_NAME, out / CURVE_NAME
     if not trust_model:
         verify_model(out)
+    check_archive(model_path)
     model = algo_class(config.algo).load(model_path, env=vec, device="cpu")
     if curve_path.exists():
         _cut_torn_row(curve_path)

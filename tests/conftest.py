@@ -67,6 +67,11 @@ def scaled(seconds: float) -> float:
 # this variable); docs/SCALING.md says the same to users.
 os.environ.setdefault("RAY_worker_niceness", "0")
 
+# The models the suite trains are recorded in a store of the suite's own (controllers/sb3/
+# trust.py), not in the user's ~/.local/share; subprocesses inherit it.
+os.environ.setdefault("DIAGYM_TRUSTED_MODELS", os.path.join(
+    os.environ.get("TMPDIR", "/tmp"), f"diagym-test-trusted-models-{os.getuid()}"))
+
 # Test files that start a whole Ray instance or a llama.cpp server: under pytest-xdist
 # (`make test` runs `-n auto --dist loadgroup`) each kind shares one worker, so two Ray
 # instances or two model servers never compete for the same cores and memory at once.

@@ -10,11 +10,12 @@ ENCODINGS is the one table of how SB3 sees each env family.
 
 A model.zip is a pickle: loading it runs whatever code it holds, and its config.json names the
 env gymnasium is asked to build (an id of the form "module:Env" imports that module). So
-`SB3Policy.load` plays only runs `diagym train` wrote, recognised by the sha256 of model.zip
-that training writes next to it at every checkpoint (`write_model_hash`, MODEL_HASH_NAME) and
-by a config whose env is a registered diagym id (`verify_model`); `trust=True` (the CLI's
-`--trust-model`) loads any model. The hash is provenance and integrity, not a signature:
-whoever can write the directory can write the hash too.
+`SB3Policy.load` plays only runs this user's `diagym train` wrote, recognised by the record
+training keeps of model.zip and config.json in the user's own store at every checkpoint
+(`write_model_hash`; controllers/sb3/trust.py), and by a config whose env is a registered
+diagym id (`verify_model`); `trust=True` (the CLI's `--trust-model`) loads any model. The hash
+training also writes beside the model (MODEL_HASH_NAME) says what the bytes were; it
+certifies nothing, since whoever can write the model can write it too.
 """
 
 from __future__ import annotations
@@ -32,6 +33,14 @@ from diagym.controllers.files import write_atomically
 from diagym.controllers.provenance import file_sha256
 from diagym.controllers.sb3.actions import JointActionWrapper, decode_joint, joint_masks
 from diagym.controllers.sb3.observation import OneHotObservation, VecOneHot, encode
+from diagym.controllers.sb3.trust import (
+    MAX_CONFIG_BYTES,
+    check_archive,
+    read_regular,
+    record_trained,
+    store_dir,
+    was_trained_here,
+)
 
 ALGOS = ("ppo", "maskable-ppo", "recurrent-ppo")
 CONFIG_NAME = "config.json"
@@ -44,13 +53,29 @@ UNTRUSTED = (f"{MODEL_NAME} is a pickle, and loading it runs any code it holds: 
 
 def write_model_hash(directory: str | Path) -> Path:
     """Write the sha256 of directory/model.zip to directory/MODEL_HASH_NAME (atomically, so a
-    kill leaves the old hash or the new one); training calls it after each model save, which
-    is what lets `verify_model` recognise the run as its own."""
+    kill leaves the old hash or the new one) and record model.zip with config.json in the
+    user's store of trained runs; training calls it after each model save and each rewrite
+    of its config, which is what lets `verify_model` recognise the run as its own."""
     directory = Path(directory)
     line = f"{file_sha256(directory / MODEL_NAME)}  {MODEL_NAME}\n"
     path = directory / MODEL_HASH_NAME
     write_atomically(path, lambda handle: handle.write(line.encode()))
+    record_trained(directory / MODEL_NAME, directory / CONFIG_NAME)
     return path
+
+
+def read_config(directory: Path) -> dict[str, Any]:
+    """config.json of a run directory, read bounded (a regular file, at most 1 MiB);
+    ValueError naming the model otherwise."""
+    where = f"model: {directory / MODEL_NAME}"
+    try:
+        config = json.loads(read_regular(directory / CONFIG_NAME, MAX_CONFIG_BYTES))
+    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
+        raise ValueError(f"{where} has no readable {CONFIG_NAME} next to it ({error}); "
+                         f"{UNTRUSTED}") from None
+    if not isinstance(config, dict):
+        raise ValueError(f"{where}: {CONFIG_NAME} is not a JSON object; {UNTRUSTED}")
+    return config
 
 
 def verify_model(directory: str | Path) -> dict[str, Any]:
@@ -64,13 +89,7 @@ def verify_model(directory: str | Path) -> dict[str, Any]:
     where = f"model: {model}"
     if not model.is_file():
         raise ValueError(f"{where} does not exist")
-    try:
-        config = json.loads(config_path.read_text())
-    except (OSError, UnicodeDecodeError, ValueError, RecursionError) as error:
-        raise ValueError(f"{where} has no readable {CONFIG_NAME} next to it ({error}); "
-                         f"{UNTRUSTED}") from None
-    if not isinstance(config, dict):
-        raise ValueError(f"{where}: {CONFIG_NAME} is not a JSON object; {UNTRUSTED}")
+    config = read_config(directory)
     env_id = config.get("env")
     if not isinstance(env_id, str) or envs.family_of(env_id, strict=False) is None:
         raise ValueError(f"{where}: {CONFIG_NAME} names env {env_id!r}, not a registered "
@@ -78,14 +97,10 @@ def verify_model(directory: str | Path) -> dict[str, Any]:
     if config.get("algo") not in ALGOS:
         raise ValueError(f"{where}: {CONFIG_NAME} names algo {config.get('algo')!r}, not one "
                          f"of {' | '.join(ALGOS)}; {UNTRUSTED}")
-    try:
-        stored = (directory / MODEL_HASH_NAME).read_text().split()
-    except (OSError, UnicodeDecodeError):
-        raise ValueError(f"{where} has no {MODEL_HASH_NAME}, so it was not written by "
-                         f"`diagym train`; {UNTRUSTED}") from None
-    if not stored or stored[0] != file_sha256(model):
-        raise ValueError(f"{where} does not match the sha256 in {MODEL_HASH_NAME} (changed "
-                         f"or replaced since `diagym train` wrote it); {UNTRUSTED}")
+    if not was_trained_here(model, config_path):
+        raise ValueError(f"{where} and its {CONFIG_NAME} are not a run this user's `diagym "
+                         f"train` wrote (no record of them in {store_dir()}: changed since, "
+                         f"copied from elsewhere, or trained as another user); {UNTRUSTED}")
     return config
 
 
@@ -249,10 +264,8 @@ class SB3Policy:
         pickle holds)."""
         path = Path(path)
         directory = path.parent if path.suffix == ".zip" else path
-        if trust:
-            config = json.loads((directory / CONFIG_NAME).read_text())
-        else:
-            config = verify_model(directory)
+        config = read_config(directory) if trust else verify_model(directory)
+        check_archive(directory / MODEL_NAME)  # trusted or not: SB3 inflates every entry
         model = algo_class(config["algo"]).load(directory / MODEL_NAME, device="cpu")
         raw = None
         if config.get("one_hot") and encoding_for(config["env"]).one_hot:

@@ -60,10 +60,12 @@ def test_a_config_written_before_arch_resumes_as_mlp_and_refuses_another_arch(
     stored = json.loads((tmp_path / "config.json").read_text())
     del stored["arch"]
     (tmp_path / "config.json").write_text(json.dumps(stored))
+    # a run trained before runs were recorded (controllers/sb3/trust.py) resumes trusted
     with pytest.raises(ValueError, match=r'arch \(stored "mlp", requested "entity"\)'):
         train(TrainConfig(**{**config.__dict__, "arch": "entity", "steps": 256}), tmp_path,
-              resume=True)
-    train(TrainConfig(**{**config.__dict__, "steps": 256}), tmp_path, resume=True)
+              resume=True, trust_model=True)
+    train(TrainConfig(**{**config.__dict__, "steps": 256}), tmp_path, resume=True,
+          trust_model=True)
     assert read_curve(tmp_path / "curve.csv")[-1]["steps"] >= 256
 
 

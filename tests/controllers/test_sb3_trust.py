@@ -1,5 +1,6 @@
-"""Model files are pickles: SB3Policy.load plays only runs `diagym train` wrote (their hash
-and a config naming a diagym env), unless trusted, and refuses before unpickling anything."""
+"""Model files are pickles: SB3Policy.load plays only runs this user's `diagym train` wrote
+(model.zip and config.json recorded in the user's store, a config naming a diagym env),
+unless trusted, and refuses before unpickling anything; reading is bounded either way."""
 
 from __future__ import annotations
 
@@ -21,8 +22,10 @@ from diagym.controllers.sb3.policy import (
     verify_model,
     write_model_hash,
 )
+from diagym.controllers.sb3.trust import TRUST_STORE_ENV
 
 SMALL = {"n_ops": 4, "depth": 2, "width": 1, "candidates": 2, "snapshot_period": 1}
+NOT_OURS = r"are not a run this user's `diagym train` wrote.*is a pickle.*--trust-model"
 
 
 @pytest.fixture(scope="module")
@@ -60,15 +63,64 @@ def test_training_writes_the_sha256_of_the_saved_model(run: Path) -> None:
 def test_a_changed_model_is_refused_before_it_is_unpickled(run: Path) -> None:
     with (run / "model.zip").open("ab") as handle:
         handle.write(b"\0")
-    with pytest.raises(ValueError, match=r"does not match the sha256.*is a pickle.*--trust-model"):
+    with pytest.raises(ValueError, match=NOT_OURS):
         SB3Policy.load(run / "model.zip")
 
 
 @pytest.mark.usefixtures("no_unpickling")
-def test_a_model_without_a_hash_is_refused(run: Path) -> None:
-    (run / MODEL_HASH_NAME).unlink()
-    with pytest.raises(ValueError, match="not written by `diagym train`.*--trust-model"):
+def test_a_model_trained_elsewhere_is_refused(run: Path, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Another user's store (here an empty one) holds no record of the run."""
+    monkeypatch.setenv(TRUST_STORE_ENV, str(tmp_path / "another-users-store"))
+    with pytest.raises(ValueError, match=NOT_OURS):
         SB3Policy.load(run)
+
+
+@pytest.mark.usefixtures("no_unpickling")
+def test_a_rehashed_payload_does_not_certify_itself(run: Path) -> None:
+    """The hash file beside the model certified it: a changed model.zip with its hash file
+    rewritten to match loaded without --trust-model."""
+    with (run / "model.zip").open("ab") as handle:
+        handle.write(b"\0")
+    digest = hashlib.sha256((run / "model.zip").read_bytes()).hexdigest()
+    (run / MODEL_HASH_NAME).write_text(f"{digest}  model.zip\n")
+    with pytest.raises(ValueError, match=NOT_OURS):
+        SB3Policy.load(run)
+
+
+@pytest.mark.usefixtures("no_unpickling")
+def test_a_changed_config_is_refused(run: Path) -> None:
+    """config.json names the env gymnasium builds: it is part of what training recorded."""
+    config = json.loads((run / "config.json").read_text())
+    (run / "config.json").write_text(json.dumps({**config, "seed": 99}))
+    with pytest.raises(ValueError, match=NOT_OURS):
+        SB3Policy.load(run)
+
+
+@pytest.mark.usefixtures("no_unpickling")
+@pytest.mark.timeout(60)
+def test_a_fifo_beside_the_model_is_not_waited_on(run: Path) -> None:
+    import os
+
+    (run / MODEL_HASH_NAME).unlink()
+    os.mkfifo(run / MODEL_HASH_NAME)  # read by nothing now: the store decides
+    assert verify_model(run)["env"] == "StatefulWorkflow-v0"
+    (run / "config.json").unlink()
+    os.mkfifo(run / "config.json")
+    with pytest.raises(ValueError, match="config.json is not a regular file"):
+        SB3Policy.load(run, trust=True)
+
+
+def test_a_zip_inflating_past_the_bound_is_refused_even_trusted(run: Path,
+                                                                 monkeypatch: pytest.MonkeyPatch
+                                                                 ) -> None:
+    """SB3 inflates every entry into memory: a model.zip inflating to 3 GiB was a
+    MemoryError traceback."""
+    from diagym.controllers.sb3 import trust
+
+    monkeypatch.setattr(trust, "MAX_UNZIPPED_BYTES", 1000)  # the real bound is 1 GiB
+    with pytest.raises(ValueError, match=r"inflating to [\d,]+ bytes; a model is at most"):
+        SB3Policy.load(run, trust=True)
 
 
 @pytest.mark.usefixtures("no_unpickling")
@@ -88,18 +140,19 @@ def test_a_malformed_config_is_refused(run: Path, text: str) -> None:
         SB3Policy.load(run)
 
 
-def test_trust_loads_an_unrecognised_model_and_a_rewritten_hash_is_accepted(run: Path) -> None:
-    (run / MODEL_HASH_NAME).unlink()
+def test_trust_loads_an_unrecognised_model_and_training_records_it(
+        run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(TRUST_STORE_ENV, str(tmp_path / "empty-store"))
     assert SB3Policy.load(run, trust=True).algo == "ppo"
-    write_model_hash(run)
+    write_model_hash(run)  # what training does at each checkpoint
     assert SB3Policy.load(run).algo == "ppo"
 
 
 def test_run_refuses_an_unrecognised_model_in_one_line_unless_trusted(
-        run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        run: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch) -> None:
     from diagym.analysis.cli import main
 
-    (run / MODEL_HASH_NAME).unlink()
+    monkeypatch.setenv(TRUST_STORE_ENV, str(run.parent / "empty-store"))
     argv = ["run", "--env", "StatefulWorkflow-v0", "--env-kwargs", json.dumps(SMALL),
             "--policy", f"sb3:{run / 'model.zip'}", "--episodes", "2", "--json"]
     assert main(argv) == 2
@@ -120,7 +173,7 @@ def test_train_resume_refuses_a_changed_model_before_loading_it(
         handle.write(b"\0")
     loaded: list[object] = []
     monkeypatch.setattr(PPO, "load", classmethod(lambda cls, *args, **kwargs: loaded.append(args)))
-    with pytest.raises(ValueError, match="does not match the sha256"):
+    with pytest.raises(ValueError, match=NOT_OURS):
         train(config, run, resume=True)
     assert loaded == []
 

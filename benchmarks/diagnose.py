@@ -44,7 +44,8 @@ configuration, what the diagnosis plays, and the shared seeds of logs written be
 by diagnose_policy.
 
     python benchmarks/diagnose.py [--repeats 40] [--quick]
-                                  [--only fixed|honesty|forecast|coverage] [--full-runs 60]
+                                  [--only fixed|honesty|forecast|coverage|summary]
+                                  [--full-runs 60]
                                   [--json-out FILE]
     python benchmarks/diagnose.py --adaptive-only [--adaptive-cap 128] [--rules parsimony]
 """
@@ -598,9 +599,102 @@ def fixed_rows(model: MechanismModel, repeats: int, budgets: list[int]
     return rows, confusion, fit_seconds
 
 
+SUMMARY_SEEDS = (0, 1000)
+SUMMARY_ADAPTIVE_BUDGET = DEFAULT_BUDGET
+
+
+def _summary_agents() -> list[tuple[str, Any, str, str]]:
+    """(agent, make_policy, truth, where) for the summary: the 19 reference controllers (in
+    the family, each its own truth) and every held-out agent (tests/analysis/heldout_agents.py:
+    lapsing controllers and failure-mode agents in the family, three outside it)."""
+    from diagym.controllers.workflow.adapter import ReferencePolicy
+    from tests.analysis.heldout_agents import HELD_OUT, OUTSIDE_FAMILY
+
+    agents = [(name, lambda env, name=name: ReferencePolicy.for_env(name, env), name,
+               "in family") for name in CONTROLLER_NAMES]
+    for agent, (cls, truth, where) in HELD_OUT.items():
+        agents.append((agent, lambda env, cls=cls: cls(env), truth,
+                       "outside" if where == OUTSIDE_FAMILY else "in family"))
+    return agents
+
+
+def _named_right(diagnosis: Any, truth: str) -> bool:
+    """The diagnosis's best fit is the truth: a controller by name or play alias; a held-out
+    in-family agent by its mechanism (the part before "@", a failure mode by its prefix; a
+    mixture agent by the reported mixture)."""
+    top = diagnosis.ranked[0]
+    base = truth.split("@")[0]
+    if truth == "mixture":
+        return diagnosis.mixture is not None
+    return base in top.names or top.mechanism.name.startswith(base)
+
+
+def _flagged(diagnosis: Any) -> bool:
+    """The diagnosis says the agent is not a fitting family member: the fit test rejects it,
+    or the failure check says its failures do not fit, or it found nothing to fit."""
+    failures = getattr(diagnosis, "failures", None)
+    return bool((diagnosis.fit is not None and diagnosis.fit.rejected)
+                or (failures is not None and failures.rejected)
+                or diagnosis.fit is None)
+
+
+def summary(model: MechanismModel, coverage_runs: int, forecast_repeats: int) -> dict:
+    """Issue 37's table, for the fixed battery and the adaptive design: in-family agents
+    named right and falsely flagged, outside agents flagged, median episodes and seconds per
+    diagnosis (each agent on SUMMARY_SEEDS, played through the env by diagnose_policy), with
+    the fixed battery's lapse-interval and forecast coverage."""
+    designs: dict[str, dict[str, Any]] = {}
+    for design, budget in (("fixed", None), ("adaptive", SUMMARY_ADAPTIVE_BUDGET)):
+        rows = []
+        for agent, make, truth, where in _summary_agents():
+            for seed in SUMMARY_SEEDS:
+                start = time.perf_counter()
+                diagnosis = diagnose_policy(make, seed=seed, adaptive_budget=budget)
+                rows.append({"agent": agent, "where": where, "seed": seed,
+                             "right": _named_right(diagnosis, truth),
+                             "flagged": _flagged(diagnosis),
+                             "episodes": diagnosis.evidence.episodes,
+                             "seconds": time.perf_counter() - start})
+            print(f"  {design:<8} {agent:<28} {sum(r['right'] for r in rows[-2:])}/2 right, "
+                  f"{sum(r['flagged'] for r in rows[-2:])}/2 flagged", flush=True)
+        inside = [r for r in rows if r["where"] == "in family"]
+        outside = [r for r in rows if r["where"] == "outside"]
+        designs[design] = {
+            "in_family_right": [sum(r["right"] for r in inside), len(inside)],
+            "false_flags": [sum(r["flagged"] for r in inside), len(inside)],
+            "outside_flagged": [sum(r["flagged"] for r in outside), len(outside)],
+            "median_episodes": float(np.median([r["episodes"] for r in rows])),
+            "median_seconds": round(float(np.median([r["seconds"] for r in rows])), 2),
+            "rows": rows}
+    coverage = interval_coverage(model, coverage_runs)
+    forecasts = forecast_error(model, forecast_repeats)
+    return {"designs": designs, "interval_coverage": coverage, "forecast": forecasts}
+
+
+def print_summary(found: dict) -> None:
+    coverage, forecasts = found["interval_coverage"], found["forecast"]
+    print(f"{'design':<9} {'in-family right':>16} {'false flags':>12} {'outside flagged':>16} "
+          f"{'median episodes':>16} {'median s':>9}")
+    for design, d in found["designs"].items():
+        print(f"{design:<9} {d['in_family_right'][0]:>9}/{d['in_family_right'][1]:<6} "
+              f"{d['false_flags'][0]:>6}/{d['false_flags'][1]:<5} "
+              f"{d['outside_flagged'][0]:>9}/{d['outside_flagged'][1]:<6} "
+              f"{d['median_episodes']:>16.0f} {d['median_seconds']:>9.2f}")
+    print(f"fixed battery: lapse-interval coverage {json.dumps(coverage, default=str)[:300]}")
+    print(f"fixed battery: forecasts inside their interval {forecasts['inside_interval']} "
+          f"(in support {forecasts['in_support']['inside_interval']}, extrapolated "
+          f"{forecasts['extrapolated']['inside_interval']})")
+
+
 def only_rows(args: argparse.Namespace) -> None:
     """One subset of the rows (--only), for a run that must fit a loaded machine."""
     model = cached_model(DEFAULT_BATTERY)
+    if args.only == "summary":
+        found = summary(model, COVERAGE_RUNS, max(1, args.repeats // 4))
+        print_summary(found)
+        emit({"only": "summary", "seeds": SUMMARY_SEEDS,
+              "adaptive_budget": SUMMARY_ADAPTIVE_BUDGET, **found}, args.json_out)
+        return
     if args.only == "coverage":
         found = interval_coverage(model)
         print_coverage(found)
@@ -676,13 +770,17 @@ def main() -> None:
     parser.add_argument("--full-runs", type=int, default=COVERAGE_RUNS,
                         help="with --only coverage: full diagnoses played through the env "
                              "(0: the simulated coverage only)")
-    parser.add_argument("--only", choices=("fixed", "honesty", "forecast", "coverage"),
+    parser.add_argument("--only", choices=("fixed", "honesty", "forecast", "coverage",
+                                           "summary"),
                         default=None,
                         help="only some rows: fixed (top-1 by budget, the misses at the "
                              "default budget, the weakest pairs, the family recovery), honesty "
                              "(the lapse recovery, --repeats runs, and the fit test on the 19 "
                              "controllers, --repeats / 4), forecast (the forecast error, "
-                             "--repeats / 4 runs per agent) (default: every row)")
+                             "--repeats / 4 runs per agent), summary (issue 37's table: every "
+                             "controller and held-out agent diagnosed through the env on seeds "
+                             "0 and 1000 by both designs, with the fixed battery's coverage) "
+                             "(default: every row)")
     parser.add_argument("--json-out", type=Path, help="also write the JSON here")
     args = parser.parse_args()
     if args.only is not None:

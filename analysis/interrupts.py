@@ -36,9 +36,16 @@ class Interrupted(KeyboardInterrupt):
         return 128 + self.signum
 
 
+_received: list[int] = []  # the signals interruptible() took, this process's last block
+
+
 def exit_status(error: KeyboardInterrupt) -> int:
-    """128 + the signal of an Interrupted; 130 (SIGINT) for a plain KeyboardInterrupt."""
-    return error.exit_status if isinstance(error, Interrupted) else 128 + signal.SIGINT
+    """128 + the signal of an Interrupted; for a plain KeyboardInterrupt, 128 + the signal the
+    handler took (a library waiting in native code, such as Ray's, may raise its own
+    KeyboardInterrupt in place of ours), else 130 (SIGINT)."""
+    taken = _received[0] if _received else signal.SIGINT
+    _received.clear()  # read once: a later plain KeyboardInterrupt is no signal of this one
+    return error.exit_status if isinstance(error, Interrupted) else 128 + taken
 
 
 @contextlib.contextmanager
@@ -54,12 +61,14 @@ def interruptible(stopping: str | None = None) -> Iterator[None]:
         yield
         return
     raised = False
+    _received.clear()
 
     def handle(signum: int, _frame: FrameType | None) -> None:
         nonlocal raised
         if raised:
             return
         raised = True
+        _received.append(signum)
         if stopping is not None:
             with contextlib.suppress(OSError):
                 os.write(2, f"{stopping} ({signal.Signals(signum).name})\n".encode())

@@ -150,3 +150,16 @@ def test_a_second_ctrl_c_while_the_resume_line_is_printed_is_ignored(
     assert status == 130
     assert capsys.readouterr().err.splitlines()[-1] == (
         "diagym run: interrupted; nothing was logged (no --log FILE), so it cannot be resumed")
+
+
+def test_a_keyboard_interrupt_raised_in_place_of_ours_keeps_the_signals_status() -> None:
+    """A library waiting in native code (Ray's) may catch our Interrupted and raise a plain
+    KeyboardInterrupt: the status is still the signal's (143 for SIGTERM), not 130."""
+    with pytest.raises(KeyboardInterrupt) as caught, interruptible():
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except Interrupted:
+            raise KeyboardInterrupt from None  # what such a library does
+    assert not isinstance(caught.value, Interrupted)
+    assert exit_status(caught.value) == 143

@@ -169,8 +169,8 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
         todo = np.array(remaining, dtype=np.int64)
     if on_resumed is not None:
         on_resumed(len(finished))
-    if on_progress is not None:
-        on_record = _Counting(on_record, on_progress)
+    # the per-step paths count each record they build; the batched ones count chunks
+    per_step = on_record if on_progress is None else _Counting(on_record, on_progress)
     try:
         if spec is not None and (executor.in_process or not len(todo)):
             assert isinstance(first_policy, ReferencePolicy)
@@ -182,11 +182,11 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
                                           on_record, executor, on_progress)
         elif executor.in_process:
             played = Episodes.from_records(
-                _play_steps(worker_pair, seed, todo.tolist(), executor, run_log, on_record))
+                _play_steps(worker_pair, seed, todo.tolist(), executor, run_log, per_step))
         else:
             played = Episodes.from_records(
                 _play_remote(make_env, make_policy, seed, todo.tolist(), executor, run_log,
-                             on_record))
+                             per_step))
     finally:
         if run_log is not None and owned:
             run_log.close()
@@ -197,8 +197,8 @@ def rollout_parallel(make_env: Callable[[], gym.Env], make_policy: Callable[[gym
 
 
 class _Counting:
-    """on_record that also counts each record into on_progress (the per-step paths, where a
-    record exists anyway); the batched paths count chunks themselves and unwrap it."""
+    """on_record that also counts each record into on_progress, for the per-step paths,
+    where a record exists anyway (the batched paths count chunks)."""
 
     def __init__(self, on_record: Callable[[EpisodeRecord], None] | None,
                  on_progress: Callable[[int], None]) -> None:
@@ -208,12 +208,6 @@ class _Counting:
         if self.on_record is not None:
             self.on_record(record)
         self.on_progress(1)
-
-
-def _records_wanted(on_record: Callable[[EpisodeRecord], None] | None
-                    ) -> Callable[[EpisodeRecord], None] | None:
-    """The caller's own on_record, without the progress count a batched path does by chunk."""
-    return on_record.on_record if isinstance(on_record, _Counting) else on_record
 
 
 def describe_session(policy: Any) -> dict[str, Any] | None:
@@ -348,7 +342,6 @@ def _play_batched_remote(spec: WorkflowParams, controller: str, seed: int, todo:
     seeds each), each chunk's lines written here as it arrives."""
     size = min(CHUNK, max(1, -(-len(todo) // (4 * executor.workers))))
     chunks = [todo[start:start + size] for start in range(0, len(todo), size)]
-    on_record = _records_wanted(on_record)
 
     def arrived(chunk: np.ndarray,
                 result: tuple[dict[str, np.ndarray], dict[str, np.ndarray]]) -> None:
@@ -377,7 +370,6 @@ def _play_batched(spec: WorkflowParams, controller: str, seed: int, todo: np.nda
                   on_progress: Callable[[int], None] | None = None) -> Episodes:
     """The batched path: columns straight from the numba runner; records are built (a chunk
     at a time) only for the log and on_record; on_progress is told each chunk's size."""
-    on_record = _records_wanted(on_record)
 
     def emit(start: int, columns: dict[str, np.ndarray],
              counters: dict[str, np.ndarray]) -> None:

@@ -259,12 +259,20 @@ class RayExecutor:
                     batch = min(self.max_batch,
                                 max(1, math.ceil(TARGET_TASK_SECONDS / max(unit_seconds, 1e-6))))
         except BaseException:
-            for ref in running:
-                ray.cancel(ref, force=True)
+            self._abandon(running)
             raise
         if failure is not None:
             raise failure
         return [results[i] for i in range(len(units))]
+
+    def _abandon(self, running: Iterable[Any]) -> None:
+        """On a cluster someone else started the tasks would run on after the driver, so they
+        are cancelled. On the executor's own local instance they are not: close() stops the
+        instance and its workers, and a cancel racing a task's reply aborts the driver in Ray
+        2.60 ("Tried to complete task that was not pending", 1 SIGTERM in 4 here)."""
+        if not self._started:
+            for ref in running:
+                ray.cancel(ref, force=True)
 
     def share(self, build: Callable[[], T], oneway: tuple[str, ...] = ()) -> T:
         """build() run once inside a hosting actor; a proxy to it for every worker. The

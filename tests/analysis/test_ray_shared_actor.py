@@ -151,3 +151,30 @@ def test_diagnose_json_stdout_holds_only_the_json_on_ray(tmp_path: Path) -> None
     assert isinstance(diagnosis, dict) and diagnosis["episodes"] == 4, done.stdout[:300]
     assert "hello from a worker" in done.stderr
 
+
+def test_sigterm_on_ray_unwinds_and_prints_how_to_resume(tmp_path: Path) -> None:
+    """ray.init replaced diagym's SIGTERM handler with one that exits at once (Ray's stack
+    dump, status 15, no resume line); and force-cancelling the tasks in flight on diagym's own
+    local instance raced their replies, aborting the driver with status 1 in about 1 run of 4
+    ("Tried to complete task that was not pending")."""
+    import shlex
+
+    from tests.analysis.test_interrupts import _wait_for_episodes
+
+    log = tmp_path / "run.jsonl"
+    argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "text-oracle", "--episodes",
+            "200000", "--executor", "ray", "--log", str(log)]
+    process = subprocess.Popen([sys.executable, "-m", "diagym.analysis.cli", *argv],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        _wait_for_episodes(log, process, timeout=scaled(300))
+        process.send_signal(signal.SIGTERM)
+        _out, err = process.communicate(timeout=scaled(180))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 143, err[-2000:]
+    assert "Traceback" not in err
+    assert err.splitlines()[-1] == (f"diagym run: interrupted; continue with: "
+                                    f"{shlex.join(['diagym', *argv, '--resume'])}")

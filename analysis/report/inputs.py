@@ -67,6 +67,16 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _by_count(counts: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Largest count first: a reader looks for the cause that dominates, not for a name in
+    alphabetical order. Ties, and values that are not numbers, keep the diagnosis's order."""
+    def key(item: tuple[str, Any]) -> float:
+        value = item[1]
+        return -float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+            else 0.0
+    return sorted(counts.items(), key=key)
+
+
 def _provenance_items(prov: Mapping[str, Any]) -> list[tuple[str, Any]]:
     commit = prov.get("git_commit")
     dirty = prov.get("git_dirty")
@@ -340,8 +350,8 @@ class Builder:
                 for rank, m in enumerate(mechanisms, start=1))))
         attribution = data.get("attribution") or {}
         if attribution:
-            r.add("diagnosis", Table("Attribution", ("category", "count"),
-                                     tuple((k, _text(v)) for k, v in attribution.items())))
+            r.add("diagnosis", Table("Attribution, most frequent first", ("category", "count"),
+                                     tuple((k, _text(v)) for k, v in _by_count(attribution))))
         png = path.with_name(DIAGNOSIS_PNG)
         if png.is_file():
             self.add_figure("profile", png, "Success per battery configuration: the agent "

@@ -33,6 +33,7 @@ from diagym.controllers.provenance import provenance
 from diagym.controllers.runlog import call_totals
 from diagym.controllers.workflow.adapter import ReferencePolicy
 from tests.analysis import report_inputs as inputs
+from tests.analysis.html_tree import after_heading, rows, tree
 from tests.analysis.test_report_verdict import check_opens_with_the_diagnosis
 
 VOID = {"meta", "img", "br", "hr", "input", "link"}
@@ -213,6 +214,10 @@ def test_diagnose_out_writes_a_report_beside_with_verdicts_bands_and_traces(
     assert traced and all(s["action"].startswith("execute(") for s in traced)
     tally = Counter(s["attribution"].split(" ")[0] for s in traced if s["outcome"] != "ok")
     assert set(tally) <= set(COUNT_KEYS)
+    table = after_heading(tree(out / "report.html"), "Attribution, most frequent first", "table")
+    shown = [(cells[0].text(), int(cells[1].text())) for cells in rows(table)]
+    assert sorted(shown, key=lambda row: -row[1]) == shown  # by count, not alphabetically
+    assert dict(shown) == diagnosis["attribution"]
 
 
 def test_a_dacs_study_report_has_the_accuracy_headline_and_every_episode(

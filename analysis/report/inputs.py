@@ -67,6 +67,16 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _run_items(run: Any) -> list[tuple[str, Any]]:
+    """A study's settings one fact each, in words ("seeds per configuration: 256"), not as
+    one JSON object; a list reads as its items."""
+    if not isinstance(run, dict):
+        return [("run", run)]
+    return [(str(key).replace("_", " "),
+             ", ".join(map(str, value)) if isinstance(value, list | tuple) else value)
+            for key, value in run.items()]
+
+
 def _by_count(counts: Mapping[str, Any]) -> list[tuple[str, Any]]:
     """Largest count first: a reader looks for the cause that dominates, not for a name in
     alphabetical order. Ties, and values that are not numbers, keep the diagnosis's order."""
@@ -379,7 +389,7 @@ class Builder:
             if file.name == PROVENANCE_NAME:
                 data = json.loads(file.read_text(encoding="utf-8"))
                 self.report.add("provenance", Facts(f"Study {path}", tuple(
-                    [("run", data.get("run")), *_provenance_items(data)])))
+                    [*_run_items(data.get("run")), *_provenance_items(data)])))
             elif file.suffix == ".jsonl" and not holds_an_entry(file):
                 self.report.notes.append(f"{file}: not a run log (no JSONL line with a "
                                          "\"type\"), so not read here")

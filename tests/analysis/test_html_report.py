@@ -239,6 +239,11 @@ def test_reproduce_writes_a_report_beside_its_tables_and_plots(tmp_path: Path) -
     # the figures before the study's tables: reproduce --grid all's Table 4 has 176 rows
     assert text.index("data:image/png;base64,") < text.index("Table 6. Selection ablation")
     assert "results.csv" in text and "the first" not in text  # 36 rows: none cut
+    # a study logs no episodes, and its settings read one a line, not as a JSON object
+    assert "0 logged episodes" not in text and '{"command"' not in text
+    facts = [(dt.text(), dd.text()) for dl in tree(out / "report.html").find_all("dl")
+             for dt, dd in zip(dl.find_all("dt"), dl.find_all("dd"), strict=True)]
+    assert ("grids", "selection") in facts and ("seeds per configuration", "256") in facts
 
 
 def test_llm_study_out_writes_a_report_beside_with_its_log_and_every_cell(

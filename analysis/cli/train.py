@@ -10,7 +10,7 @@ from diagym.analysis.cli.flags_general import MAX_COUNT, add_env_kwargs, bounded
 from diagym.analysis.cli.outputs import writable_dir
 
 MAX_N_ENVS = 1024  # one process steps them all: beyond this the rollout buffer outgrows memory
-# said in --arch's help and after an mlp run, as the README's "Why `mlp` stays the default"
+# said in --arch's help and after an mlp run, as docs/RL.md's "Why `mlp` stays the default"
 MLP_AT_THE_FLOOR = ("mlp, the default, stays near 0% held-out success on the default env "
                     "(StatefulWorkflow-v0: 0.0% after 1M steps) while entity learns it (95% "
                     "after 100k steps); mlp stays the default as SB3's own network, the "

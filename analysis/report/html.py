@@ -117,7 +117,9 @@ def render(report: Report) -> str:
         f"<style>{_asset('style.css')}</style></head><body>",
         "<header><h1>diagym report</h1>",
         f"<p>Inputs: {_e(', '.join(report.sources))}</p>",
-        f"<p>Generated {generated}; {report.episodes:,} logged episodes; this file is "
+        f"<p>Generated {generated}; "
+        + (f"{report.episodes:,} logged episodes; " if report.episodes else "")
+        + "this file is "
         f"{SIZE_MARK} bytes, self-contained (no network).</p>",
         f"<nav>{''.join(nav)}</nav></header><main>",
     ]

@@ -67,6 +67,26 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def _run_items(run: Any) -> list[tuple[str, Any]]:
+    """A study's settings one fact each, in words ("seeds per configuration: 256"), not as
+    one JSON object; a list reads as its items."""
+    if not isinstance(run, dict):
+        return [("run", run)]
+    return [(str(key).replace("_", " "),
+             ", ".join(map(str, value)) if isinstance(value, list | tuple) else value)
+            for key, value in run.items()]
+
+
+def _by_count(counts: Mapping[str, Any]) -> list[tuple[str, Any]]:
+    """Largest count first: a reader looks for the cause that dominates, not for a name in
+    alphabetical order. Ties, and values that are not numbers, keep the diagnosis's order."""
+    def key(item: tuple[str, Any]) -> float:
+        value = item[1]
+        return -float(value) if isinstance(value, int | float) and not isinstance(value, bool) \
+            else 0.0
+    return sorted(counts.items(), key=key)
+
+
 def _provenance_items(prov: Mapping[str, Any]) -> list[tuple[str, Any]]:
     commit = prov.get("git_commit")
     dirty = prov.get("git_dirty")
@@ -340,8 +360,8 @@ class Builder:
                 for rank, m in enumerate(mechanisms, start=1))))
         attribution = data.get("attribution") or {}
         if attribution:
-            r.add("diagnosis", Table("Attribution", ("category", "count"),
-                                     tuple((k, _text(v)) for k, v in attribution.items())))
+            r.add("diagnosis", Table("Attribution, most frequent first", ("category", "count"),
+                                     tuple((k, _text(v)) for k, v in _by_count(attribution))))
         png = path.with_name(DIAGNOSIS_PNG)
         if png.is_file():
             self.add_figure("profile", png, "Success per battery configuration: the agent "
@@ -369,7 +389,7 @@ class Builder:
             if file.name == PROVENANCE_NAME:
                 data = json.loads(file.read_text(encoding="utf-8"))
                 self.report.add("provenance", Facts(f"Study {path}", tuple(
-                    [("run", data.get("run")), *_provenance_items(data)])))
+                    [*_run_items(data.get("run")), *_provenance_items(data)])))
             elif file.suffix == ".jsonl" and not holds_an_entry(file):
                 self.report.notes.append(f"{file}: not a run log (no JSONL line with a "
                                          "\"type\"), so not read here")

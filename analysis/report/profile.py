@@ -4,7 +4,8 @@ comparing like with like.
 
 The rate is the env's headline metric as analysis/summary.py defines it: episode success on
 StatefulWorkflow, accuracy over decisions on DACSSteering (whose episodes have no success
-outcome). A log of one configuration has no factor: its profile is the rate of each run.
+outcome). A log of one configuration has no factor: its profile is the rate of each run, and
+a single run has none (its one rate is in the run summary).
 
 Why not pool per level: a diagnosis battery (analysis/diagnose/battery.py) varies its factors
 together, so a rate pooled over every configuration at one level of a factor measures the other
@@ -367,8 +368,11 @@ def profile_png(found: Profile) -> bytes | None:
 
 
 def profile(runs: Sequence[LogRun]) -> tuple[Table, Figure] | None:
-    """The profile's table and figure, None when no run has a rate."""
+    """The profile's table and figure, None when no run has a rate or only one does: a single
+    run's rate is one dot, which the run summary already gives with its interval."""
     found = profile_of(cells(runs))
+    if len(found.points) <= 1 and not found.confounded:
+        return None
     png = profile_png(found)
     if png is None:
         return None

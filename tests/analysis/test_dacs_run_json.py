@@ -1,5 +1,5 @@
 """`diagym run --json` on DACSSteering states accuracy, its headline, and no success (its
-episodes have none), and the README states the env's real window default."""
+episodes have none), and docs/DACS.md states the env's real window default."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ def test_a_dacs_run_reports_accuracy_and_no_success(capsys: pytest.CaptureFixtur
     assert "success" not in summary and "success_ci" not in summary
 
 
-def test_the_readme_states_the_window_default() -> None:
-    text = (Path(__file__).parents[2] / "README.md").read_text()
+def test_the_docs_state_the_window_default() -> None:
+    text = (Path(__file__).parents[2] / "docs" / "DACS.md").read_text()
     row = re.search(r"^\| `window` \|.*\((\w+)\) \|$", text, flags=re.M)
     assert row is not None and row.group(1) == str(DacsParams().window)

@@ -33,6 +33,7 @@ from diagym.controllers.provenance import provenance
 from diagym.controllers.runlog import call_totals
 from diagym.controllers.workflow.adapter import ReferencePolicy
 from tests.analysis import report_inputs as inputs
+from tests.analysis.html_tree import after_heading, rows, tree
 from tests.analysis.test_report_verdict import check_opens_with_the_diagnosis
 
 VOID = {"meta", "img", "br", "hr", "input", "link"}
@@ -213,6 +214,10 @@ def test_diagnose_out_writes_a_report_beside_with_verdicts_bands_and_traces(
     assert traced and all(s["action"].startswith("execute(") for s in traced)
     tally = Counter(s["attribution"].split(" ")[0] for s in traced if s["outcome"] != "ok")
     assert set(tally) <= set(COUNT_KEYS)
+    table = after_heading(tree(out / "report.html"), "Attribution, most frequent first", "table")
+    shown = [(cells[0].text(), int(cells[1].text())) for cells in rows(table)]
+    assert sorted(shown, key=lambda row: -row[1]) == shown  # by count, not alphabetically
+    assert dict(shown) == diagnosis["attribution"]
 
 
 def test_a_dacs_study_report_has_the_accuracy_headline_and_every_episode(
@@ -234,6 +239,11 @@ def test_reproduce_writes_a_report_beside_its_tables_and_plots(tmp_path: Path) -
     # the figures before the study's tables: reproduce --grid all's Table 4 has 176 rows
     assert text.index("data:image/png;base64,") < text.index("Table 6. Selection ablation")
     assert "results.csv" in text and "the first" not in text  # 36 rows: none cut
+    # a study logs no episodes, and its settings read one a line, not as a JSON object
+    assert "0 logged episodes" not in text and '{"command"' not in text
+    facts = [(dt.text(), dd.text()) for dl in tree(out / "report.html").find_all("dl")
+             for dt, dd in zip(dl.find_all("dt"), dl.find_all("dd"), strict=True)]
+    assert ("grids", "selection") in facts and ("seeds per configuration", "256") in facts
 
 
 def test_llm_study_out_writes_a_report_beside_with_its_log_and_every_cell(

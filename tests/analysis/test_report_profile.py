@@ -150,3 +150,18 @@ def test_a_full_factorial_profile_is_the_pooled_rate_per_level(hits: list[int]) 
         for p in points:
             mine = [c for c in made if c.kwargs[factor] == p.level]
             assert (p.hits, p.trials) == (sum(c.hits for c in mine), 10 * len(mine))
+
+
+def test_one_run_has_no_single_dot_profile(tmp_path: Path) -> None:
+    """A log of one run has one rate, which the run summary gives with its interval: the page
+    draws no profile of a single dot (issue 40 item 6); two runs of it are compared."""
+    from diagym.analysis.report.profile import profile
+
+    one = inputs.reference_log(tmp_path, 12, "cache-2", inputs.HISTORY_ENV)
+    assert profile(read_run_log(one).runs) is None
+    page = tmp_path / "one.html"
+    write_report([one], page)
+    assert 'id="profile"' not in page.read_text()
+    two = inputs.reference_log(tmp_path, 12, "exact", inputs.HISTORY_ENV)
+    found = profile([*read_run_log(one).runs, *read_run_log(two).runs])
+    assert found is not None and len(found[0].rows) == 2

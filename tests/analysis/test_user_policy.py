@@ -169,8 +169,10 @@ def test_dacs_study_plays_a_user_policy_on_dacs_and_flat_windows(
         (cell, mode) for cell in ("s1", "s2", "s3") for mode in ("dacs", "flat")]
 
 
-def test_the_readme_tutorials_agent_is_the_one_tested_here() -> None:
-    """The README's Greedy is tests/user_policy.py's, so its command lines run what it shows."""
-    readme = (ROOT / "README.md").read_text()
-    assert inspect.getsource(user_policy.Greedy) in readme
-    assert "--policy tests/user_policy.py:Greedy" in readme
+def test_the_docs_tutorials_agent_is_the_one_tested_here() -> None:
+    """docs/AGENTS.md's Greedy is tests/user_policy.py's, so the command lines there and in the
+    README run what it shows."""
+    page = (ROOT / "docs" / "AGENTS.md").read_text()
+    assert inspect.getsource(user_policy.Greedy) in page
+    assert "--policy tests/user_policy.py:Greedy" in page
+    assert "--policy tests/user_policy.py:Greedy" in (ROOT / "README.md").read_text()

@@ -318,7 +318,7 @@ def _streamed(base_url: str, body: dict) -> tuple[int, int, str | None]:
 def test_the_local_server_streams_concurrent_replies_whole_and_has_the_readme_gaps() -> None:
     """Three streamed replies at once each run to their finish reason (llama-cpp-python's
     default interrupt_requests cut two of them after one chunk, with HTTP 200), and each gap
-    the README lists under "What the local server does not do" is what the server does."""
+    docs/LLM.md lists under "What the local server does not do" is what the server does."""
     from concurrent.futures import ThreadPoolExecutor
 
     import httpx

@@ -1,0 +1,226 @@
+"""Every shell and Python block of README.md and docs/*.md runs as written in a fresh copy of
+the repository: a reader copies them from there, so a block that fails is a broken promise.
+
+How a block is marked, by an HTML comment on the line just above its fence (GitHub hides it):
+
+- no comment: the block runs as written;
+- `<!-- doc-test: replace: `A` => `B`; `C` => `D` (why) -->`: it runs with each A replaced by
+  B: smaller sizes for a long run, or a stand-in for a step that cannot run here (setting up
+  the venv, opening a browser). Each A must occur in the block, so a stale marker fails;
+- `<!-- doc-test: illustrative: why -->`: shown, never run (a synopsis with placeholders, a
+  command that needs a user's API key, a cluster, a model download or hours); the why is
+  required.
+
+A block tagged `text` (or untagged) is not code; one that starts like a command fails, so no
+command goes unrun without a word. A Python block runs alone in a fresh interpreter (it must
+carry its own imports); a shell block runs under `bash -e -o pipefail`. The blocks of one page
+run in order in one copy (a later block may read what an earlier one wrote, as a reader's
+would), each page in a copy of its own. "This prints `X`" right after a Python block is
+checked against what the block printed.
+
+The copy is what a clone gets: the checkout's tracked files (`git ls-files`) as they are in
+the work tree, uncommitted edits included, untracked files and `.venv` not. Its `.venv` is
+a link to the environment running the suite, which is on PATH, so nothing is installed again
+(the code imported is the one that environment was installed from: the checkout itself under
+`make test`).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import scaled
+
+ROOT = Path(__file__).resolve().parents[1]
+PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
+SHELL = {"bash", "sh", "shell", "console"}
+PYTHON = {"python", "py"}
+NOT_CODE = {"", "text"}
+FENCE = re.compile(r"^(?P<indent> *)```(?P<lang>[\w-]*)[ \t]*\n(?P<body>.*?)^(?P=indent)```[ \t]*$",
+                   re.S | re.M)
+MARKER = re.compile(r"<!-- doc-test: (?P<kind>[\w-]+):\s*(?P<text>.*?)\s*-->", re.S)
+REPLACEMENT = re.compile(r"`([^`]+)` => `([^`]*)`")
+COMMAND_START = re.compile(r"^\s*(\$ |diagym |python |pip |make |import |from \S+ import )")
+BLOCK_SECONDS = 300.0  # one block on a quiet machine, at most (a hang, not a speed limit)
+
+
+@dataclass(frozen=True)
+class Block:
+    page: str
+    line: int
+    lang: str
+    code: str
+    kind: str  # "run", "replace" or "illustrative"
+    note: str  # the marker's text
+    prints: str | None  # "This prints `X`" after the block
+
+    @property
+    def where(self) -> str:
+        return f"{self.page}:{self.line}"
+
+
+def dedent(body: str, indent: str) -> str:
+    return "".join(line[len(indent):] if line.startswith(indent) else line
+                   for line in body.splitlines(keepends=True))
+
+
+def blocks_of(page: str, text: str) -> list[Block]:
+    """The fenced blocks of a page with their markers; a marker not directly above a fence,
+    or of an unknown kind, is an error."""
+    found: list[Block] = []
+    used: set[int] = set()
+    markers = {text.count("\n", 0, m.end()) + 1: m for m in MARKER.finditer(text)}
+    for match in FENCE.finditer(text):
+        line = text.count("\n", 0, match.start()) + 1
+        marker = markers.get(line - 1)
+        kind, note = "run", ""
+        if marker is not None:
+            used.add(line - 1)
+            kind, note = marker["kind"], marker["text"]
+            assert kind in {"replace", "illustrative"}, f"{page}:{line}: unknown marker {kind!r}"
+            assert note, f"{page}:{line}: a {kind} marker needs its text"
+        after = text[match.end():].lstrip("\n")
+        stated = re.match(r"This prints `([^`]+)`", after)
+        found.append(Block(page, line, match["lang"], dedent(match["body"], match["indent"]),
+                           kind, note, stated[1] if stated else None))
+    stray = sorted(set(markers) - used)
+    assert not stray, f"{page}: doc-test markers not directly above a fence, lines {stray}"
+    return found
+
+
+def fresh_copy(destination: Path) -> Path:
+    """The checkout's tracked files as they are in the work tree, in destination; .venv
+    linked to the environment running the suite."""
+    if not (ROOT / ".git").exists():
+        pytest.skip("not a git checkout: no clone to copy")
+    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
+                            check=True).stdout.decode().split("\0")
+    for name in filter(None, listed):
+        source = ROOT / name
+        if not source.exists() and not source.is_symlink():
+            continue  # deleted in the work tree: a commit of it would not have it
+        target = destination / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy2(source, target, follow_symlinks=False)
+    (destination / ".venv").symlink_to(sys.prefix, target_is_directory=True)
+    return destination
+
+
+def environment(copy: Path) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items()
+           if k not in {"PYTHONPATH", "PYTHONHOME", "PYTEST_CURRENT_TEST"}}
+    env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
+    env["VIRTUAL_ENV"] = sys.prefix
+    env["MPLBACKEND"] = "Agg"
+    return env
+
+
+def runnable(block: Block) -> str:
+    code = block.code
+    if block.kind == "replace":
+        pairs = REPLACEMENT.findall(block.note)
+        assert pairs, f"{block.where}: a replace marker names no `A` => `B`"
+        for old, new in pairs:
+            assert old in code, f"{block.where}: the marker replaces {old!r}, not in the block"
+            code = code.replace(old, new)
+    return code
+
+
+def run_block(block: Block, copy: Path) -> str:
+    code = runnable(block)
+    if block.lang in PYTHON:
+        command = [sys.executable, "-"]
+    else:
+        command = ["bash", "-e", "-o", "pipefail", "-s"]
+    started = time.perf_counter()
+    # A session of its own, so that a block that hangs is ended with every process it started
+    # (a child left holding the pipes would keep communicate() waiting).
+    process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE, text=True, cwd=copy,
+                               env=environment(copy), start_new_session=True)
+    try:
+        stdout, stderr = process.communicate(code, timeout=scaled(BLOCK_SECONDS))
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.communicate()
+        pytest.fail(f"{block.where}: the {block.lang} block did not end in "
+                    f"{scaled(BLOCK_SECONDS):.0f} s")
+    print(f"{block.where}: {time.perf_counter() - started:.1f} s")  # shown with -s or -rP
+    if process.returncode != 0:
+        pytest.fail(f"{block.where}: the {block.lang} block exited {process.returncode}\n"
+                    f"--- block as run ---\n{code}--- stderr (tail) ---\n{stderr[-3000:]}"
+                    f"--- stdout (tail) ---\n{stdout[-1500:]}")
+    return stdout
+
+
+@pytest.mark.parametrize("page", PAGES)
+@pytest.mark.timeout(1800)
+def test_every_block_of_the_page_runs(page: str, tmp_path: Path) -> None:
+    copy = fresh_copy(tmp_path / "clone")
+    assert (copy / page).exists(), f"{page} is not tracked: a clone would not have it"
+    for block in blocks_of(page, (copy / page).read_text()):
+        if block.lang in NOT_CODE:
+            first = next((ln for ln in block.code.splitlines() if ln.strip()), "")
+            assert not COMMAND_START.match(first), (
+                f"{block.where}: an untagged block that starts like a command; tag it bash or "
+                "python (and mark it if it cannot run)")
+            continue
+        assert block.lang in SHELL | PYTHON, f"{block.where}: unknown language {block.lang!r}"
+        if block.kind == "illustrative":
+            continue
+        printed = run_block(block, copy)
+        if block.prints is not None:
+            assert block.prints in printed.splitlines(), (
+                f"{block.where}: the page says it prints {block.prints!r}; it printed "
+                f"{printed[-500:]!r}")
+
+
+def test_markers_are_read() -> None:
+    """The parser's own positive control: a marked page parses to what its markers say, and
+    a marker astray or a replacement that no longer matches is an error, not a silent skip."""
+    page = ("<!-- doc-test: illustrative: needs a key -->\n```bash\ndiagym run --policy llm\n```\n"
+            "\n<!-- doc-test: replace: `--steps 9000` => `--steps 9` (small) -->\n```bash\n"
+            "diagym train --steps 9000\n```\n\n  ```python\n  print(1)\n  ```\nThis prints `1`.\n")
+    blocks = blocks_of("page.md", page)
+    assert [(b.kind, b.lang, b.line) for b in blocks] == [
+        ("illustrative", "bash", 2), ("replace", "bash", 7), ("run", "python", 11)]
+    assert runnable(blocks[1]) == "diagym train --steps 9\n"
+    assert blocks[2].code == "print(1)\n" and blocks[2].prints == "1"
+    with pytest.raises(AssertionError, match="not directly above a fence"):
+        blocks_of("page.md", "<!-- doc-test: illustrative: x -->\n\n```bash\nls\n```\n")
+    stale = blocks_of("page.md", "<!-- doc-test: replace: `a` => `b` -->\n```bash\nls\n```\n")
+    with pytest.raises(AssertionError, match="not in the block"):
+        runnable(stale[0])
+
+
+def test_the_copy_holds_uncommitted_edits_and_no_venv(tmp_path: Path) -> None:
+    copy = fresh_copy(tmp_path / "clone")
+    assert (copy / "README.md").read_text() == (ROOT / "README.md").read_text()
+    assert (copy / ".venv").resolve() == Path(sys.prefix).resolve()
+    assert shutil.which("diagym", path=environment(copy)["PATH"]) is not None
+
+
+def test_a_failing_or_hanging_block_fails_the_page(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Positive controls of the runner: a block that exits non-zero, and one whose child
+    outlives its time (ended with every process it started), each fail with the block's place."""
+    copy = fresh_copy(tmp_path / "clone")
+    failing = Block("page.md", 3, "python", "import gym_not_there\n", "run", "", None)
+    with pytest.raises(pytest.fail.Exception, match="page.md:3: the python block exited 1"):
+        run_block(failing, copy)
+    monkeypatch.setattr(sys.modules[__name__], "BLOCK_SECONDS", 0.5)
+    hanging = Block("page.md", 9, "bash", "sleep 600 &\nwait\n", "run", "", None)
+    started = time.perf_counter()
+    with pytest.raises(pytest.fail.Exception, match="page.md:9: the bash block did not end"):
+        run_block(hanging, copy)
+    assert time.perf_counter() - started < scaled(60)

@@ -19,13 +19,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from diagym.analysis.studies.dacs_live.judge import VERDICT_SCHEMA
 from diagym.llm_policies.client.cache import CachedChat, ResponseCache
 from diagym.llm_policies.client.config import client_default
 from diagym.llm_policies.client.prices import CostedChat, CostMeter, PriceTable
 from diagym.llm_policies.client.transport import ChatClient
-from diagym.llm_policies.live_agents.orchestrator import llm_orchestrator
-from diagym.llm_policies.live_agents.protocol import VERDICT_SCHEMA
-from diagym.llm_policies.live_agents.trial import FoldSystem
+from diagym.llm_policies.steering.agent_turns import FoldSystem
+from diagym.llm_policies.steering.orchestrator import llm_orchestrator
 
 ROLES = ("agent", "orchestrator", "judge")
 

@@ -25,7 +25,7 @@ from diagym.analysis.plotting import (
 )
 from diagym.analysis.stats import wilson_interval
 from diagym.analysis.studies.dacs_study.design import ENV_ID, cell_label
-from diagym.analysis.studies.dacs_study.run import ArmResult, run_study
+from diagym.analysis.studies.dacs_study.run import ArmResult, play_phases
 from diagym.analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
 from diagym.controllers.provenance import write_provenance
 
@@ -68,7 +68,7 @@ def reader_rows(sizes: Sequence[int]) -> list[dict[str, Any]]:
     from diagym.controllers.registry import make_reference_policy
 
     names = {PHASE1_CELLS[n] for n in sizes if n in PHASE1_CELLS}
-    return table_rows(run_study(make_reference_policy, arms=READERS, phases=("agents",),
+    return table_rows(play_phases(make_reference_policy, arms=READERS, phases=("agents",),
                                 cells=tuple(sorted(names))))
 
 
@@ -98,7 +98,7 @@ def format_row(row: dict[str, Any]) -> list[str]:
 
 
 def _seeds(results: list[ArmResult]) -> str:
-    # run_study plays every arm on scenario seeds 0 .. episodes - 1
+    # play_phases plays every arm on scenario seeds 0 .. episodes - 1
     return seed_text(range(max((r.episodes for r in results), default=0)))
 
 

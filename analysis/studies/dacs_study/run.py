@@ -55,7 +55,7 @@ def text_env(kwargs: dict[str, Any]) -> Any:
     return make_text_env(ENV_ID, **kwargs)
 
 
-def run_study(make_policy: Callable[[str, Any], Any],
+def play_phases(make_policy: Callable[[str, Any], Any],
               arms: tuple[tuple[str, str], ...] = REFERENCE_ARMS, episodes: int = EPISODES,
               window: int | None = None, phases: tuple[str, ...] = tuple(PHASES),
               progress: bool = False, log: Path | None = None, resume: bool = False,

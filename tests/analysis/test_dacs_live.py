@@ -298,3 +298,23 @@ def test_a_resume_with_other_settings_is_refused_naming_them(server: FakeServer,
     with RunLog(log, resume=True) as opened, pytest.raises(RunChanged, match=(
             r"holds the run named 'ra1_n3' with other settings \(settings.max_steers: 2 -> 3\)")):
         play_trials(scenario, 1, roles, opened, max_steers=3)
+
+
+def test_roles_with_a_cache_replay_a_study_without_asking_again(server: FakeServer,
+                                                                tmp_path) -> None:
+    """LiveRoles' clients are priced and cached the way every chat run's are
+    (analysis/llm_runs.py priced_and_cached): the same trials into a new log ask nothing."""
+    from diagym.analysis.studies.dacs_live.roles import ROLES, LiveRoles
+
+    roles = LiveRoles(endpoints={role: (server.base_url, "m") for role in ROLES},
+                      judge_format="tags", cache_dir=str(tmp_path / "cache"))
+    scenario = SCENARIOS["ra1_n3"]
+    with RunLog(tmp_path / "one.jsonl") as log:
+        first = play_trials(scenario, 1, roles, log, max_steers=2)
+    asked = len(server.requests)
+    with RunLog(tmp_path / "two.jsonl") as log:
+        again = play_trials(scenario, 1, roles, log, max_steers=2)
+    assert len(server.requests) == asked  # fewer than the 34 calls: repeats hit already
+    assert [e["decisions"] for e in again] == [e["decisions"] for e in first]
+    lines = [json.loads(line) for line in (tmp_path / "two.jsonl").read_text().splitlines()]
+    assert {line["cache"] for line in lines if line["type"] == "call"} == {"hit"}

@@ -1,7 +1,7 @@
 """`make demo`: seed 003's whole study from a fresh checkout, in seconds.
 
 It shows one episode as an agent sees it (the env's own text rendering, played by the `exact`
-reference controller), then runs `diagym reproduce --grid all`: 689,152 episodes of the 19
+reference controller), then runs `diagym reproduce --grid all`: 689,152 episodes of the
 reference controllers over the primary factorial and the seven follow-on grids, with
 predictions, paired-bootstrap intervals, tables and plots, and points at what it wrote.
 """

@@ -153,25 +153,24 @@ class ChatPolicyFactory:
                 "cost_limit_usd": self.settings.cost_limit,
                 "cache": self.cache is not None, "concurrency": self.settings.concurrency}
 
-    def __call__(self, env: Any) -> LLMPolicy:
-        from diagym.llm_policies.client.cache import CachedChat
-        from diagym.llm_policies.client.prices import CostedChat
-
-        settings = self.settings
-        schema = answer_schema(env, settings.bounded_fields)
-        kwargs = settings.client_kwargs()
+    def chat(self, schema: dict[str, Any] | None) -> Any:
+        """A new chat client of these settings answering to `schema` (None: free text),
+        priced on the run's meter, limited by its limiter and, with a cache, cached: what
+        every caller that sends its own prompts (a policy made here, an RCWT sweep) talks to."""
+        kwargs = self.settings.client_kwargs()
         if schema is None:  # a free-text reply cannot be held to a JSON schema
             kwargs["response_format"] = "none"
-        client: Any = ChatClient(**kwargs, json_schema=schema, limiter=self.limiter,
-                                 tool_choice=settings.tool_choice)
-        # The cache outside the meter: an answer from the cache reserves nothing, so a resume
-        # at its limit still replays what it already paid for.
-        client = CostedChat(client, self.prices, self.meter)
-        if self.cache is not None:
-            client = CachedChat(client, self.cache, response_format=kwargs["response_format"])
-        policy = LLMPolicy.for_env(client, env, harness=settings.harness,
+        client = ChatClient(**kwargs, json_schema=schema, limiter=self.limiter,
+                            tool_choice=self.settings.tool_choice)
+        return priced_and_cached(client, self.prices, self.meter, self.cache)
+
+    def __call__(self, env: Any) -> LLMPolicy:
+        settings = self.settings
+        schema = answer_schema(env, settings.bounded_fields)
+        policy = LLMPolicy.for_env(self.chat(schema), env, harness=settings.harness,
                                    invalid_retries=settings.invalid_retries,
-                                   response_format=kwargs["response_format"],
+                                   response_format=("none" if schema is None
+                                                    else settings.response_format),
                                    session=self.session(), budget=settings.budget,
                                    system_role=settings.system_role,
                                    bounded_fields=settings.bounded_fields)
@@ -184,6 +183,20 @@ class ChatPolicyFactory:
         names as its reason. Workers elsewhere (Ray) keep theirs."""
         errors = [p.last_provider_error for p in self._made if p.last_provider_error]
         return errors[-1] if errors else None
+
+
+def priced_and_cached(client: ChatClient, prices: Any, meter: Any, cache: Any) -> Any:
+    """`client` priced on `meter` by `prices` and, with a ResponseCache, answered from it when
+    it can: the one way a chat run wraps its clients (ChatPolicyFactory, phase 4's roles).
+    The cache is outside the meter, so an answer from the cache reserves nothing and a resume
+    at its limit still replays what it already paid for."""
+    from diagym.llm_policies.client.cache import CachedChat
+    from diagym.llm_policies.client.prices import CostedChat
+
+    wrapped: Any = CostedChat(client, prices, meter)
+    if cache is not None:
+        wrapped = CachedChat(wrapped, cache, response_format=client.config.response_format)
+    return wrapped
 
 
 def llm_policy_factory(settings: ChatSettings, spent_usd: float = 0.0) -> ChatPolicyFactory:

@@ -4,7 +4,7 @@ grouped bars that keep equal series visible, the legend outside the data, and a 
 Why one module: a reader compares figures side by side, so a controller must look the same in
 every one of them (reproduce, rl-study, dacs-study, training curves, diagnose), and a caption
 must say what each point averages and over which seeds, computed from what was plotted. The
-palette is a table keyed by name (the 19 reference controllers, the DACS readers, chat-model
+palette is a table keyed by name (the reference controllers, the DACS readers, chat-model
 and SB3 agents), so adding a figure never reshuffles colours; a name outside it gets a colour
 from a digest of the name, stable across runs and processes.
 Figures use the Agg canvas directly (no pyplot state), so they are safe in headless and

@@ -1,13 +1,14 @@
-"""The "call" line of a run log, typed: `CallLine`, written by both writers of call lines and
+"""The "call" line of a run log, typed: `CallLine`, written by every writer of call lines and
 read back by every reader, old lines included.
 
-Two writers make call lines: a chat-model policy (llm_policies/policy.py LLMPolicy, one line
-per model call of an episode, keyed by `episode_key` and `decision`) and the RCWT sweep
-(analysis/studies/rcwt/run.py, one result line per unit, keyed by `key`, whose policy may or
-may not call a model). Both write `CallLine.entry()`, so the fields of the model call mean
-one thing in every log: `latency_s` is the seconds of the model call (the client's
-`ChatResult.latency_s`: its attempts and backoff sleeps), never the wall time of a unit,
-which an RCWT line keeps apart as `elapsed_s` in its context.
+The writers: a chat-model policy (llm_policies/policy.py LLMPolicy, one line per model call of
+an episode, keyed by `episode_key` and `decision`), the RCWT sweep
+(analysis/studies/rcwt/run.py, one result line per unit, keyed by `key`, whose policy may or may
+not call a model) and phase 4's trials (analysis/studies/dacs_live/trial.py, the agents' and the
+judge's calls, keyed by the unit's `episode_key`). Each writes `CallLine.entry()`, so the fields
+of the model call mean one thing in every log: `latency_s` is the seconds of the model call (the
+client's `ChatResult.latency_s`: its attempts and backoff sleeps), never the wall time of a
+unit, which an RCWT line keeps apart as `elapsed_s` in its context.
 
 Old lines: RCWT lines written before this type had no `elapsed_s`; their `latency_s` was the
 unit's wall time and the model call's seconds, when there was one, `provider_latency_s`.

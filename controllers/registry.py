@@ -1,6 +1,6 @@
 """Every programmed policy by name, for the command line and the studies.
 
-StatefulWorkflow's 19 reference controllers and DACSSteering's window readers share one
+StatefulWorkflow's reference controllers and DACSSteering's window readers share one
 namespace, so `diagym run --policy NAME` needs no per-env flag; a name that does not fit the
 env is a clear error rather than a wrong run. FACTORIES is the one table: env family ->
 controller name -> factory(env). To add a controller, add its factory under its family.

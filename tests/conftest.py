@@ -78,7 +78,7 @@ os.environ.setdefault("DIAGYM_TRUSTED_MODELS", os.path.join(
 SHARED_WORKER_GROUPS = {
     "ray": ("test_ray_executor.py", "test_ray_shared_actor.py", "test_executors.py",
             "test_dacs_live_cli.py"),
-    "llama": ("test_local_server.py", "test_local_model.py", "test_live_agents_local.py",
+    "llama": ("test_local_server.py", "test_local_model.py", "test_dacs_live_local.py",
               "test_local_harnesses.py"),
 }
 

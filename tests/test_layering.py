@@ -1,8 +1,9 @@
 """Imports point down only: envs <- controllers <- llm_policies <- analysis, with no cycle;
-inside analysis/ the same holds between its rooms (ANALYSIS_TIERS), and no study imports
-another study. Every module imports the library by its one name, diagym.<layer>: from the
-repository's root the folders are importable as top-level envs, analysis, ... too, and such
-an import would load a second copy of the code beside the installed one.
+inside analysis/ the same holds between its rooms (ANALYSIS_TIERS), no study imports another
+study, and no study lives in the model layer (llm_policies/). Every module imports the library
+by its one name, diagym.<layer>: from the repository's root the folders are importable as
+top-level envs, analysis, ... too, and such an import would load a second copy of the code
+beside the installed one.
 
 Every import statement of every module is read (ast), at any depth: an import inside a
 function hides a cycle from Python's import machinery, not from the design. A violation names
@@ -130,7 +131,7 @@ def test_the_cycle_finder_finds_cycles(graph: dict[str, set[str]],
 ANALYSIS_TIERS = (
     (),  # the modules directly in analysis/
     ("diagym.analysis.diagnose",),
-    ("diagym.analysis.studies",),
+    ("diagym.analysis.studies",),  # every study: dacs_live, dacs_study, llm_study, rcwt, ...
     ("diagym.analysis.report", "diagym.analysis.export", "diagym.analysis.integrations"),
     ("diagym.analysis.cli",),
     ("diagym.analysis.demo",),
@@ -213,6 +214,50 @@ def test_no_study_imports_another_study() -> None:
                 for module in MODULES for line, text, target in imports_of(module)
                 if crosses_studies(module, target)]
     assert not crossing, "cross-study imports:\n" + "\n".join(crossing)
+
+
+# What makes a module part of a study rather than of the model layer: it plays many units
+# (the executors, the parallel runner) or writes a study's tables (csv), or it is one of a
+# study's files. llm_policies/ holds chat models as policies; their studies are analysis's.
+STUDY_IMPORTS = ("diagym.controllers.executors", "diagym.controllers.rollout", "csv")
+STUDY_FILES = ("design.py", "run.py", "study.py")
+
+
+def study_signs(source: str, where: str) -> list[str]:
+    """Where `source` (the file `where`) does what a study does (STUDY_IMPORTS, STUDY_FILES),
+    one line per sign."""
+    signs = [f"{where}: a study's file name"] if Path(where).name in STUDY_FILES else []
+    for node in ast.walk(ast.parse(source, where)):
+        if isinstance(node, ast.Import):
+            names = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            names = [node.module]
+        else:
+            continue
+        signs += [f"{where}:{node.lineno}: {ast.unparse(node)}" for name in names
+                  if any(name == s or name.startswith(s + ".") for s in STUDY_IMPORTS)]
+    return signs
+
+
+def test_no_study_lives_in_the_model_layer() -> None:
+    found = [sign for module, path in MODULES.items()
+             if layer_of(module) == "llm_policies"
+             for sign in study_signs(path.read_text(), str(path.relative_to(ROOT)))]
+    assert not found, ("a study belongs in analysis/studies/<name>/, not llm_policies/:\n"
+                       + "\n".join(found))
+
+
+@pytest.mark.parametrize("where, source, flagged", [
+    ("llm_policies/live_agents/study.py", "import json", True),
+    ("llm_policies/live/trials.py",
+     "def play():\n    from diagym.controllers.executors import LocalExecutor", True),
+    ("llm_policies/live/tables.py", "import csv", True),
+    ("llm_policies/live/x.py", "from diagym.controllers.rollout import rollout_parallel", True),
+    ("llm_policies/policy.py", "from diagym.controllers.runlog import RunLog\nimport json",
+     False),
+])
+def test_study_signs_are_recognised(where: str, source: str, flagged: bool) -> None:
+    assert bool(study_signs(source, where)) is flagged
 
 
 OLD_NAME = re.compile(rf"^(?:from |import |-m )?(?:{'|'.join(LAYERS)})[.:]\w")

@@ -27,9 +27,10 @@ from diagym.analysis.cli.outputs import writable_dir, writable_file
 from diagym.llm_policies.client.config import client_default
 
 ROLES = ("agent", "orchestrator", "judge")
-# The choices of diagym.llm_policies.live_agents (orchestrator.HARNESSES, protocol.JUDGE_FORMATS,
-# scenarios.SCENARIOS), named here so that `--help` imports no env: a test keeps them equal.
-HARNESSES = ("json", "chat")
+# The choices of the orchestrator (llm_policies/steering/orchestrator.py ORCHESTRATOR_HARNESSES)
+# and of the study (analysis/studies/dacs_live: judge.JUDGE_FORMATS, design.SCENARIOS), named
+# here so that `--help` imports no env: a test keeps them equal.
+ORCHESTRATOR_HARNESSES = ("json", "chat")
 JUDGE_FORMATS = ("json", "tags")
 SCENARIO_NAMES = ("ra1_n3", "ra2_n5")
 
@@ -78,7 +79,7 @@ def add_parser(subparsers: Any) -> None:
                              "act(observation, info) gets {window, requester, question, "
                              "condition} and returns the answer text (default: none, the LLM "
                              "orchestrator at --orchestrator-base-url)")
-    parser.add_argument("--orchestrator-harness", choices=HARNESSES, default="json",
+    parser.add_argument("--orchestrator-harness", choices=ORCHESTRATOR_HARNESSES, default="json",
                         help="the LLM orchestrator's harness: json (a fresh prompt per "
                              "request) or chat (one conversation per trial, earlier windows "
                              "kept) (default: %(default)s)")
@@ -104,8 +105,8 @@ def add_parser(subparsers: Any) -> None:
                         help="phase-1 rows for the figure, a dacs-study table (dacs_study.csv) "
                              "(default: none: the programmed readers, played here)")
     parser.add_argument("--log", type=Path, required=True, metavar="FILE",
-                        help="JSONL of every call and trial; an existing one is resumed "
-                             "(required, no default)")
+                        help="the run log of every call and trial (one run per scenario); an "
+                             "existing one is resumed (required, no default)")
     parser.add_argument("--out", type=Path, default=Path("results"), metavar="DIR",
                         help="where phase4.csv/.md, phase4_paired.csv/.md (dacs - flat paired by "
                              "decision), the figure and report.html go "
@@ -152,12 +153,17 @@ def _check_policy(spec: str) -> None:
 def _play(args: argparse.Namespace,
           ends: dict[str, tuple[str, str]]) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The per-condition rows and the paired (dacs - flat) rows of every scenario."""
-    from diagym.analysis.studies.dacs_study.live_paired import paired_rows
-    from diagym.llm_policies.live_agents.roles import LiveRoles
-    from diagym.llm_policies.live_agents.scenarios import SCENARIOS
-    from diagym.llm_policies.live_agents.study import run_study, spent_in_log, tables
+    from diagym.analysis.llm_runs import spent_in_log
+    from diagym.analysis.studies.dacs_live.design import SCENARIOS
+    from diagym.analysis.studies.dacs_live.paired import paired_rows
+    from diagym.analysis.studies.dacs_live.report import condition_rows
+    from diagym.analysis.studies.dacs_live.roles import LiveRoles
+    from diagym.analysis.studies.dacs_live.run import play_trials
+    from diagym.controllers.runlog import RunLog
 
     with contextlib.ExitStack() as stack:
+        log = stack.enter_context(RunLog(args.log, resume=True))  # the study resumes its log
+        spent = spent_in_log(args.log)  # what a resumed study's cost limit counts
         system_role = True
         if args.local is not None:
             from diagym.llm_policies.client.local_server import local_model, local_server
@@ -170,17 +176,17 @@ def _play(args: argparse.Namespace,
             endpoints=ends, max_tokens=args.max_tokens,
             judge_format=args.judge_format, harness=args.orchestrator_harness,
             system_role=system_role, api_key_env=key_variable(args.api_key_env),
-            **spending_settings(args),
-            spent_usd=spent_in_log(args.log), orchestrator_policy=args.orchestrator_policy)
+            **spending_settings(args), spent_usd=spent,
+            orchestrator_policy=args.orchestrator_policy)
         executor = stack.enter_context(open_executor(args, args.concurrency))
         rows, paired = [], []
         for name in args.scenario:
             scenario = SCENARIOS[name]
-            entries = run_study(scenario, args.trials, roles.for_executor(executor), args.log,
-                                seed=args.seed, max_steps=args.max_steps,
-                                max_steers=args.max_steers, judge_format=args.judge_format,
-                                executor=executor)
-            rows += tables(scenario, entries)
+            entries = play_trials(scenario, args.trials, roles.for_executor(executor), log,
+                                  seed=args.seed, max_steps=args.max_steps,
+                                  max_steers=args.max_steers, judge_format=args.judge_format,
+                                  executor=executor)
+            rows += condition_rows(scenario, entries)
             paired += paired_rows(name, entries)
     return rows, paired
 
@@ -201,20 +207,17 @@ def run(args: argparse.Namespace) -> int:
 def _write(args: argparse.Namespace, rows: list[dict[str, Any]],
            paired: list[dict[str, Any]]) -> int:
     from diagym.analysis.report import write_beside
-    from diagym.analysis.studies.dacs_study.live_agents import (
-        read_synthetic,
-        synthetic_rows,
-        write_outputs,
-    )
-    from diagym.analysis.studies.dacs_study.live_paired import write_paired
-    from diagym.llm_policies.live_agents.study import write_tables
+    from diagym.analysis.studies.dacs_live.figure import read_synthetic, write_outputs
+    from diagym.analysis.studies.dacs_live.paired import write_paired
+    from diagym.analysis.studies.dacs_live.report import write_tables
+    from diagym.analysis.studies.dacs_study.report import reader_rows
 
     for path in [*write_tables(rows, args.out), *write_paired(paired, args.out)]:
         print(f"table: {path}")
     if args.synthetic is not None:
         synthetic, source = read_synthetic(args.synthetic), f"dacs-study table {args.synthetic}"
     else:
-        synthetic = synthetic_rows(sorted({int(r["n_agents"]) for r in rows}))
+        synthetic = reader_rows(sorted({int(r["n_agents"]) for r in rows}))
         source = "programmed readers: dacs-reader on dacs windows, flat-reader on flat"
     run = {"scenarios": list(args.scenario), "trials": args.trials,
            "max_steps": args.max_steps, "max_steers": args.max_steers, "seed": args.seed,

@@ -74,7 +74,7 @@ def add_parser(subparsers: Any) -> None:
 
 def _play(args: argparse.Namespace) -> list[Any]:
     from diagym.analysis.studies.dacs_study.design import ENV_ID, LLM_ARMS
-    from diagym.analysis.studies.dacs_study.run import reference_env, run_study, text_env
+    from diagym.analysis.studies.dacs_study.run import play_phases, reference_env, text_env
 
     shared = {"episodes": args.episodes, "window": args.window, "phases": tuple(args.phases),
               "progress": True, "log": args.log, "resume": args.resume,
@@ -85,7 +85,7 @@ def _play(args: argparse.Namespace) -> list[Any]:
 
         refuse_chat_flags(args, args.policy)
         with open_executor(args, executor_workers(args, chat=False)) as executor:
-            return run_study(make_reference_policy, executor=executor, **shared)
+            return play_phases(make_reference_policy, executor=executor, **shared)
     with build_policy(args, ENV_ID) as built:
         if built.chat:
             make_env, arms = text_env, LLM_ARMS
@@ -96,7 +96,7 @@ def _play(args: argparse.Namespace) -> list[Any]:
             arms = tuple((args.policy, mode) for _llm, mode in LLM_ARMS)
         with open_executor(args, executor_workers(args, built.chat)) as executor:
             make_policy = built.factory.for_executor(executor)
-            return run_study(lambda _name, env: make_policy(env), arms=arms,
+            return play_phases(lambda _name, env: make_policy(env), arms=arms,
                              make_env=make_env, executor=executor, **shared)
 
 

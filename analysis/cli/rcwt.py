@@ -132,8 +132,8 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
                          "controllers do not read text)")
     with contextlib.ExitStack() as stack:
         # the endpoint first: its pre-flight check may end the sweep before any progress line;
-        # a sweep's answers are one prompt each, so it takes the chat settings, not a factory
-        settings = stack.enter_context(build_policy(args, args.env)).settings
+        # a sweep's prompts are its own: it takes the factory's chat clients, not its policies
+        built = stack.enter_context(build_policy(args, args.env))
         bars: list[Any] = []  # opened once the log is open: a refused resume shows none
 
         def started(done: int, total: int) -> None:
@@ -145,12 +145,11 @@ def _sweep(args: argparse.Namespace, log: Path) -> list[dict[str, Any]]:
                   "on_call": lambda _record: bars[0].update(1), "on_start": started}
         if family == envs.DACS:
             shared.update(layout=args.layout, drop_at_most=args.drop_at_most)
-        if settings is None:
+        if built.settings is None:
             return run.run_sweep(run.FlatReader(), **shared)
         if family == envs.WORKFLOW:
-            return run.run_workflow_sweep(settings.client_kwargs(),
-                                          system_role=settings.system_role, **shared)
-        policy = run.LLMAnswer(settings.system_role, **settings.client_kwargs())
+            return run.run_workflow_sweep(built.factory, **shared)
+        policy = run.LLMAnswer(built.factory)
         stack.callback(policy.close)
         return run.run_sweep(policy, workers=args.concurrency, **shared)
 

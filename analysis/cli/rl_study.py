@@ -95,19 +95,19 @@ def add_parser(subparsers: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     import diagym  # noqa: F401  (registers the ids)
     from diagym.analysis.studies.rl_study.report import format_rows, write_report
-    from diagym.analysis.studies.rl_study.run import run_study
+    from diagym.analysis.studies.rl_study.run import train_and_evaluate
 
     writable_dir("--out", args.out)
     check_executor_flags(args)
     if args.capacity is not None or args.checkpoints is not None:
         return run_capacity_study(args)
     if args.executor == "local":
-        rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
+        rows = train_and_evaluate(args.out, steps=args.steps, episodes=args.episodes,
                          seed=args.seed, progress=True, archs=args.arch, seeds=args.seeds,
                          full=args.full, diagnose=args.diagnose)
     else:
         with open_executor(args) as executor:
-            rows = run_study(args.out, steps=args.steps, episodes=args.episodes,
+            rows = train_and_evaluate(args.out, steps=args.steps, episodes=args.episodes,
                              seed=args.seed, archs=args.arch, seeds=args.seeds,
                              full=args.full, diagnose=args.diagnose, executor=executor)
     table, plot = write_report(rows, args.out)

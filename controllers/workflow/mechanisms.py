@@ -1,7 +1,7 @@
-"""Seed 003's 19 reference controllers, each defined once as numba logic.
+"""Seed 003's reference controllers, each defined once as numba logic.
 
 A controller is a point in a small space of mechanisms (what it retains, how it selects a
-candidate, whether it eliminates failed slots, how it schedules), so the 19 names are rows of
+candidate, whether it eliminates failed slots, how it schedules), so the names are rows of
 one parameter table and one decision function serves them all. The same two functions,
 `controller_begin` and `controller_act`, run inside the batched grid runner
 (controllers/workflow/batched.py) and behind the per-step Policy adapter (controllers/policy.py), so

@@ -1,4 +1,4 @@
-"""Seed 003's 19 reference controllers as data: the parameter row of each name, and what
+"""Seed 003's reference controllers as data: the parameter row of each name, and what
 each field means (controllers/workflow/mechanisms.py is the logic that reads them).
 
 Why a module of its own: the names are listed by every help page and argument error of the

@@ -28,9 +28,15 @@ class EnvParams:
             object.__setattr__(self, name, value)
 
     @classmethod
+    def knobs(cls) -> tuple[str, ...]:
+        """The knobs' names in declaration order: what a table of configurations has a
+        column for, so a knob added to the dataclass reaches it."""
+        return tuple(f.name for f in dataclasses.fields(cls))  # type: ignore[arg-type]
+
+    @classmethod
     def from_kwargs(cls, **kwargs: Any) -> Self:
         """Build from keyword arguments, rejecting unknown names with the list of known ones."""
-        check_known(cls.TITLE, kwargs, (f.name for f in dataclasses.fields(cls)))  # type: ignore[arg-type]
+        check_known(cls.TITLE, kwargs, cls.knobs())
         return cls(**kwargs)
 
     def replace(self, **changes: Any) -> Self:

@@ -19,18 +19,17 @@ so threads and processes may share a directory; a file that is torn, corrupt, ov
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 import hashlib
 import json
 import logging
 import os
 import re
-import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from diagym.controllers.files import write_atomically
 from diagym.llm_policies.client.transport import ChatResult, ToolCall
 from diagym.llm_policies.client.wrapping import ChatWrapper, Messages, Tools
 
@@ -138,15 +137,7 @@ class ResponseCache:
             return
         path = self._path(root, self.key(request))
         self._mkdirs(path.parent)
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=".tmp-", suffix=".part")  # 0600
-        try:
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(temp, path)
-        except BaseException:
-            with contextlib.suppress(OSError):
-                os.unlink(temp)
-            raise
+        write_atomically(path, lambda handle: handle.write(data))  # mkstemp's mode: 0600
 
 
 class CachedChat(ChatWrapper):

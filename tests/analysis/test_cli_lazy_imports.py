@@ -105,11 +105,11 @@ def test_run_help_still_lists_the_programmed_policies() -> None:
 
 def test_dacs_live_choices_are_the_libraries() -> None:
     from diagym.analysis.cli import dacs_live
-    from diagym.llm_policies.live_agents.orchestrator import HARNESSES
-    from diagym.llm_policies.live_agents.protocol import JUDGE_FORMATS
-    from diagym.llm_policies.live_agents.scenarios import SCENARIOS
+    from diagym.analysis.studies.dacs_live.design import SCENARIOS
+    from diagym.analysis.studies.dacs_live.judge import JUDGE_FORMATS
+    from diagym.llm_policies.steering.orchestrator import ORCHESTRATOR_HARNESSES
 
-    assert dacs_live.HARNESSES == HARNESSES
+    assert dacs_live.ORCHESTRATOR_HARNESSES == ORCHESTRATOR_HARNESSES
     assert dacs_live.JUDGE_FORMATS == JUDGE_FORMATS
     assert dacs_live.SCENARIO_NAMES == tuple(SCENARIOS)
 

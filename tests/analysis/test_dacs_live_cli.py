@@ -8,8 +8,8 @@ import json
 import pytest
 
 from diagym.analysis.cli.main import main
+from tests.analysis.test_dacs_live import respond
 from tests.llm_fake_server import FakeServer
-from tests.llm_policies.test_live_agents import respond
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -66,10 +66,32 @@ def test_a_scripted_run_writes_the_table(tmp_path, capsys: pytest.CaptureFixture
                  "report.html"):
         assert (tmp_path / "out" / name).stat().st_size > 0
     lines = [json.loads(line) for line in (tmp_path / "p4.jsonl").read_text().splitlines()]
-    roles = [line["role"] for line in lines if line["kind"] == "call"]
-    # per condition: 9 agent turns, 4 answers, 4 verdicts (the hand count of test_live_agents)
+    roles = [line["role"] for line in lines if line["type"] == "call"]
+    # per condition: 9 agent turns, 4 answers, 4 verdicts (the hand count of test_dacs_live)
     assert (roles.count("agent"), roles.count("orchestrator"), roles.count("judge")) == (
         18, 8, 8)
+
+
+def test_the_report_shows_phase_4_as_a_study_and_reads_its_log(tmp_path) -> None:
+    """phase4.md has its tables as data beside it, so the report shows the table like any
+    study's; the log is a run log the report reads, its calls summed like any run's."""
+    from diagym.analysis.report.inputs import build
+
+    with FakeServer(respond) as server:
+        flags = [f"--{role}-{what}={value}" for role in ("agent", "orchestrator", "judge")
+                 for what, value in (("base-url", server.base_url), ("model", "m"))]
+        assert main(["dacs-live", *flags, "--trials", "1", "--max-steers", "2",
+                     "--log", str(tmp_path / "out" / "p4.jsonl"),
+                     "--out", str(tmp_path / "out")]) == 0
+    report = build([tmp_path / "out"])
+    tables = {item.title: item for item in report.sections["tables"]}
+    phase4 = tables["phase4.md"]
+    rows = {row[phase4.columns.index("condition")]: row for row in phase4.rows}
+    assert rows["flat"][phase4.columns.index("kappa")] == "0.500"
+    assert not [note for note in report.notes if "p4.jsonl" in note or "phase4" in note]
+    costs = [item for items in report.sections.values() for item in items
+             if getattr(item, "columns", None) and "calls" in item.columns]
+    assert costs and costs[0].rows[0][costs[0].columns.index("calls")] == 34
 
 
 def test_a_users_policy_orchestrates_from_the_command_line(tmp_path) -> None:
@@ -77,7 +99,7 @@ def test_a_users_policy_orchestrates_from_the_command_line(tmp_path) -> None:
         flags = [f"--{role}-{what}={value}" for role in ("agent", "judge")
                  for what, value in (("base-url", server.base_url), ("model", "m"))]
         code = main(["dacs-live", *flags, "--trials", "1", "--max-steers", "2",
-                     "--orchestrator-policy", "tests.llm_policies.test_live_agents:KeywordEcho",
+                     "--orchestrator-policy", "tests.analysis.test_dacs_live:KeywordEcho",
                      "--log", str(tmp_path / "p4.jsonl"), "--out", str(tmp_path / "out")])
     assert code == 0
     rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "out" / "phase4.csv").open())}
@@ -98,9 +120,9 @@ def test_the_cost_limit_stops_between_calls_and_the_study_resumes(
         # $1000 per 1M tokens: a trial's calls cost far more than $0.30
         assert main([*argv, "--cost-limit", "0.3"]) == 3
         assert "cost limit reached" in capsys.readouterr().err
-        assert not log.exists() or all(json.loads(line)["kind"] != "trial"
+        assert not log.exists() or all(json.loads(line)["type"] != "trial"
                                        for line in log.read_text().splitlines())
         assert main([*argv, "--cost-limit", "1000"]) == 0
     lines = [json.loads(line) for line in log.read_text().splitlines()]
-    assert sum(line["kind"] == "trial" for line in lines) == 2
-    assert all(line["cost_usd"] > 0 for line in lines if line["kind"] == "call")
+    assert sum(line["type"] == "trial" for line in lines) == 2
+    assert all(line["cost_usd"] > 0 for line in lines if line["type"] == "call")

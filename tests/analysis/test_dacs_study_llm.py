@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from diagym.analysis.studies.dacs_study.design import LLM_ARMS
-from diagym.analysis.studies.dacs_study.run import run_study, text_env
+from diagym.analysis.studies.dacs_study.run import play_phases, text_env
 from diagym.llm_policies.oracle import DacsOracle, InProcessChat
 from diagym.llm_policies.policy import LLMPolicy, renderer_for
 
@@ -37,7 +37,7 @@ def study(model: Flaky, log: Path, resume: bool) -> list[Any]:
     def make_policy(_name: str, env: Any) -> LLMPolicy:
         return LLMPolicy(InProcessChat(model), renderer_for(env))
 
-    return run_study(make_policy, arms=LLM_ARMS, episodes=3, phases=("diversity",),
+    return play_phases(make_policy, arms=LLM_ARMS, episodes=3, phases=("diversity",),
                      log=log, resume=resume, make_env=text_env)
 
 
@@ -104,14 +104,14 @@ def test_retry_failed_replays_only_the_provider_error_episodes(tmp_path: Path) -
 
     kwargs = {"arms": LLM_ARMS[:1], "episodes": 3, "phases": ("diversity",), "log": log,
               "make_env": text_env}
-    first = run_study(make_policy([2]), **kwargs)  # the first two episodes meet the outage
+    first = play_phases(make_policy([2]), **kwargs)  # the first two episodes meet the outage
     failed = [r for r in first if r.unmeasured]
     assert failed, "the outage produced no provider_error episode"
     calls_before = model.calls
-    second = run_study(make_policy([0]), resume=True, retry_failed=True, **kwargs)
+    second = play_phases(make_policy([0]), resume=True, retry_failed=True, **kwargs)
     assert all(r.unmeasured == 0 for r in second)
     replayed = model.calls - calls_before
     assert 0 < replayed
     third_model_calls = model.calls
-    assert run_study(make_policy([0]), resume=True, **kwargs) == second
+    assert play_phases(make_policy([0]), resume=True, **kwargs) == second
     assert model.calls == third_model_calls  # nothing left to play

@@ -353,9 +353,9 @@ def test_bad_inputs_get_one_line_and_exit_2(
 
 
 def test_a_study_folder_with_another_commands_jsonl_still_gets_its_page(tmp_path: Path) -> None:
-    """dacs-live keeps its call log (lines with "kind", not "type") beside its tables: the
-    folder's page is written, says that file is not read, and a run log named as an input
-    alone is still refused."""
+    """A folder holding another program's JSONL (lines with "kind", not "type") beside its
+    tables: the folder's page is written, says that file is not read, and that file named as
+    an input alone is still refused."""
     folder = tmp_path / "study"
     folder.mkdir()
     (folder / "table.csv").write_text("a,b\n1,2\n")

@@ -8,7 +8,8 @@ import math
 import pytest
 
 from diagym.analysis.plotting import caption_of
-from diagym.analysis.studies.dacs_study.live_agents import figure4, synthetic_rows
+from diagym.analysis.studies.dacs_live.figure import figure4
+from diagym.analysis.studies.dacs_study.report import reader_rows
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -22,7 +23,7 @@ def live(n: int, condition: str, judge: float, keyword: float, tokens: float) ->
 def test_the_bars_are_the_rows_values() -> None:
     rows = [live(3, "dacs", 0.75, 0.6, 500.0), live(3, "flat", 0.5, 0.4, 1200.0),
             live(5, "dacs", 0.875, 0.7, 650.0), live(5, "flat", float("nan"), 0.3, 2100.0)]
-    synthetic = synthetic_rows([3, 5])
+    synthetic = reader_rows([3, 5])
     assert sorted((r["cell"].split()[0], r["window"]) for r in synthetic) == [
         ("s1", "dacs"), ("s1", "flat"), ("s2", "dacs"), ("s2", "flat")]
     figure = figure4(rows, synthetic, "readers")

@@ -233,12 +233,12 @@ def test_rl_figure_and_table_name_the_seeds_played(rl_rows: list, tmp_path: Path
 def test_dacs_figures_label_every_axis_and_count_decisions(tmp_path: Path) -> None:
     from diagym.analysis.studies.dacs_study.design import PHASES, env_kwargs
     from diagym.analysis.studies.dacs_study.report import decisions, phase_figure, plot_study
-    from diagym.analysis.studies.dacs_study.run import reference_env, run_study
+    from diagym.analysis.studies.dacs_study.run import play_phases, reference_env
     from diagym.analysis.summary import summarise
     from diagym.controllers.registry import make_reference_policy
     from diagym.controllers.rollout import rollout
 
-    results = run_study(make_reference_policy, episodes=2, phases=("agents",))
+    results = play_phases(make_reference_policy, episodes=2, phases=("agents",))
     figure = phase_figure(results, "agents")
     _check(figure, tmp_path / "dacs.png")
     assert [a.get_ylabel() for a in figure.axes] == [

@@ -22,6 +22,7 @@ import diagym  # noqa: F401  (registers StatefulWorkflow-v0)
 from diagym.analysis.audit import audit, divisors
 from diagym.analysis.studies.reproduce import predictions as P
 from diagym.analysis.studies.reproduce.design import GridConfiguration, grid_configurations
+from diagym.controllers.workflow import parameters as traits
 from diagym.envs.workflow.params import WorkflowParams
 
 ENV_ID = "diagym:StatefulWorkflow-v0"
@@ -310,7 +311,7 @@ def test_random_schedule_and_uniform_use_closed_forms() -> None:
 
 
 def test_unknown_controller_raises() -> None:
-    allowed = " | ".join(repr(c) for c in P.CONTROLLERS)
+    allowed = " | ".join(repr(c) for c in traits.CONTROLLERS)
     message = f"controller must be one of {allowed}; got 'cache-3'"
     with pytest.raises(ValueError) as caught:
         P.predict_instances(WorkflowParams(), "cache-3", SEEDS)
@@ -318,7 +319,28 @@ def test_unknown_controller_raises() -> None:
     with pytest.raises(ValueError) as caught:
         P.predict([GridConfiguration("t", "x", WorkflowParams(), "cache-3")], SEEDS)
     assert str(caught.value) == message
-    assert len(P.CONTROLLERS) == 19
+
+
+def test_a_controller_added_to_the_trait_table_is_predicted_from_its_traits(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A new row of the one trait table needs nothing here: a copy of scan-2's and of
+    cache-2+eliminate's traits under new names is predicted exactly as they are, and a row
+    with a failure mode (a lapse) is not derived, with its reason, instead of refused."""
+    table = dict(traits.CONTROLLERS)
+    table["my-scan"] = table["scan-2"]
+    table["my-cache"] = table["cache-2+eliminate"]
+    lapse = list(table["exact"])
+    lapse[traits.K_LAPSE] = 100
+    table["my-lapse"] = tuple(lapse)
+    monkeypatch.setattr(traits, "CONTROLLERS", table)
+    for spec in (WorkflowParams(candidates=8), WorkflowParams(candidates=8, error_allowance=2),
+                 WorkflowParams(snapshot_period=0, hidden_resampling=True)):
+        for mine, theirs in (("my-scan", "scan-2"), ("my-cache", "cache-2+eliminate")):
+            np.testing.assert_array_equal(P.predict_instances(spec, mine, SEEDS),
+                                          P.predict_instances(spec, theirs, SEEDS))
+    assert np.all(np.isnan(P.predict_instances(WorkflowParams(), "my-lapse", SEEDS)))
+    assert P.not_derived_reason(WorkflowParams(), "my-lapse") == (
+        "my-lapse: a failure mode in its traits, no exact derivation")
 
 
 def test_every_grid_configuration_is_predicted_or_says_why_not() -> None:

@@ -11,12 +11,14 @@ import json
 import math
 import re
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from diagym.analysis.cli.main import main
 from diagym.analysis.cli.rcwt import add_parser
+from diagym.analysis.llm_runs import ChatPolicyFactory, ChatSettings
 from diagym.analysis.studies.rcwt.design import assemble_trial, build_trials, layout_cliff
 from diagym.analysis.studies.rcwt.fits import fit_family, theta
 from diagym.analysis.studies.rcwt.report import fit_table, read_rows, write_csv, write_outputs
@@ -169,6 +171,11 @@ def test_resume_after_kill_logs_each_call_once(tmp_path: Path) -> None:
     assert any(r["category"] == "guess" for r in full)  # the seeded guesses were exercised
 
 
+def chat_factory(base_url: str, **settings: Any) -> ChatPolicyFactory:
+    """The one builder of a chat run's clients, as the command line makes it."""
+    return ChatPolicyFactory(ChatSettings(base_url=base_url, model="fake-model", **settings))
+
+
 def test_llm_sweep_against_fake_server(tmp_path: Path) -> None:
     answers = iter(['{"answer": 1}', "not json", '{"answer": 9}', '{"pick": 0}'])
 
@@ -176,7 +183,7 @@ def test_llm_sweep_against_fake_server(tmp_path: Path) -> None:
         return Reply(content=next(answers, '{"answer": 2}'))
 
     with FakeServer(respond) as server:
-        policy = LLMAnswer(base_url=server.base_url, model="fake-model", max_retries=0)
+        policy = LLMAnswer(chat_factory(server.base_url))
         records = run_sweep(policy, window=700, trials=2, log=tmp_path / "calls.jsonl",
                             q=(0.0, 0.9))
         policy.close()
@@ -207,7 +214,7 @@ def test_llm_sweep_against_fake_server(tmp_path: Path) -> None:
 def test_llm_sweep_without_a_system_role_sends_one_message_ending_with_the_task(
         tmp_path: Path) -> None:
     with FakeServer(lambda _r: Reply(content='{"answer": 0}')) as server:
-        policy = LLMAnswer(False, base_url=server.base_url, model="fake-model", max_retries=0)
+        policy = LLMAnswer(chat_factory(server.base_url, system_role=False))
         run_sweep(policy, window=700, trials=1, log=tmp_path / "calls.jsonl", q=(0.5,),
                   orders=("coord_first",))
         policy.close()
@@ -294,8 +301,9 @@ def test_workflow_sweep_assembles_every_decision_to_w_and_resumes(tmp_path: Path
 
     log = tmp_path / "wf.jsonl"
     with FakeServer(lambda _r: Reply(content='{"operation": 0, "candidate": 0}')) as server:
-        settings = {"base_url": server.base_url, "model": "fake",
-                    "response_format": "json_schema"}
+        settings = ChatPolicyFactory(ChatSettings(base_url=server.base_url, model="fake",
+                                                  response_format="json_schema",
+                                                  system_role=False))
         records = run_workflow_sweep(settings, window=1200, trials=2, log=log,
                                      q=(0.0, 0.5), orders=("coord_first", "reason_first"))
         assert len(records) == 8
@@ -310,3 +318,24 @@ def test_workflow_sweep_assembles_every_decision_to_w_and_resumes(tmp_path: Path
     for record in records:
         assert record["c"] == int(record["q"] * (1200 - record["u"]))
         assert record["u"] + record["c"] + record["r"] == 1200
+
+
+def test_the_sweeps_chat_is_the_factorys_cached_and_priced(tmp_path: Path) -> None:
+    """The DACS sweep's client is made by the chat policy factory like every chat run's: with
+    a cache directory a second sweep into a new log asks the server nothing and its lines say
+    so; every call is priced on the price table given."""
+    prices = tmp_path / "prices.json"
+    prices.write_text(json.dumps({"models": {"fake-model": {"input": 1.0, "output": 1.0}}}))
+    with FakeServer(lambda _r: Reply(content='{"answer": 0}')) as server:
+        factory = chat_factory(server.base_url, cache_dir=str(tmp_path / "cache"),
+                               prices=str(prices))
+        kwargs = {"window": 700, "trials": 2, "q": (0.5,), "orders": ("coord_first",)}
+        first = run_sweep(LLMAnswer(factory), log=tmp_path / "one.jsonl", **kwargs)
+        asked = len(server.requests)
+        again = run_sweep(LLMAnswer(factory), log=tmp_path / "two.jsonl", **kwargs)
+        assert len(server.requests) == asked == 2
+    assert [r["cache"] for r in first] == ["miss", "miss"]
+    assert [r["cache"] for r in again] == ["hit", "hit"]
+    assert [r["answer"] for r in again] == [r["answer"] for r in first]
+    assert all(r["cost_usd"] > 0 for r in first)
+    assert all(r["cost_usd"] == 0 for r in again)  # a cache hit costs nothing

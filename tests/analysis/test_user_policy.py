@@ -17,7 +17,7 @@ import pytest
 
 import diagym  # noqa: F401  (registers the ids)
 from diagym.analysis.cli import main
-from diagym.analysis.studies.dacs_study.run import run_study
+from diagym.analysis.studies.dacs_study.run import play_phases
 from diagym.analysis.summary import summarise
 from diagym.controllers.policy import Policy
 from diagym.controllers.rollout import rollout
@@ -162,7 +162,7 @@ def test_dacs_study_plays_a_user_policy_on_dacs_and_flat_windows(
         spec: str, capsys: pytest.CaptureFixture[str]) -> None:
     rows = _json(["dacs-study", "--policy", spec, "--episodes", "2", "--phases", "agents",
                   "--json"], capsys)
-    expected = run_study(lambda _name, _env: user_policy.FirstOption(),
+    expected = play_phases(lambda _name, _env: user_policy.FirstOption(),
                          arms=((spec, "dacs"), (spec, "flat")), episodes=2, phases=("agents",))
     assert rows == [dataclasses.asdict(r) for r in expected]
     assert [(r["cell"]["name"], r["context_mode"]) for r in rows] == [

@@ -185,7 +185,7 @@ def _rate(hits: int, n: int) -> dict[str, Any]:
     return {"k": hits, "n": n, "rate": hits / n, "low": float(low), "high": float(high)}
 
 
-def summarize(rows: Sequence[Scored]) -> dict[str, Any]:
+def group_figures(rows: Sequence[Scored]) -> dict[str, Any]:
     """The figures of a group of scored episodes (module docstring)."""
     n = len(rows)
     labels = [r.cause for r in rows]
@@ -220,7 +220,7 @@ def score(cases: Sequence[Case], resamples: int = BOOTSTRAP) -> dict[str, Any]:
         row, violations = score_case(case)
         scored.append(row)
         problems.extend(violations)
-    overall = summarize(scored)
+    overall = group_figures(scored)
     if scored:
         overall["kappa_interval"] = kappa_interval([r.cause for r in scored],
                                                    [r.predicted_cause for r in scored],
@@ -247,9 +247,9 @@ def score(cases: Sequence[Case], resamples: int = BOOTSTRAP) -> dict[str, Any]:
         "masked_draws": dict(masked),  # drawn faults whose slot was the right one
         "check_failures": problems,
         "overall": overall,
-        "per_cause": {cause: summarize([r for r in scored if r.cause == cause])
+        "per_cause": {cause: group_figures([r for r in scored if r.cause == cause])
                       for cause in CAUSES if any(r.cause == cause for r in scored)},
-        "per_configuration": {name: summarize([r for r in scored if r.configuration == name])
+        "per_configuration": {name: group_figures([r for r in scored if r.configuration == name])
                               for name in dict.fromkeys(r.configuration for r in scored)},
         "confusion": confusion,
         "guess_fit_expected": (float(np.mean([r.guess_fit_share for r in guesses]))

@@ -8,6 +8,7 @@ report's tables JSON and the CSV are renderings of it, so they cannot disagree."
 from __future__ import annotations
 
 import csv
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +25,7 @@ from diagym.analysis.plotting import (
 )
 from diagym.analysis.stats import wilson_interval
 from diagym.analysis.studies.dacs_study.design import ENV_ID, cell_label
-from diagym.analysis.studies.dacs_study.run import ArmResult
+from diagym.analysis.studies.dacs_study.run import ArmResult, play_phases
 from diagym.analysis.studies.study_tables import Block, markdown, study_table, write_study_tables
 from diagym.controllers.provenance import write_provenance
 
@@ -34,6 +35,8 @@ TABLE_MD = "dacs_study.md"
 CSV_FIELDS = ("phase", "cell", "policy", "window", "episodes", "decisions", "accuracy",
               "contamination", "invalid", "unmeasured", "mean_tokens", "p95_tokens",
               "efficiency")
+READERS = (("dacs-reader", "dacs"), ("flat-reader", "flat"))
+PHASE1_CELLS = {3: "s1", 5: "s2"}  # seed 002's phase-1 cell at each N
 HEADERS = ("Phase", "Cell", "Policy", "Window", "Accuracy", "Contamination", "Invalid",
            "Mean tokens", "p95 tokens", "Efficiency")
 
@@ -56,6 +59,17 @@ def decisions(result: ArmResult) -> int:
     agents reaches its D decision points."""
     cell = result.cell
     return (result.episodes - result.unmeasured) * int(cell["n_agents"]) * int(cell["decisions"])
+
+
+def reader_rows(sizes: Sequence[int]) -> list[dict[str, Any]]:
+    """The table rows of the programmed readers (dacs-reader on dacs windows, flat-reader on
+    flat) on seed 002's phase-1 cells at these numbers of agents: phase 4's synthetic
+    comparison (analysis/studies/dacs_live/figure.py)."""
+    from diagym.controllers.registry import make_reference_policy
+
+    names = {PHASE1_CELLS[n] for n in sizes if n in PHASE1_CELLS}
+    return table_rows(play_phases(make_reference_policy, arms=READERS, phases=("agents",),
+                                cells=tuple(sorted(names))))
 
 
 def table_rows(results: list[ArmResult]) -> list[dict[str, Any]]:
@@ -84,7 +98,7 @@ def format_row(row: dict[str, Any]) -> list[str]:
 
 
 def _seeds(results: list[ArmResult]) -> str:
-    # run_study plays every arm on scenario seeds 0 .. episodes - 1
+    # play_phases plays every arm on scenario seeds 0 .. episodes - 1
     return seed_text(range(max((r.episodes for r in results), default=0)))
 
 

@@ -7,7 +7,6 @@ study makes one model call per decision).
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -20,9 +19,8 @@ from diagym.analysis.studies.dacs_study.design import (
     REFERENCE_ARMS,
     env_kwargs,
 )
+from diagym.analysis.studies.named_runs import NamedRuns
 from diagym.analysis.summary import summarise
-from diagym.controllers.rollout import rollout_parallel
-from diagym.controllers.runlog import RunLog
 
 
 @dataclass(frozen=True)
@@ -57,7 +55,7 @@ def text_env(kwargs: dict[str, Any]) -> Any:
     return make_text_env(ENV_ID, **kwargs)
 
 
-def run_study(make_policy: Callable[[str, Any], Any],
+def play_phases(make_policy: Callable[[str, Any], Any],
               arms: tuple[tuple[str, str], ...] = REFERENCE_ARMS, episodes: int = EPISODES,
               window: int | None = None, phases: tuple[str, ...] = tuple(PHASES),
               progress: bool = False, log: Path | None = None, resume: bool = False,
@@ -77,35 +75,19 @@ def run_study(make_policy: Callable[[str, Any], Any],
     `cells`: only the cells of these names (s1 .. s8; None: every cell of the phases).
     The study's one log stays locked for the whole study. With `progress`, the bar counts
     every episode (arms x episodes), a resumed study's finished ones done from its start."""
-    RunLog.check_target(log, resume)
     jobs = [(phase, cell, arm,
              " ".join(filter(None, (run_name, phase, arm[0], arm[1], str(cell)))))
             for phase in phases for cell in PHASES[phase] for arm in arms
             if cells is None or cell["name"] in cells]
     results = []
-    # closed before the command prints an arm's error, so the error is the last line
-    with contextlib.ExitStack() as stack:
-        shared = stack.enter_context(RunLog(log, resume=True)) if log is not None else None
-        on_record = None
-        if progress:
-            from diagym.analysis.progress import progress as progress_bar
-
-            done = 0 if shared is None else sum(
-                shared.finished_count(name, range(episodes), retry_failed)
-                for *_job, name in jobs)
-            bar = stack.enter_context(progress_bar(
-                total=len(jobs) * episodes, desc="dacs-study", unit="episode", initial=done,
-                resumed_from=log))
-
-            def on_record(_record: Any) -> None:
-                bar.update(1)
+    runs = NamedRuns([name for *_job, name in jobs], range(episodes), log=log, resume=resume,
+                     retry_failed=retry_failed, workers=workers, executor=executor,
+                     progress=progress, desc="dacs-study")
+    with runs:
         for phase, cell, (policy_name, mode), name in jobs:
             kwargs = {**env_kwargs(cell), "context_mode": mode, "window": window}
-            records = rollout_parallel(
-                lambda kwargs=kwargs: make_env(kwargs),
-                lambda env, name=policy_name: make_policy(name, env),
-                episodes, seed=0, workers=workers, log=shared, on_record=on_record,
-                run_name=name, retry_failed=retry_failed, executor=executor)
+            records = runs.play(name, lambda kwargs=kwargs: make_env(kwargs),
+                                lambda env, name=policy_name: make_policy(name, env))
             summary = summarise(records)
             steering = summary.steering
             if steering is None:

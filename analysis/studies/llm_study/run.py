@@ -12,7 +12,6 @@ speed drifts during a study weighs on every harness alike.
 
 from __future__ import annotations
 
-import contextlib
 import dataclasses
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -20,9 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from diagym.analysis.studies.llm_study.design import Cell, design_cells
+from diagym.analysis.studies.named_runs import NamedRuns
 from diagym.controllers.episodes import Episodes
-from diagym.controllers.rollout import rollout_parallel
-from diagym.controllers.runlog import RunLog
 from diagym.envs.workflow.params import WorkflowParams
 from diagym.llm_policies.harness import HARNESSES
 
@@ -83,31 +81,16 @@ def run_design(design: str, first_seed: int, n_seeds: int,
     study's one log is written here either way. With `progress`, the bar counts every
     episode of the study, and a resumed study's finished ones are done from its start."""
     chosen = check_harnesses(harnesses)
-    RunLog.check_target(log, resume)
-    cells = design_cells(design)
-    factories = {harness: make_policy(harness) for harness in chosen}
     runs = [(cell, harness, cell_run_name(harness, design, cell, run_name))
-            for cell in cells for harness in chosen]
-    seeds = range(first_seed, first_seed + n_seeds)
+            for cell in design_cells(design) for harness in chosen]
+    named = NamedRuns([name for *_run, name in runs], range(first_seed, first_seed + n_seeds),
+                      log=log, resume=resume, retry_failed=retry_failed, workers=workers,
+                      executor=executor, progress=progress, desc=f"{design} design")
+    factories = {harness: make_policy(harness) for harness in chosen}
     results = []
-    with contextlib.ExitStack() as stack:
-        shared = stack.enter_context(RunLog(log, resume=True)) if log is not None else None
-        on_record = None
-        if progress:
-            from diagym.analysis.progress import progress as progress_bar
-
-            done = 0 if shared is None else sum(
-                shared.finished_count(name, seeds, retry_failed) for _c, _h, name in runs)
-            bar = stack.enter_context(progress_bar(
-                total=len(runs) * n_seeds, desc=f"{design} design", unit="episode",
-                initial=done, resumed_from=log))
-
-            def on_record(_record: Any) -> None:
-                bar.update(1)
+    with named:
         for cell, harness, name in runs:
-            episodes = rollout_parallel(
-                lambda cell=cell: make_env(cell.spec), factories[harness], n_seeds,
-                seed=first_seed, workers=workers, log=shared, on_record=on_record,
-                run_name=name, retry_failed=retry_failed, executor=executor)
+            episodes = named.play(name, lambda cell=cell: make_env(cell.spec),
+                                  factories[harness])
             results.append(CellRun(harness, cell, episodes))
     return results

@@ -41,7 +41,6 @@ from diagym.llm_policies.prompts.budget import (
 ENV_ID = "DACSSteering-v0"
 WORKFLOW_ID = "StatefulWorkflow-v0"
 Q_GRID = (0.0, 0.25, 0.50, 0.75, 0.90, 0.92, 0.94, 0.96, 0.98)  # seed 000's target grid
-N_OPTIONS = 4
 
 INSTRUCTIONS = (
     "You are the orchestrator of several software agents working in parallel. An agent has "

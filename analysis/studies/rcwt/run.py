@@ -27,7 +27,6 @@ import numpy as np
 
 from diagym.analysis.studies.rcwt.design import (
     ENV_ID,
-    N_OPTIONS,
     Q_GRID,
     WORKFLOW_ID,
     Trial,
@@ -41,6 +40,7 @@ from diagym.controllers.callline import ELAPSED, MODEL_FIELDS, CallLine
 from diagym.controllers.dacs.readers import evidence, parse_window
 from diagym.controllers.runlog import RunLog
 from diagym.envs._core import rng
+from diagym.envs.dacs.scenario import N_OPTIONS
 from diagym.llm_policies.prompts.budget import (
     ARTIFACT_DROP,
     ARTIFACT_LAYOUT,
@@ -116,35 +116,34 @@ class FlatReader:
 
 
 class LLMAnswer:
-    """A chat model behind an OpenAI-compatible endpoint (llm_policies.client.transport.ChatClient).
+    """A chat model behind an OpenAI-compatible endpoint, its client made by the run's chat
+    policy factory (analysis/llm_runs.py ChatPolicyFactory.chat: priced, limited, cached like
+    every other chat run's).
 
     messages = the assembly's `messages(system_role)`: in the artifact's layout [system: the
     context blocks, user: the task]; with system_role=False (chat templates that drop system
     messages, e.g. llama.cpp's gemma format), or in `instructions_first`, one user message
     holding the same W tokens. The reply must be {"answer": i}
     (text_actions.parse_json_action); anything else scores 0 with the parse category, and a
-    provider failure scores 0 as "provider_error". `settings` are ChatClient keyword
-    arguments; each instance (and each `fork()`) owns one client.
+    provider failure scores 0 as "provider_error". Each instance (and each `fork()`) owns one
+    client.
     """
 
-    def __init__(self, system_role: bool = True, **settings: Any) -> None:
-        from diagym.llm_policies.client.transport import ChatClient
-
-        settings.setdefault("json_schema", ANSWER_SCHEMA)
-        self.system_role = system_role
-        self.settings = settings
-        self.client = ChatClient(**settings)
-        self.name = str(settings.get("model", "llm"))
+    def __init__(self, factory: Any) -> None:
+        self.factory = factory
+        self.system_role = factory.settings.system_role
+        self.client = factory.chat(ANSWER_SCHEMA)
+        self.name = str(factory.settings.model)
         self.last_call: dict[str, Any] = {}
 
     def describe(self) -> dict[str, Any]:
         # What is measured, never the transport (the base URL may carry credentials too).
         keys = ("model", "temperature", "max_tokens", "seed", "response_format")
         return {"policy": "llm", "system_role": self.system_role,
-                **{k: self.settings.get(k) for k in keys}}
+                **{k: getattr(self.factory.settings, k) for k in keys}}
 
     def fork(self) -> LLMAnswer:
-        return LLMAnswer(self.system_role, **self.settings)
+        return LLMAnswer(self.factory)
 
     def close(self) -> None:
         self.client.close()
@@ -156,7 +155,8 @@ class LLMAnswer:
             "http_status": result.http_status, "provider_prompt_tokens": result.prompt_tokens,
             "provider_completion_tokens": result.completion_tokens,
             "latency_s": result.latency_s, "retries": result.retries,
-            "response_format": result.response_format,
+            "response_format": result.response_format, "cost_usd": result.cost_usd,
+            "cache": result.cache,
         }
         if result.status != "ok":
             self.last_call = {**info, "category": PROVIDER_ERROR}
@@ -229,31 +229,46 @@ def run_sweep(
     run = {"rcwt": ENV_ID, "env_kwargs": dict(env_kwargs or {}), "window": window,
            "trial": "first request", "policy": _describe(policy), "model": model_name,
            "layout": layout, "drop_at_most": drop_at_most}
+    all_trials = build_trials(trials, env_kwargs)
+    local = threading.local()
+
+    def worker_policy() -> Any:
+        if workers == 1:
+            return policy
+        if not hasattr(local, "policy"):
+            fork = getattr(policy, "fork", None)
+            local.policy = fork() if callable(fork) else policy
+        return local.policy
+
+    def one(item: tuple[float, str, Trial]) -> dict[str, Any]:
+        qv, order, trial = item
+        prompt = assemble_trial(trial, window, qv, order, layout=layout,
+                                drop_at_most=drop_at_most)
+        return _call(worker_policy(), trial, prompt, model_name)
+
+    units = [(call_key(qv, order, t.seed), (qv, order, t))
+             for order in orders for qv in grid for t in all_trials]
+    return play_units(log, run, resume, units, one, workers=workers, on_call=on_call,
+                      on_start=on_start)
+
+
+def play_units(log: Path, run: Mapping[str, Any], resume: bool,
+               units: Sequence[tuple[str, Any]], play: Callable[[Any], dict[str, Any]], *,
+               workers: int = 1, on_call: Callable[[dict[str, Any]], None] | None = None,
+               on_start: Callable[[int, int], None] | None = None) -> list[dict[str, Any]]:
+    """Both sweeps' loop: play each (key, unit) of `units` the run's log lacks (`play(unit)`
+    is its result line), each line written as soon as it is played, in `workers` threads;
+    `on_start(done, total)` once first, `on_call(record)` after each line. Returns every
+    unit's line, old and new, in the order of `units`."""
     run_log = RunLog(Path(log), run, resume=resume)
     try:
         done = run_log.results
-        all_trials = build_trials(trials, env_kwargs)
-        todo = [(qv, order, t) for order in orders for qv in grid for t in all_trials
-                if call_key(qv, order, t.seed) not in done]
+        todo = [(key, unit) for key, unit in units if key not in done]
         if on_start is not None:
-            total = len(orders) * len(grid) * len(all_trials)
-            on_start(total - len(todo), total)
-        local = threading.local()
+            on_start(len(units) - len(todo), len(units))
 
-        def worker_policy() -> Any:
-            if workers == 1:
-                return policy
-            if not hasattr(local, "policy"):
-                fork = getattr(policy, "fork", None)
-                local.policy = fork() if callable(fork) else policy
-            return local.policy
-
-        def one(item: tuple[float, str, Trial]) -> dict[str, Any]:
-            qv, order, trial = item
-            prompt = assemble_trial(trial, window, qv, order, layout=layout,
-                                    drop_at_most=drop_at_most)
-            record = _call(worker_policy(), trial, prompt, model_name)
-            record = run_log.write_result(record)
+        def one(item: tuple[str, Any]) -> dict[str, Any]:
+            record = run_log.write_result(play(item[1]))
             if on_call is not None:
                 on_call(record)
             return record
@@ -266,9 +281,7 @@ def run_sweep(
     finally:
         run_log.close()
     records = {**done, **{r["key"]: r for r in new}}
-    wanted = [call_key(qv, order, seed) for order in orders for qv in grid
-              for seed in range(trials)]
-    return [records[k] for k in wanted if k in records]
+    return [records[key] for key, _ in units if key in records]
 
 
 def _call(policy: Any, trial: Trial, prompt: Assembly, model: str) -> dict[str, Any]:
@@ -319,7 +332,7 @@ def evidence_is_prefix(trial: Trial, prompt: Assembly) -> bool:
 
 
 def run_workflow_sweep(
-    settings: Mapping[str, Any],
+    factory: Any,
     *,
     window: int,
     trials: int,
@@ -328,14 +341,15 @@ def run_workflow_sweep(
     orders: Sequence[str] = ORDERS,
     env_kwargs: Mapping[str, Any] | None = None,
     resume: bool = False,
-    system_role: bool = False,
     on_call: Callable[[dict[str, Any]], None] | None = None,
     on_start: Callable[[int, int], None] | None = None,
 ) -> list[dict[str, Any]]:
-    """The RCWT sweep on StatefulWorkflow with a chat model: one episode per (q, order, seed),
-    every decision's prompt assembled to exactly W tokens (rules as instructions, synthetic
-    coordination, the task/observation/history as evidence) by the workflow renderer, which
-    keeps budget.assemble's `instructions_first` layout; score = episode success.
+    """The RCWT sweep on StatefulWorkflow with a chat model (`factory`, a ChatPolicyFactory
+    of analysis/llm_runs.py: its client and its settings' system_role): one episode per
+    (q, order, seed), every decision's prompt assembled to exactly W tokens (rules as
+    instructions, synthetic coordination, the task/observation/history as evidence) by the
+    workflow renderer, which keeps budget.assemble's `instructions_first` layout; score =
+    episode success.
 
     One "call" line per episode (with its decisions' tokens and categories) keeps the
     record format of the DACS sweep, so `write_outputs` fits it the same way; resume skips
@@ -344,60 +358,49 @@ def run_workflow_sweep(
     import gymnasium as gym
 
     from diagym.controllers.rollout import rollout
-    from diagym.llm_policies.client.transport import ChatClient
     from diagym.llm_policies.policy import LLMPolicy
     from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA, WorkflowRenderer
     from diagym.llm_policies.text_actions import TextActionWrapper
 
     grid = _check_sweep(window, trials, 1, q, orders)
-    model_name = str(settings.get("model", "llm"))
+    settings = factory.settings
+    model_name = str(settings.model)
+    system_role = settings.system_role
     run = {"rcwt": WORKFLOW_ID, "env_kwargs": dict(env_kwargs or {}), "window": window,
            "trial": "episode", "model": model_name, "system_role": system_role,
-           "policy": {k: settings.get(k) for k in ("model", "temperature", "max_tokens",
-                                                    "seed")}}
-    run_log = RunLog(Path(log), run, resume=resume)
-    records = []
+           "policy": {k: getattr(settings, k) for k in ("model", "temperature", "max_tokens",
+                                                        "seed")}}
+    env = TextActionWrapper(gym.make(WORKFLOW_ID, **dict(env_kwargs or {})))
+    spec = env.unwrapped.params
+    client = factory.chat(ACTION_SCHEMA)
+
+    def one(unit: tuple[float, str, int]) -> dict[str, Any]:
+        qv, order, seed = unit
+        renderer = WorkflowRenderer(spec, budget=window, q=qv,
+                                    coordination=coordination_text(seed), order=order,
+                                    system_role=system_role)
+        first = renderer.render(env.reset(seed=seed)[0]).assembly
+        started = time.perf_counter()
+        record = rollout(env, LLMPolicy(client, renderer), 1, seed=seed)[0]
+        counters = record.counters
+        return CallLine(
+            status="error" if record.first_failure == PROVIDER_ERROR else "ok",
+            provider_prompt_tokens=counters.get("provider_prompt_tokens", 0),
+            latency_s=counters.get("latency_s", 0.0),
+            retries=int(counters.get("retries", 0)),
+            context={
+                "key": call_key(qv, order, seed), "model": model_name, "q": qv,
+                "order": order, "seed": seed, "W": window, "u": first.u, "c": first.c,
+                "r": first.r, "p": first.p, "tokens": first.tokens,
+                "score": int(record.success), "completed": record.completed,
+                "category": record.first_failure or "ok",
+                "decisions": counters.get("decisions", 0),
+                "cost_usd": counters.get("cost_usd", 0.0),
+                ELAPSED: time.perf_counter() - started}).entry()
+
+    units = [(call_key(qv, order, seed), (qv, order, seed))
+             for order in orders for qv in grid for seed in range(trials)]
     try:
-        done = run_log.results
-        env = TextActionWrapper(gym.make(WORKFLOW_ID, **dict(env_kwargs or {})))
-        spec = env.unwrapped.params
-        client = ChatClient(**{**settings, "json_schema": ACTION_SCHEMA})
-        if on_start is not None:
-            keys = [call_key(qv, order, seed) for order in orders for qv in grid
-                    for seed in range(trials)]
-            on_start(sum(key in done for key in keys), len(keys))
-        for order in orders:
-            for qv in grid:
-                for seed in range(trials):
-                    key = call_key(qv, order, seed)
-                    if key in done:
-                        records.append(done[key])
-                        continue
-                    renderer = WorkflowRenderer(spec, budget=window, q=qv,
-                                                coordination=coordination_text(seed),
-                                                order=order, system_role=system_role)
-                    first = renderer.render(env.reset(seed=seed)[0]).assembly
-                    started = time.perf_counter()
-                    record = rollout(env, LLMPolicy(client, renderer), 1, seed=seed)[0]
-                    counters = record.counters
-                    entry = CallLine(
-                        status="error" if record.first_failure == PROVIDER_ERROR else "ok",
-                        provider_prompt_tokens=counters.get("provider_prompt_tokens", 0),
-                        latency_s=counters.get("latency_s", 0.0),
-                        retries=int(counters.get("retries", 0)),
-                        context={
-                            "key": key, "model": model_name, "q": qv, "order": order,
-                            "seed": seed, "W": window, "u": first.u, "c": first.c,
-                            "r": first.r, "p": first.p, "tokens": first.tokens,
-                            "score": int(record.success), "completed": record.completed,
-                            "category": record.first_failure or "ok",
-                            "decisions": counters.get("decisions", 0),
-                            ELAPSED: time.perf_counter() - started}).entry()
-                    entry = run_log.write_result(entry)
-                    if on_call is not None:
-                        on_call(entry)
-                    records.append(entry)
-        client.close()
+        return play_units(log, run, resume, units, one, on_call=on_call, on_start=on_start)
     finally:
-        run_log.close()
-    return records
+        client.close()

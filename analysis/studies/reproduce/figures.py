@@ -25,12 +25,12 @@ from diagym.analysis.stats import EFFECT_FACTORS, bootstrap_weights
 from diagym.analysis.studies.reproduce.design import CONDITION_KNOBS, grid_seeds, knob_text
 from diagym.analysis.studies.reproduce.report import (
     APPENDIX_TABLES,
-    KNOB_NAMES,
     collapsed_text,
     controller_name,
     family_title,
     group_bands,
     group_indices,
+    knob_name,
     validate_episodes,
 )
 
@@ -138,7 +138,7 @@ def _grid_figure(configs: Sequence[Any], success: np.ndarray, weights: np.ndarra
         x_labels = [str(v) if isinstance(v, str) else knob_text(x_knob, v) for v in levels]
         grouped_bars(axis, x_labels, series, {c: controller_name(c) for c in series},
                      rotate=len(x_labels) * max(len(t) for t in x_labels) > 48)
-        axis.set_xlabel(AXIS_NAMES.get(x_knob, KNOB_NAMES[x_knob]), fontsize=8)
+        axis.set_xlabel(AXIS_NAMES.get(x_knob, knob_name(x_knob)), fontsize=8)
         if panel_knob is not None:
             axis.set_title(knob_text(panel_knob, level), fontsize=9, y=1.0)  # as above
         percent_axis(axis)

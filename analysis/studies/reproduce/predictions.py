@@ -1,7 +1,10 @@
 """Analytic success predictions for seed 003's reference controllers (sections 4, 7; app. B).
 
-Written against the contract in docs/CONTROLLERS.md, independently of `controllers/`: nothing
-here simulates a controller's draws. For each task (a seed of a spec) the prediction is the
+Written against the contract in docs/CONTROLLERS.md: a controller's traits are read from their
+one table (controllers/workflow/parameters.py CONTROLLERS), each by its meaning in the contract
+(`profile`), so a controller added there is predicted when its traits are derivable and
+reported not_derived when they are not; nothing here runs the controllers' logic
+(mechanisms.py) or simulates their draws. For each task (a seed of a spec) the prediction is the
 *instance-conditional* probability that the controller completes the task, given the public
 task and the initial registers; `predict` averages it over seeds per configuration.
 
@@ -58,6 +61,7 @@ from fractions import Fraction
 import numpy as np
 
 from diagym.analysis.studies.reproduce.design import GridConfiguration, grid_seeds
+from diagym.controllers.workflow import parameters as traits
 from diagym.envs._core.bits import smallest_ready
 from diagym.envs._core.numba_setup import jit
 from diagym.envs.workflow.generator import reset_batch
@@ -65,45 +69,49 @@ from diagym.envs.workflow.kernel import allocate_rows
 from diagym.envs.workflow.layout import task_offsets, work_offsets
 from diagym.envs.workflow.params import P_B, P_HIDDEN, P_N, P_PERIOD, P_R, WorkflowParams
 
-CONTROLLERS = (
-    "exact", "cache-2", "cache-4", "scan-1", "scan-2", "scan-4", "cache-2+scan-4",
-    "random-schedule", "uniform-candidate", "next-use-2", "residue-8", "precomputed-plan",
-    "stale-8", "indexed", "sham-check-4", "fixed-check-4", "eliminate", "cache-2+eliminate",
-    "scan-1+eliminate",
-)
-
-# Retention kinds of the kernel profile.
+# Retention kinds of the prediction kernel's profile.
 RETAIN_ALL, RETAIN_CACHE, RETAIN_NONE, RETAIN_STALE = 0, 1, 2, 3
 UNLIMITED = 0  # scan limit meaning "every slot"
-
-# name -> (retention, cache size, scan limit, elimination); absent: special cases.
-_PROFILES: dict[str, tuple[int, int, int, int]] = {
-    "exact": (RETAIN_ALL, 0, UNLIMITED, 0),
-    "cache-2": (RETAIN_CACHE, 2, UNLIMITED, 0),
-    "cache-4": (RETAIN_CACHE, 4, UNLIMITED, 0),
-    "scan-1": (RETAIN_ALL, 0, 1, 0),
-    "scan-2": (RETAIN_ALL, 0, 2, 0),
-    "scan-4": (RETAIN_ALL, 0, 4, 0),
-    "cache-2+scan-4": (RETAIN_CACHE, 2, 4, 0),
-    "uniform-candidate": (RETAIN_NONE, 0, UNLIMITED, 0),
-    "residue-8": (RETAIN_ALL, 0, UNLIMITED, 0),
-    "precomputed-plan": (RETAIN_ALL, 0, UNLIMITED, 0),
-    "stale-8": (RETAIN_STALE, 0, UNLIMITED, 0),
-    "indexed": (RETAIN_ALL, 0, UNLIMITED, 0),
-    "sham-check-4": (RETAIN_ALL, 0, 1, 0),
-    "fixed-check-4": (RETAIN_ALL, 0, 4, 0),
-    "eliminate": (RETAIN_NONE, 0, UNLIMITED, 1),
-    "cache-2+eliminate": (RETAIN_CACHE, 2, UNLIMITED, 1),
-    "scan-1+eliminate": (RETAIN_ALL, 0, 1, 1),
-}
+# A trait row's retention -> the profile's (the residue and the plan know every value they
+# use); a retention absent here (next-use's adaptive cache) has no exact derivation.
+_RETENTION = {traits.RETAIN_ALL: RETAIN_ALL, traits.RETAIN_CACHE: RETAIN_CACHE,
+              traits.RETAIN_NONE: RETAIN_NONE, traits.RETAIN_STALE: RETAIN_STALE,
+              traits.RETAIN_RESIDUE: RETAIN_ALL, traits.RETAIN_PLAN: RETAIN_ALL}
+_FAILURE_MODES = (traits.K_LAPSE, traits.K_PERSEVERATE, traits.K_SCHEDULE_LAPSE,
+                  traits.K_UPDATE_DELAY, traits.K_UPDATE_MISS, traits.K_OFFSET)
 
 
 def check_controller(controller: str) -> str:
-    """Return `controller` if it is one of the 19 reference controllers, else ValueError."""
-    if controller not in CONTROLLERS:
-        allowed = " | ".join(repr(c) for c in CONTROLLERS)
+    """Return `controller` if it names a row of the reference controllers' trait table
+    (controllers/workflow/parameters.py CONTROLLERS), else ValueError."""
+    if controller not in traits.CONTROLLERS:
+        allowed = " | ".join(repr(c) for c in traits.CONTROLLERS)
         raise ValueError(f"controller must be one of {allowed}; got {controller!r}")
     return controller
+
+
+def profile(controller: str) -> tuple[int, int, int, int] | None:
+    """(retention, cache size, scan limit, elimination) of the prediction kernel for a
+    controller's trait row, read by the contract's meaning of each trait
+    (docs/CONTROLLERS.md): a sham check examines one slot whatever its limit, an indexed or
+    planned selection finds the slot at once, a guess needs no scan. None when the row has
+    a trait with no exact derivation here (an adaptive cache, any failure mode)."""
+    row = traits.CONTROLLERS[check_controller(controller)]
+    retention = _RETENTION.get(row[traits.K_RETAIN])
+    if retention is None or any(row[k] for k in _FAILURE_MODES):
+        return None
+    select, limit = row[traits.K_SELECT], row[traits.K_SCAN]
+    if select == traits.SELECT_SHAM:
+        limit = 1
+    elif select in (traits.SELECT_INDEXED, traits.SELECT_PLAN, traits.SELECT_GUESS) \
+            or limit >= traits.UNLIMITED:
+        limit = UNLIMITED
+    cache = row[traits.K_CAPACITY] if retention == RETAIN_CACHE else 0
+    return retention, cache, limit, int(row[traits.K_ELIMINATE] != 0)
+
+
+def _random_schedule(controller: str) -> bool:
+    return traits.CONTROLLERS[controller][traits.K_RANDOM_SCHEDULE] != 0
 
 
 # --- closed forms -------------------------------------------------------------------------
@@ -184,28 +192,35 @@ def elimination_retry_success(per_op_counts: Sequence[int], r: int) -> float:
 
 def not_derived_reason(spec: WorkflowParams, controller: str) -> str | None:
     """Why (spec, controller) has no exact prediction, or None when it has one."""
-    check_controller(controller)
-    if controller == "next-use-2":
-        return "next-use-2: adaptive cache, no exact derivation"
+    row = traits.CONTROLLERS[check_controller(controller)]
+    if row[traits.K_RETAIN] == traits.RETAIN_NEXT_USE:
+        return f"{controller}: adaptive cache, no exact derivation"
+    if profile(controller) is None:
+        return f"{controller}: a failure mode in its traits, no exact derivation"
     if spec.hidden_resampling and spec.error_allowance > 0:
         return "hidden resampling with R > 0: failed trials carry information"
-    if controller == "random-schedule" and (spec.hidden_resampling or spec.error_allowance > 0):
-        return "random-schedule: closed form holds only for R = 0 without hidden resampling"
-    if controller == "precomputed-plan" and spec.hidden_resampling:
-        return "precomputed-plan under hidden resampling: plan revision is unspecified"
+    if _random_schedule(controller) and (spec.hidden_resampling or spec.error_allowance > 0):
+        return (f"{controller}: closed form holds only for R = 0 without hidden "
+                "resampling")
+    if row[traits.K_RETAIN] == traits.RETAIN_PLAN and spec.hidden_resampling:
+        return f"{controller} under hidden resampling: plan revision is unspecified"
     return None
 
 
 def _closed_form(spec: WorkflowParams, controller: str) -> float | None:
-    """The instance-independent prediction, when the controller has one."""
+    """The instance-independent prediction, when the controller has one: a random schedule
+    (B.1), or a controller that keeps nothing and guesses (with replacement, or
+    eliminating failed slots)."""
     n, b, r = spec.n_ops, spec.candidates, spec.error_allowance
-    if controller == "random-schedule":
+    if _random_schedule(controller):
         return random_schedule_success(spec.family, n, spec.depth)
-    if controller == "uniform-candidate":
-        return float(b) ** -n if r == 0 else replacement_retry_success(n, 1.0 / b, r)
-    if controller == "eliminate":
-        return float(b) ** -n if r == 0 else elimination_retry_success([b] * n, r)
-    return None
+    retention, _, _, eliminate = profile(controller) or (None, 0, 0, 0)
+    if retention != RETAIN_NONE:
+        return None
+    if r == 0:
+        return float(b) ** -n
+    return (elimination_retry_success([b] * n, r) if eliminate
+            else replacement_retry_success(n, 1.0 / b, r))
 
 
 # --- instance-conditional kernel ----------------------------------------------------------
@@ -346,7 +361,7 @@ def _run_kernel(spec: WorkflowParams, controllers: Sequence[str], task: np.ndarr
     """(len(controllers), rows) instance predictions from the kernel (no closed forms)."""
     params = spec.to_params()
     n, r = spec.n_ops, spec.error_allowance
-    profiles = np.array([_PROFILES[c] for c in controllers], dtype=np.int64).reshape(-1, 4)
+    profiles = np.array([profile(c) for c in controllers], dtype=np.int64).reshape(-1, 4)
     out = np.empty((len(controllers), task.shape[0]), dtype=np.float64)
     _instances_kernel(
         params, task, work, profiles, out, np.zeros(8, np.int64), np.zeros(8, np.int64),

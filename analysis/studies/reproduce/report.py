@@ -22,11 +22,9 @@ import numpy as np
 
 from diagym.analysis.stats import combine, paired_bootstrap, wilson_interval
 from diagym.analysis.studies.reproduce.design import knob_text
+from diagym.envs.workflow.params import WorkflowParams
 
-SPEC_KEYS = (
-    "family", "n_ops", "depth", "width", "candidates", "snapshot_period", "hidden_resampling",
-    "error_allowance", "locality", "updates", "labels",
-)
+SPEC_KEYS = WorkflowParams.knobs()  # every knob a column of results.csv, a new one included
 SUMMARY_KEYS = (
     "grid", "condition", "controller", *SPEC_KEYS,
     "episodes", "success", "success_low", "success_high", "wilson_low", "wilson_high",
@@ -55,12 +53,17 @@ APPENDIX_TABLES = {
     "selection": ("C.6", "Candidate selection and resource controls"),
     "labels": ("C.7", "Operation identifiers"),
 }
-# How a spec knob is named in a caption.
+# How a caption names a spec knob the paper names otherwise; any other knob is named by its
+# field name, underscores as spaces (knob_name).
 KNOB_NAMES = {
-    "family": "family", "n_ops": "N", "depth": "d", "width": "w", "candidates": "b",
-    "snapshot_period": "observation", "hidden_resampling": "hidden resampling",
-    "error_allowance": "R", "locality": "locality", "updates": "updates", "labels": "labels",
+    "n_ops": "N", "depth": "d", "width": "w", "candidates": "b",
+    "snapshot_period": "observation", "error_allowance": "R",
 }
+
+
+def knob_name(knob: str) -> str:
+    """A spec knob as a caption names it."""
+    return KNOB_NAMES.get(knob, knob.replace("_", " "))
 
 
 def controller_name(name: str) -> str:
@@ -152,7 +155,7 @@ def collapsed_text(configs: Sequence[Any], groups: Sequence[Sequence[int]]) -> s
     parts = []
     for key, levels in varying.items():
         shown = [knob_text(key, v) if key == "snapshot_period" else str(v) for v in levels]
-        parts.append(f"{KNOB_NAMES[key]} ({', '.join(shown)})")
+        parts.append(f"{knob_name(key)} ({', '.join(shown)})")
     return ", ".join(parts)
 
 

@@ -28,7 +28,8 @@ CITATION_003 = CITATIONS["003"]
 
 
 def eval_seeds(rows: list[StudyRow]) -> list[int]:
-    """The held-out seeds of the rows: run_study plays `episodes` seeds from EVAL_SEEDS[0]."""
+    """The held-out seeds of the rows: train_and_evaluate plays `episodes` seeds from
+    EVAL_SEEDS[0]."""
     first = int(EVAL_SEEDS[0])
     return list(range(first, first + max((r.episodes for r in rows), default=0)))
 

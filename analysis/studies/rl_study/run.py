@@ -127,7 +127,7 @@ def train_task(task: TrainTask) -> Path:
     return train(task.config, task.directory, progress=False, resume=True)
 
 
-def run_study(out: Path, steps: int = 100_000, episodes: int = 256, seed: int = 0,
+def train_and_evaluate(out: Path, steps: int = 100_000, episodes: int = 256, seed: int = 0,
               progress: bool = False, archs: Sequence[str] = ("mlp",), seeds: int = 1,
               full: bool = False, diagnose: bool = False,
               executor: Executor | None = None) -> list[StudyRow]:

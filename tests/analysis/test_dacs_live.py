@@ -1,6 +1,7 @@
-"""Seed 002's phase 4 played through a fake server in every role (agents that steer at
-scripted steps, an orchestrator whose answer depends on its window, a judge with scripted
-verdicts); the figures are checked against values computed by hand from the script."""
+"""Seed 002's phase 4 (analysis/studies/dacs_live) played through a fake server in every role
+(agents that steer at scripted steps, an orchestrator whose answer depends on its window, a
+judge with scripted verdicts); the figures are checked against values computed by hand from the
+script."""
 
 from __future__ import annotations
 
@@ -12,14 +13,19 @@ from typing import Any
 import numpy as np
 import pytest
 
+from diagym.analysis.studies.dacs_live import judge as protocol
+from diagym.analysis.studies.dacs_live.design import SCENARIOS
+from diagym.analysis.studies.dacs_live.report import (
+    cohen_kappa,
+    condition_row,
+    condition_rows,
+)
+from diagym.analysis.studies.dacs_live.run import play_trials
+from diagym.analysis.studies.dacs_live.trial import run_trial
+from diagym.controllers.runlog import RunLog, call_totals
 from diagym.envs._core import tokens
 from diagym.llm_policies.client.transport import ChatClient
-from diagym.llm_policies.live_agents import protocol
-from diagym.llm_policies.live_agents.orchestrator import ORCHESTRATOR_SYSTEM, llm_orchestrator
-from diagym.llm_policies.live_agents.scenarios import SCENARIOS
-from diagym.llm_policies.live_agents.study import run_study, tables
-from diagym.llm_policies.live_agents.summary import summarize
-from diagym.llm_policies.live_agents.trial import run_trial
+from diagym.llm_policies.steering.orchestrator import ORCHESTRATOR_SYSTEM, llm_orchestrator
 from tests.llm_fake_server import FakeServer, Reply
 
 pytestmark = pytest.mark.timeout(120)
@@ -113,8 +119,8 @@ def test_a_scripted_trial_gives_the_hand_computed_figures(server: FakeServer,
                           ("dacs", "a2", 0, "primary_source"),
                           ("dacs", "a1", 1, "duplicate_handling"),
                           ("dacs", "a3", 0, "encoding_strategy")]
-    dacs = summarize(decisions, "dacs", 1, scenario.n_rubrics)
-    flat = summarize(decisions, "flat", 1, scenario.n_rubrics)
+    dacs = condition_row(decisions, "dacs", 1, scenario.n_rubrics)
+    flat = condition_row(decisions, "flat", 1, scenario.n_rubrics)
     # dacs: judge C, I, C on the three parseable verdicts (a3's is unparseable); keywords all hit
     assert dacs["unparseable"] == 1
     assert dacs["judge_accuracy"] == pytest.approx(2 / 3)
@@ -143,12 +149,14 @@ def test_the_study_resumes_without_repeating_a_trial(server: FakeServer, tmp_pat
     def roles(role: str, seed: int, _scenario: Any) -> Any:
         return chats(server)[role]  # a trial closes its clients when it ends
 
-    entries = run_study(scenario, 2, roles, log, max_steers=2)
+    with RunLog(log) as opened:
+        entries = play_trials(scenario, 2, roles, opened, max_steers=2)
     seen = len(server.requests)
-    again = run_study(scenario, 2, roles, log, max_steers=2)
+    with RunLog(log, resume=True) as opened:
+        again = play_trials(scenario, 2, roles, opened, max_steers=2)
     assert len(server.requests) == seen
     assert again == entries
-    rows = {r["condition"]: r for r in tables(scenario, again)}
+    rows = {r["condition"]: r for r in condition_rows(scenario, again)}
     assert rows["flat"]["coverage"] == pytest.approx(8 / 18)
     assert rows["flat"]["kappa"] == pytest.approx(0.5)
 
@@ -166,9 +174,9 @@ def test_kappa_matches_the_definition_and_is_undefined_for_one_label() -> None:
     b = np.array([1, 0, 0, 0, 1], dtype=bool)
     po, pa, pb = 4 / 5, 3 / 5, 2 / 5
     pe = pa * pb + (1 - pa) * (1 - pb)
-    assert protocol.cohen_kappa(a, b) == pytest.approx((po - pe) / (1 - pe))
-    assert math.isnan(protocol.cohen_kappa(np.ones(3, bool), np.ones(3, bool)))
-    assert protocol.cohen_kappa(a, a) == 1.0
+    assert cohen_kappa(a, b) == pytest.approx((po - pe) / (1 - pe))
+    assert math.isnan(cohen_kappa(np.ones(3, bool), np.ones(3, bool)))
+    assert cohen_kappa(a, a) == 1.0
 
 
 class KeywordEcho:
@@ -205,7 +213,7 @@ def test_a_programmed_policy_orchestrates_and_flat_windows_contaminate(
                             judge=clients["judge"], sink=calls.append, max_steps=6,
                             max_steers=2)
         assert policy.seeds == [7]
-        rows[condition] = summarize(made, condition, 1, scenario.n_rubrics)
+        rows[condition] = condition_row(made, condition, 1, scenario.n_rubrics)
         if condition == "dacs":  # a1 q1, a2 q1, a1 q2, a3 q1: each requester's own keyword
             assert [d.answer for d in made] == ["inorder.", "vaswani.", "ignore.", "detect."]
     # the requesters' own keyword is in every answer; flat adds the other two agents'
@@ -214,7 +222,7 @@ def test_a_programmed_policy_orchestrates_and_flat_windows_contaminate(
     assert rows["flat"]["contamination"] == 1.0
     lines = [c for c in calls if c["role"] == "orchestrator"]
     assert len(lines) == 8 and {c["policy"] for c in lines} == {"KeywordEcho"}
-    assert all(c["status"] == "ok" and c["text"].endswith(".") for c in lines)
+    assert all(c["status"] == "ok" and c["response"].endswith(".") for c in lines)
 
 
 def test_the_chat_harness_orchestrator_keeps_one_conversation_per_trial(
@@ -237,3 +245,76 @@ def test_the_chat_harness_orchestrator_keeps_one_conversation_per_trial(
         # json: system + the window each time; chat: the conversation grows by two a request
         assert sent == ([2] * 4 if harness == "json" else [2, 4, 6, 8])
     assert by_harness["json"] == by_harness["chat"]
+
+
+def test_the_study_log_is_a_run_log_locked_and_a_cut_off_unit_counts_once(
+        server: FakeServer, tmp_path) -> None:
+    """Every line is a run-log entry (a "type", the call lines CallLine's fields); a second
+    writer is refused while the study holds the log; a unit whose trial line a kill cut off
+    plays again and its earlier calls are voided, so call_totals counts each call once."""
+    from diagym.controllers.callline import MODEL_FIELDS
+    from diagym.controllers.runlog import LogInUse
+
+    scenario = SCENARIOS["ra1_n3"]
+    log = tmp_path / "phase4.jsonl"
+
+    def roles(role: str, seed: int, _scenario: Any) -> Any:
+        return chats(server)[role]
+
+    with RunLog(log) as opened:
+        with pytest.raises(LogInUse):
+            RunLog(log, resume=True)
+        play_trials(scenario, 1, roles, opened, max_steers=2)
+    lines = [json.loads(line) for line in log.read_text().splitlines()]
+    calls = [line for line in lines if line["type"] == "call"]
+    assert all(set(MODEL_FIELDS) <= set(line) for line in calls)
+    assert len(calls) == 2 * (9 + 4 + 4)  # per condition: agent turns, answers, verdicts
+    assert call_totals(log).calls == len(calls)
+    # cut the flat unit's trial line off, as a kill between its calls and its trial would
+    cut = next(i for i, line in enumerate(lines) if line["type"] == "trial"
+               and line["condition"] == "flat")
+    log.write_text("".join(json.dumps(line) + "\n" for line in lines[:cut]))
+    before = len(server.requests)
+    with RunLog(log, resume=True) as opened:
+        again = play_trials(scenario, 1, roles, opened, max_steers=2)
+    assert len(server.requests) - before == 17  # the flat unit alone played again
+    assert [e["condition"] for e in again] == ["dacs", "flat"]
+    totals = call_totals(log)
+    assert (totals.calls, totals.replayed) == (len(calls), 17)
+
+
+def test_a_resume_with_other_settings_is_refused_naming_them(server: FakeServer,
+                                                             tmp_path) -> None:
+    from diagym.controllers.runlog import RunChanged
+
+    scenario = SCENARIOS["ra1_n3"]
+    log = tmp_path / "phase4.jsonl"
+
+    def roles(role: str, seed: int, _scenario: Any) -> Any:
+        return chats(server)[role]
+
+    with RunLog(log) as opened:
+        play_trials(scenario, 1, roles, opened, max_steers=2)
+    with RunLog(log, resume=True) as opened, pytest.raises(RunChanged, match=(
+            r"holds the run named 'ra1_n3' with other settings \(settings.max_steers: 2 -> 3\)")):
+        play_trials(scenario, 1, roles, opened, max_steers=3)
+
+
+def test_roles_with_a_cache_replay_a_study_without_asking_again(server: FakeServer,
+                                                                tmp_path) -> None:
+    """LiveRoles' clients are priced and cached the way every chat run's are
+    (analysis/llm_runs.py priced_and_cached): the same trials into a new log ask nothing."""
+    from diagym.analysis.studies.dacs_live.roles import ROLES, LiveRoles
+
+    roles = LiveRoles(endpoints={role: (server.base_url, "m") for role in ROLES},
+                      judge_format="tags", cache_dir=str(tmp_path / "cache"))
+    scenario = SCENARIOS["ra1_n3"]
+    with RunLog(tmp_path / "one.jsonl") as log:
+        first = play_trials(scenario, 1, roles, log, max_steers=2)
+    asked = len(server.requests)
+    with RunLog(tmp_path / "two.jsonl") as log:
+        again = play_trials(scenario, 1, roles, log, max_steers=2)
+    assert len(server.requests) == asked  # fewer than the 34 calls: repeats hit already
+    assert [e["decisions"] for e in again] == [e["decisions"] for e in first]
+    lines = [json.loads(line) for line in (tmp_path / "two.jsonl").read_text().splitlines()]
+    assert {line["cache"] for line in lines if line["type"] == "call"} == {"hit"}

@@ -15,13 +15,13 @@ from typing import Any
 
 import pytest
 
+from diagym.analysis.studies.dacs_live.design import SCENARIOS, LiveScenario
+from diagym.analysis.studies.dacs_live.judge import VERDICT_SCHEMA
+from diagym.analysis.studies.dacs_live.trial import run_trial
 from diagym.llm_policies.client.local_server import QWEN_05B, local_model, local_server
 from diagym.llm_policies.client.split_weights import cached_path
 from diagym.llm_policies.client.transport import ChatClient
-from diagym.llm_policies.live_agents.orchestrator import llm_orchestrator
-from diagym.llm_policies.live_agents.protocol import VERDICT_SCHEMA
-from diagym.llm_policies.live_agents.scenarios import SCENARIOS, LiveScenario
-from diagym.llm_policies.live_agents.trial import run_trial
+from diagym.llm_policies.steering.orchestrator import llm_orchestrator
 
 MODEL = "qwen0.5b"
 MISSING = [m for m in ("llama_cpp", "fastapi", "uvicorn") if importlib.util.find_spec(m) is None]

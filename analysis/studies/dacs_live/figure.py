@@ -5,15 +5,15 @@ Why a figure of both: the paper's claim outside synthetic scenarios is that the 
 advantage seen in phase 1 survives free-form questions from autonomous agents; the figure
 puts the two at the same N side by side. The synthetic bars are seed 002's phase-1 cells at
 that N (s1 N = 3, s2 N = 5) from a `diagym dacs-study` table (`--synthetic FILE.csv`, e.g.
-of `--policy llm` with the same model), else the programmed readers played here
-(dacs-reader on dacs windows, flat-reader on flat windows), which takes seconds. Live
+of `--policy llm` with the same model), else the programmed readers' rows, which the command
+has dacs-study play (analysis/studies/dacs_study/report.py `reader_rows`: no study imports
+another). Live
 accuracy is the judge's (parseable verdicts only) and, beside it, the keywords'.
 """
 
 from __future__ import annotations
 
 import csv
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -31,20 +31,6 @@ from diagym.analysis.stats import wilson_interval
 from diagym.controllers.provenance import write_provenance
 
 FIGURE = "phase4_vs_synthetic.png"
-READERS = (("dacs-reader", "dacs"), ("flat-reader", "flat"))
-PHASE1_CELLS = {3: "s1", 5: "s2"}  # seed 002's phase-1 cell at each N
-
-
-def synthetic_rows(sizes: Sequence[int]) -> list[dict[str, Any]]:
-    """Phase-1 rows (the dacs-study table's) of the programmed readers at these N."""
-    from diagym.analysis.studies.dacs_study.report import table_rows
-    from diagym.analysis.studies.dacs_study.run import run_study
-    from diagym.controllers.registry import make_reference_policy
-
-    names = {PHASE1_CELLS[n] for n in sizes if n in PHASE1_CELLS}
-    results = run_study(make_reference_policy, arms=READERS, phases=("agents",),
-                        cells=tuple(sorted(names)))
-    return table_rows(results)
 
 
 def read_synthetic(path: Path) -> list[dict[str, Any]]:

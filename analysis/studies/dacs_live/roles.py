@@ -19,13 +19,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from diagym.llm_policies.client.cache import CachedChat, ResponseCache
+from diagym.analysis.llm_runs import priced_and_cached
+from diagym.analysis.studies.dacs_live.judge import VERDICT_SCHEMA
+from diagym.llm_policies.client.cache import ResponseCache
 from diagym.llm_policies.client.config import client_default
-from diagym.llm_policies.client.prices import CostedChat, CostMeter, PriceTable
+from diagym.llm_policies.client.prices import CostMeter, PriceTable
 from diagym.llm_policies.client.transport import ChatClient
-from diagym.llm_policies.live_agents.orchestrator import llm_orchestrator
-from diagym.llm_policies.live_agents.protocol import VERDICT_SCHEMA
-from diagym.llm_policies.live_agents.trial import FoldSystem
+from diagym.llm_policies.steering.agent_turns import FoldSystem
+from diagym.llm_policies.steering.orchestrator import llm_orchestrator
 
 ROLES = ("agent", "orchestrator", "judge")
 
@@ -83,9 +84,8 @@ class LiveRoles:
             timeout=self.timeout, api_key_env=self.api_key_env,
             response_format="json_object" if constrained else "none",
             json_schema=VERDICT_SCHEMA if constrained else None)
-        client = CostedChat(client, self.price_table, self.meter)
-        if self.cache_dir is not None:
-            client = CachedChat(client, ResponseCache(Path(self.cache_dir)))
+        cache = None if self.cache_dir is None else ResponseCache(Path(self.cache_dir))
+        client = priced_and_cached(client, self.price_table, self.meter, cache)
         return client if self.system_role or role == "orchestrator" else FoldSystem(client)
 
     def orchestrator(self, scenario: Any, seed: int) -> Any:

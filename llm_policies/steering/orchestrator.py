@@ -1,4 +1,4 @@
-"""The phase-4 orchestrator is a diagym Policy: `act(observation, info)` returns the answer.
+"""A steering orchestrator as a diagym Policy: `act(observation, info)` returns the answer.
 
 Why a Policy and not a bare chat call: the orchestrator is the agent under study, so the
 same thing a user plugs into `diagym run` (an LLM policy in its harnesses, a programmed
@@ -28,7 +28,7 @@ ORCHESTRATOR_SYSTEM = (
     "You are the orchestrator of several specialist agents. An agent has asked you a "
     "question about its own task. Answer it with one concrete, technically sound "
     "recommendation in a few sentences, for that agent only.")
-HARNESSES = ("json", "chat")
+ORCHESTRATOR_HARNESSES = ("json", "chat")  # a free-text answer offers no tools
 
 
 class LiveRenderer:
@@ -72,33 +72,10 @@ class LiveRenderer:
 
 def llm_orchestrator(client: Any, *, harness: str = "json", system_role: bool = True,
                      session: dict[str, Any] | None = None) -> LLMPolicy:
-    """An LLMPolicy answering the live window through `client` in `harness` (HARNESSES)."""
-    if harness not in HARNESSES:
-        raise ValueError(f"harness must be one of {' | '.join(HARNESSES)} for live agents "
-                         f"(a free-text answer offers no tools); got {harness!r}")
+    """An LLMPolicy answering the live window through `client` in `harness`
+    (ORCHESTRATOR_HARNESSES)."""
+    if harness not in ORCHESTRATOR_HARNESSES:
+        raise ValueError(f"harness must be one of {' | '.join(ORCHESTRATOR_HARNESSES)} for "
+                         f"live agents (a free-text answer offers no tools); got {harness!r}")
     return LLMPolicy(client, LiveRenderer(system_role), "none", harness=harness,
                      session=session)
-
-
-class CallLines:
-    """What an LLMPolicy writes its call lines to (its `attach_log`), turned into the trial's
-    call lines: the trial's tags (role, condition, trial, agent, step) on each, the episode
-    key the trial number."""
-
-    def __init__(self, sink: Any) -> None:
-        self.sink = sink
-        self.tags: dict[str, Any] = {}
-        self.written = 0
-
-    def key(self, seed: int) -> str:
-        return f"trial-{seed}"
-
-    def write(self, line: dict[str, Any]) -> None:
-        self.written += 1
-        self.sink({"kind": "call", **self.tags, "status": line["status"],
-                   "error": line["error"], "text": line["response"],
-                   "prompt_tokens": line["provider_prompt_tokens"],
-                   "completion_tokens": line["provider_completion_tokens"],
-                   "cost_usd": line["cost_usd"], "cache": line["cache"],
-                   "latency_s": round(float(line["latency_s"]), 3),
-                   "harness": line["harness"]})

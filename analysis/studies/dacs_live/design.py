@@ -1,5 +1,6 @@
-"""Phase-4 scenarios as data: each agent's task, the decision types it may ask about, and one
-rubric per expected decision (topic, answer keywords, the judge's note).
+"""Seed 002's phase 4 as data: the two conditions, and the scenarios (each agent's task, the
+decision types it may ask about, and one rubric per expected decision: topic, answer
+keywords, the judge's note).
 
 The hints name the kind of decision, never its answer, so the agent has to form its own
 question; only the rubric (read by the scorers, never shown to agents or the orchestrator)
@@ -10,6 +11,10 @@ graph-algorithm agent and an RL-survey agent on the same pattern.
 from __future__ import annotations
 
 from dataclasses import dataclass
+
+# The orchestrator's window: a focus (the requester's full block, the others' registry
+# entries) or flat (every agent's full block).
+CONDITIONS = ("dacs", "flat")
 
 
 @dataclass(frozen=True)

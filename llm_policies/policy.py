@@ -24,15 +24,19 @@ from typing import Any, Protocol
 
 from diagym.controllers.callline import CallLine
 from diagym.controllers.policy import EpisodeAborted
-from diagym.controllers.runlog import RunLog
+from diagym.controllers.runlog import PROVIDER_ERROR, RunLog
 from diagym.envs._core import tokens
 from diagym.llm_policies.client.transport import ChatResult, ToolCall
 from diagym.llm_policies.families import ToolSpec, text_family
-from diagym.llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
+from diagym.llm_policies.harness import (
+    CONVERSATION_HARNESSES,
+    Judged,
+    check_harness_name,
+    make_harness,
+)
 from diagym.llm_policies.harness.conversation import MessageWindow
 from diagym.llm_policies.prompts.schema import fields_schema
 
-PROVIDER_ERROR = "provider_error"
 # Decoding: a server that holds the answer to the action schema (constrained), or free text
 # that the parser alone judges (unconstrained, as in seed 003's local run); "auto" negotiates
 # per client (transport.py) and each call line records the mode that was used.
@@ -169,14 +173,14 @@ class LLMPolicy:
         """kwargs go to the renderer (budget, q, coordination, order, system_role); in `chat`
         and `tools` the budget is the conversation window. response_format and session as
         in the constructor."""
-        if harness not in HARNESSES:
-            raise ValueError(f"harness must be one of {' | '.join(HARNESSES)}; got {harness!r}")
+        kind = check_harness_name(harness)
         tools = None
-        if harness == "tools":
+        if kind.offers_tools:
             tools = text_family(env).tools(env.unwrapped)
             if not tools:
-                raise ValueError(f"harness 'tools' needs functions to offer; {env.unwrapped!r} "
-                                 "takes the reply text itself (use harness json or chat)")
+                raise ValueError(f"harness {harness!r} needs functions to offer; "
+                                 f"{env.unwrapped!r} takes the reply text itself (use harness "
+                                 "json or chat)")
         window = kwargs.get("budget") if harness in CONVERSATION_HARNESSES else None
         return cls(client, renderer_for(env, **kwargs), response_format, harness=harness,
                    tools=tools, invalid_retries=invalid_retries, window=window,

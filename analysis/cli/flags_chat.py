@@ -19,7 +19,8 @@ from diagym.analysis.cli.flags_general import (
     positive_float,
 )
 from diagym.analysis.cli.outputs import writable_dir
-from diagym.llm_policies.client.config import RESPONSE_FORMATS, client_default
+from diagym.llm_policies.client.config import RESPONSE_FORMATS, SettingError, client_default
+from diagym.llm_policies.harness import HARNESSES
 
 if TYPE_CHECKING:
     from diagym.analysis.cli.estimate import RunPlan
@@ -34,7 +35,6 @@ ESTIMATE_OUTPUT_TOKENS = 24
 LOCAL_REJECTS = "json_schema"  # llama-cpp-python's server answers OpenAI's json_schema type 500
 
 
-HARNESSES = ("json", "tools", "chat")  # diagym.llm_policies.harness.HARNESSES
 TOOL_CHOICES = ("auto", "required")  # of ClientConfig's: "none" would offer a tool never called
 
 
@@ -113,7 +113,7 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
                                 + ", ".join(HARNESSES) + ": every cell is played in each, on "
                                 "the same tasks and seeds (default: json)")
     else:
-        group.add_argument("--harness", choices=HARNESSES, default="json",
+        group.add_argument("--harness", choices=tuple(HARNESSES), default="json",
                            help="how the model acts: json (seed 003's protocol: a fresh "
                                 "prompt per decision, one JSON text action), tools (a "
                                 "conversation; the action is a native tool call, its result "
@@ -194,11 +194,10 @@ def _preflight(check: Callable[[ChatSettings], ChatSettings],
     """Run the pre-flight check; a setting the client refuses is reported by its flag."""
     try:
         return check(settings)
-    except ValueError as error:
-        text = str(error)
-        name = text.split(" ", 1)[0]
-        raise ValueError(SETTING_FLAGS[name] + text[len(name):] if name in SETTING_FLAGS
-                         else text) from None
+    except SettingError as error:
+        if error.setting not in SETTING_FLAGS:
+            raise
+        raise ValueError(f"{SETTING_FLAGS[error.setting]} {error.detail}") from None
 
 
 def harnesses_of(args: argparse.Namespace) -> tuple[str, ...]:

@@ -41,6 +41,7 @@ import httpx
 from diagym.llm_policies.client.deadlines import ClampedTransport, Clock, raw_chunks, timed
 from diagym.llm_policies.client.secrets import redact_url, scrub, url_secrets
 from diagym.llm_policies.client.transport import ChatClient, ChatResult, split_base_url
+from diagym.llm_policies.harness import HARNESSES, check_harness_name
 
 __all__ = [
     "HARNESS_NEEDS", "MAX_MODELS_BYTES", "PROBE_MAX_TOKENS", "Capabilities", "ProbeError",
@@ -51,7 +52,9 @@ PROBE_MAX_TOKENS = 32
 MAX_MODELS_BYTES = 1_000_000  # a models list larger than this is not read
 MAX_MODELS_BRACKETS = 10_000  # nor one nested or listed past this many brackets
 CAPABILITIES = ("json_schema", "json_object_schema", "tools", "seed", "reasoning")
-HARNESS_NEEDS: dict[str, tuple[str, ...]] = {"json": (), "chat": (), "tools": ("tools",)}
+# what each harness needs, from the harness table (diagym.llm_policies.harness.HARNESSES)
+HARNESS_NEEDS: dict[str, tuple[str, ...]] = {name: kind.needs
+                                             for name, kind in HARNESSES.items()}
 NEEDS_WORDS = {"tools": "native tool calls"}  # how a refusal names each need
 TRANSIENT_STATUSES = frozenset({408, 429})
 REFUSAL_5XX = frozenset({500, 501})
@@ -249,8 +252,7 @@ def _has_integer_x(text: str) -> bool:
 def check_harness(capabilities: Capabilities, harness: str, base_url: str) -> None:
     """Raises ProbeRefused when the server did not honour what `harness` needs. Unknown
     capabilities (None) let the run go on: its own calls retry and categorise failures."""
-    if harness not in HARNESS_NEEDS:
-        raise ValueError(f"harness must be one of {', '.join(HARNESS_NEEDS)} (got {harness!r})")
+    check_harness_name(harness)
     shown = redact_url(base_url.strip()).rstrip("/")
     for need in HARNESS_NEEDS[harness]:
         if getattr(capabilities, need) is False:

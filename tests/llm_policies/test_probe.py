@@ -237,7 +237,7 @@ def test_check_harness_refuses_unknown_harnesses_and_lets_unknowns_through() -> 
         check_harness(caps, harness, "http://127.0.0.1:1/v1")
     with pytest.raises(ValueError) as info:
         check_harness(caps, "xml", "http://127.0.0.1:1/v1")
-    assert str(info.value) == "harness must be one of json, chat, tools (got 'xml')"
+    assert str(info.value) == "harness must be one of json | tools | chat; got 'xml'"
     assert not isinstance(info.value, ProbeRefused)
 
 

@@ -26,6 +26,13 @@ from diagym.llm_policies.client.secrets import redact_url
 MODES = ("json_schema", "json_object", "none")
 RESPONSE_FORMATS = ("auto", *MODES)
 TOOL_CHOICES = ("auto", "required", "none")
+# How a reasoning budget reaches the server (docs/REASONING.md): "max_tokens", the reply's cap
+# raised by the budget (every server: the budget is enforced by cutting the reply); or
+# "reasoning_effort", OpenAI's native control (max_completion_tokens as the cap, which counts
+# the hidden reasoning, and a reasoning_effort level), where the probe found it honoured.
+REASONING_CONTROLS = ("max_tokens", "reasoning_effort")
+# The reasoning_effort level of a budget: the smallest level whose bound holds it.
+EFFORT_LEVELS = ((1024, "low"), (4096, "medium"))
 
 
 class SettingError(ValueError):
@@ -164,6 +171,27 @@ class ClientConfig:
     """OpenAI's tool_choice for calls with tools: one of TOOL_CHOICES or one function forced
     by name."""
 
+    reasoning_tokens: int | None = None
+    """Tokens the model may reason before its answer, on top of `max_tokens` (the answer's own
+    reserve); None: no reasoning budget, the reply capped at `max_tokens` alone."""
+
+    reasoning_control: str = "max_tokens"
+    """How `reasoning_tokens` is sent: one of REASONING_CONTROLS."""
+
+    @property
+    def reply_cap(self) -> int:
+        """The most tokens a reply may take, reasoning included."""
+        return self.max_tokens + (self.reasoning_tokens or 0)
+
+    def reasoning_fields(self) -> dict[str, Any]:
+        """The request fields that cap a reply: max_tokens, or under the native control
+        max_completion_tokens and reasoning_effort (REASONING_CONTROLS)."""
+        if self.reasoning_tokens is None or self.reasoning_control == "max_tokens":
+            return {"max_tokens": self.reply_cap}
+        effort = next((level for bound, level in EFFORT_LEVELS
+                       if self.reasoning_tokens <= bound), "high")
+        return {"max_completion_tokens": self.reply_cap, "reasoning_effort": effort}
+
     def __post_init__(self) -> None:
         if self.response_format not in RESPONSE_FORMATS:
             raise SettingError("response_format", f"must be one of {RESPONSE_FORMATS} "
@@ -195,10 +223,15 @@ class ClientConfig:
             "max_answer_chars": integer_at_least("max_answer_chars", self.max_answer_chars,
                                                  low=1),
             "tool_choice": checked_tool_choice(self.tool_choice),
+            "reasoning_tokens": (None if self.reasoning_tokens is None else integer_at_least(
+                "reasoning_tokens", self.reasoning_tokens, low=1)),
             "json_schema": dict(self.json_schema) if self.json_schema is not None else None,
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+        if self.reasoning_control not in REASONING_CONTROLS:
+            raise SettingError("reasoning_control", f"must be one of {REASONING_CONTROLS} "
+                               f"(got {self.reasoning_control!r})")
 
     @property
     def call_deadline(self) -> float:

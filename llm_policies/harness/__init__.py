@@ -75,10 +75,11 @@ def check_harness_name(name: Any) -> HarnessKind:
 
 def make_harness(name: str, renderer: Any, *, tools: Sequence[ToolSpec] | None = None,
                  window: int | None = None, invalid_retries: int = 0,
-                 bounded_fields: bool = False) -> Harness:
+                 bounded_fields: bool = False, reasoning_tokens: int | None = None) -> Harness:
     """The harness called `name` (one of HARNESSES) over `renderer`; `tools` only for a
     harness that offers them (`bounded_fields`: their arguments' ranges in the schema,
-    prompts.schema), `window` only for the conversation harnesses."""
+    prompts.schema), `window` only for the conversation harnesses; `reasoning_tokens` the
+    think-then-act answer's budget (None: the direct answer; docs/REASONING.md)."""
     kind = check_harness_name(name)
     if tools is not None and not kind.offers_tools:
         raise ValueError(f"tools: only the {' and '.join(sorted(TOOL_HARNESSES))} harness offers "
@@ -96,4 +97,6 @@ def make_harness(name: str, renderer: Any, *, tools: Sequence[ToolSpec] | None =
                              "(diagym.llm_policies.families tools, as LLMPolicy.for_env "
                              "passes them)")
         options.update(tools=tools, bounded_fields=bounded_fields)
+    if reasoning_tokens is not None:
+        options["reasoning_tokens"] = reasoning_tokens
     return kind.load()(renderer, **options)

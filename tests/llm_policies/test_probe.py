@@ -246,7 +246,8 @@ def test_capabilities_as_dict_is_plain_json() -> None:
                         reasoning=False, served_model="s", notes={"tools": "why"})
     assert json.loads(json.dumps(caps.as_dict())) == {
         "json_schema": True, "json_object_schema": False, "tools": None, "seed": True,
-        "reasoning": False, "served_model": "s", "notes": {"tools": "why"}}
+        "reasoning": False, "served_model": "s", "notes": {"tools": "why"},
+        "reasoning_effort": None}
 
 
 def test_list_models_ends_at_its_timeout_while_a_server_drips_its_headers() -> None:

@@ -150,6 +150,13 @@ class ChatPolicyFactory:
         other.settings = dataclasses.replace(self.settings, harness=harness)
         return other
 
+    def with_reasoning(self, reasoning_tokens: int | None) -> ChatPolicyFactory:
+        """This factory with another reasoning budget (None: the direct answer), sharing its
+        meter, cache, limit and prices, as for_harness does (llm-study --design reasoning)."""
+        other = copy.copy(self)
+        other.settings = dataclasses.replace(self.settings, reasoning_tokens=reasoning_tokens)
+        return other
+
     def session(self) -> dict[str, Any]:
         """What a run log's session line records about this factory's calls."""
         return {"server": self.settings.capabilities, "prices": self.prices.describe(),

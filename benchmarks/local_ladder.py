@@ -7,7 +7,9 @@ probe's prompt) is the cold one and later decisions of a conversation are warm. 
 (one cell: a model and a harness, `diagym run --local MODEL --harness H --log FILE`), this
 prints episodes, decisions, the share of replies the server answered in the schema and the
 share the env could act on, success, mean completed operations, first failures, the median
-seconds per decision and the prompt tokens per second of first and of later decisions.
+seconds per decision and the prompt tokens per second of first and of later decisions, and
+the output tokens of a decision with the part of them that was reasoning (a think-then-act
+cell, `--reasoning-tokens R`, docs/REASONING.md; 0 for a direct answer).
 
 A second table says what the models answered, from each episode replayed on its task seed
 (the env's own ready set and correct slot at every decision; an episode whose replayed first
@@ -44,12 +46,16 @@ import gymnasium as gym  # noqa: E402
 from _output import emit  # noqa: E402
 
 from diagym import envs  # noqa: E402,F401
-from diagym.llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
+from diagym.llm_policies.text_actions import (  # noqa: E402
+    REASONING_CUT,
+    TEXT_FAILURES,
+    TOOL_FAILURES,
+)
 
 LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
 TRIES_LOGS = LADDER_LOGS.with_name("ladder-tries")
 LADDER_CANDIDATES = 3  # the easiest configuration's (RESULTS.md)
-UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES}
+UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES, REASONING_CUT}
 ENV_FAILURES = ("dependency", "candidate", "completed")
 
 
@@ -94,7 +100,18 @@ def cell(log: Path) -> dict[str, Any]:
                                            [c["latency_s"] for c in later]),
         "median_prompt_tokens": (statistics.median(c["provider_prompt_tokens"] or 0
                                                    for c in answered) if answered else None),
+        "output_tokens_per_decision": _mean([c.get("cl100k_completion_tokens") or 0
+                                             for c in answered]),
+        "reasoning_tokens_per_decision": _mean([c.get("cl100k_reasoning_tokens") or 0
+                                                for c in answered]),
+        "reasoning_by_decision": [_mean([c.get("cl100k_reasoning_tokens") or 0
+                                         for c in answered if c["decision"] == i])
+                                  for i in range(4)],
     }
+
+
+def _mean(values: list[int]) -> float | None:
+    return statistics.fmean(values) if values else None
 
 
 def settings(run: dict[str, Any]) -> str:
@@ -107,6 +124,8 @@ def settings(run: dict[str, Any]) -> str:
         changed.append("bounded fields")
     if kwargs.get("candidates", LADDER_CANDIDATES) != LADDER_CANDIDATES:
         changed.append(f"candidates {kwargs['candidates']}")
+    if policy.get("reasoning_tokens"):
+        changed.append(f"reasoning {policy['reasoning_tokens']}")
     return ", ".join(changed) or "-"
 
 
@@ -214,8 +233,9 @@ def main(argv: list[str] | None = None) -> int:
             args.tries += sorted(TRIES_LOGS.glob("*.jsonl"))
     cells = [cell(log) for log in args.logs if log.stat().st_size]
     print("| model | harness | episodes | decisions | schema-valid | actionable | success "
-          "| completed | first failures | s/decision | prompt tok/s first / later |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+          "| completed | first failures | s/decision | prompt tok/s first / later "
+          "| output tok/decision (reasoning) | reasoning tok at decisions 0-3 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for c in cells:
         failures = ", ".join(f"{k} {v}" for k, v in sorted(c["first_failures"].items()))
         print(f"| {c['model']} | {c['harness']} | {c['episodes']} | {c['decisions']} "
@@ -223,7 +243,10 @@ def main(argv: list[str] | None = None) -> int:
               f"| {c['successes']}/{c['episodes']} | {_fmt(c['mean_completed'], 2)} "
               f"| {failures} | {_fmt(c['median_s_per_decision'])} "
               f"| {_fmt(c['first_decision_prompt_tps'])} / "
-              f"{_fmt(c['later_decision_prompt_tps'])} |")
+              f"{_fmt(c['later_decision_prompt_tps'])} "
+              f"| {_fmt(c['output_tokens_per_decision'], 0)} "
+              f"({_fmt(c['reasoning_tokens_per_decision'], 0)}) "
+              f"| {' / '.join(_fmt(r, 0) for r in c['reasoning_by_decision'])} |")
     replies = [answers(log) for log in args.logs if log.stat().st_size]
     print("\n| model | harness | decisions | ready op named (uniform guess) | candidate in range "
           "| right slot for the op named | most common reply |")

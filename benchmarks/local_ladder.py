@@ -47,9 +47,12 @@ from _output import emit  # noqa: E402
 
 from diagym import envs  # noqa: E402,F401
 from diagym.llm_policies.text_actions import (  # noqa: E402
+    INVALID_JSON,
+    INVALID_SCHEMA,
     REASONING_CUT,
     TEXT_FAILURES,
     TOOL_FAILURES,
+    split_reasoned_reply,
 )
 
 LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
@@ -81,7 +84,8 @@ def cell(log: Path) -> dict[str, Any]:
         "log": log.name,
         "model": session["run"]["policy"].get("llm"),
         "harness": harness,
-        "settings": settings(session["run"]),
+        "settings": settings(session["run"], None if harness == "tools"
+                             else {c["response_format"] for c in calls}),
         "env_kwargs": session["run"].get("env_kwargs"),
         "episodes": len(episodes),
         "decisions": len(calls),
@@ -114,10 +118,11 @@ def _mean(values: list[int]) -> float | None:
     return statistics.fmean(values) if values else None
 
 
-def settings(run: dict[str, Any]) -> str:
-    """What a cell's run changed from the ladder's: tool_choice, bounded fields, candidates."""
+def settings(run: dict[str, Any], modes: set[str] | None = None) -> str:
+    """What a cell's run changed from the ladder's: tool_choice, bounded fields, candidates,
+    unconstrained decoding (its calls' `modes`), a reasoning budget."""
     policy, kwargs = run["policy"], run.get("env_kwargs") or {}
-    changed = []
+    changed = ["unconstrained"] if modes == {"none"} else []
     if policy.get("tool_choice", "auto") != "auto":
         changed.append(f"tool_choice {policy['tool_choice']}")
     if policy.get("bounded_fields"):
@@ -130,10 +135,14 @@ def settings(run: dict[str, Any]) -> str:
 
 
 def _reply(call: dict[str, Any]) -> tuple[int, int] | None:
-    """(operation, candidate) a call named, as text JSON or as its first tool call."""
+    """(operation, candidate) a call named, as text JSON (fenced or not, as the wrapper reads
+    it) or as its first tool call; None for a reply the wrapper could not read."""
+    if call.get("action_status") in (INVALID_JSON, INVALID_SCHEMA, REASONING_CUT):
+        return None
     text = call["tool_calls"][0]["arguments"] if call.get("tool_calls") else call["response"]
+    _, found = split_reasoned_reply(text or "", (("operation", 0), ("candidate", 0)))
     try:
-        value = json.loads(text or "")
+        value = json.loads(found or "")
         return int(value["operation"]), int(value["candidate"])
     except (ValueError, KeyError, TypeError):
         return None
@@ -232,13 +241,14 @@ def main(argv: list[str] | None = None) -> int:
             args.tries = [log for log in args.logs if log.name.startswith("qwen")]
             args.tries += sorted(TRIES_LOGS.glob("*.jsonl"))
     cells = [cell(log) for log in args.logs if log.stat().st_size]
-    print("| model | harness | episodes | decisions | schema-valid | actionable | success "
-          "| completed | first failures | s/decision | prompt tok/s first / later "
+    print("| model | harness | settings | episodes | decisions | schema-valid | actionable "
+          "| success | completed | first failures | s/decision | prompt tok/s first / later "
           "| output tok/decision (reasoning) | reasoning tok at decisions 0-3 |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for c in cells:
         failures = ", ".join(f"{k} {v}" for k, v in sorted(c["first_failures"].items()))
-        print(f"| {c['model']} | {c['harness']} | {c['episodes']} | {c['decisions']} "
+        print(f"| {c['model']} | {c['harness']} | {c['settings']} | {c['episodes']} "
+              f"| {c['decisions']} "
               f"| {c['schema_valid']}/{c['decisions']} | {c['actionable']}/{c['decisions']} "
               f"| {c['successes']}/{c['episodes']} | {_fmt(c['mean_completed'], 2)} "
               f"| {failures} | {_fmt(c['median_s_per_decision'])} "
@@ -248,13 +258,13 @@ def main(argv: list[str] | None = None) -> int:
               f"({_fmt(c['reasoning_tokens_per_decision'], 0)}) "
               f"| {' / '.join(_fmt(r, 0) for r in c['reasoning_by_decision'])} |")
     replies = [answers(log) for log in args.logs if log.stat().st_size]
-    print("\n| model | harness | decisions | ready op named (uniform guess) | candidate in range "
-          "| right slot for the op named | most common reply |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| model | harness | settings | decisions | ready op named (uniform guess) "
+          "| candidate in range | right slot for the op named | most common reply |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for c, a in zip(cells, replies, strict=True):
         n = a.get("decisions", 0)
         common = _common(a)
-        print(f"| {c['model']} | {c['harness']} | {n} | {a.get('ready', 0)}/{n} "
+        print(f"| {c['model']} | {c['harness']} | {c['settings']} | {n} | {a.get('ready', 0)}/{n} "
               f"({_fmt(a['ready_by_chance'], 2)}) | {a.get('in_range', 0)}/{n} "
               f"| {a.get('right_slot', 0)}/{n} "
               f"| {common} |")

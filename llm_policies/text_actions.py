@@ -84,6 +84,7 @@ class InvalidReply:
                              f"got {self.category!r}")
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+_FENCE_OPENER = re.compile(r"```[\w-]*\s*$")  # a code fence around the action is not reasoning
 
 
 def parse_json_action(text: Any, fields: ActionFields) -> tuple[str, tuple[int, ...] | None]:
@@ -117,8 +118,8 @@ def split_reasoned_reply(text: str, fields: ActionFields) -> tuple[str, str | No
     """(the reasoning, the action's JSON text) of a think-then-act reply: the action is the
     last JSON object in `text` with exactly the keys of `fields`, else the last JSON object of
     any keys (which parse_json_action then judges invalid_schema); the reasoning is the text
-    before it, stripped. (the whole text stripped, None) when the reply holds no JSON object.
-    Never raises."""
+    before it, stripped, without a code fence opened around the action. (the whole text
+    stripped, None) when the reply holds no JSON object. Never raises."""
     decoder = json.JSONDecoder()
     keys = {key for key, _ in fields}
     last: tuple[int, int] | None = None
@@ -137,7 +138,7 @@ def split_reasoned_reply(text: str, fields: ActionFields) -> tuple[str, str | No
             last = (start, end)
     if last is None:
         return text.strip(), None
-    return text[:last[0]].strip(), text[last[0]:last[1]]
+    return _FENCE_OPENER.sub("", text[:last[0]]).strip(), text[last[0]:last[1]]
 
 
 def judge_tool_call(

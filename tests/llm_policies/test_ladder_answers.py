@@ -71,8 +71,9 @@ def test_a_tries_row_names_what_its_run_changed_from_the_ladder(tmp_path: Path) 
     assert row["settings"] == "bounded fields, candidates 2"
     assert (row["successes"], row["ready"], row["decisions"]) == (2, 16, 16)
     assert len(row["first_replies"]) == 2
+    # the in-process oracle answers text unconstrained, where the ladder's cells were constrained
     assert local_ladder.tries_table([_log(tmp_path, WorkflowOracle(), "json")])[0][
-        "settings"] == "-"
+        "settings"] == "unconstrained"
 
 
 def test_a_think_then_act_cell_counts_its_reasoning_tokens(tmp_path: Path) -> None:
@@ -86,7 +87,7 @@ def test_a_think_then_act_cell_counts_its_reasoning_tokens(tmp_path: Path) -> No
     log = tmp_path / "reasoning.jsonl"
     rollout(env, policy, 2, seed=3, log=log)
     figures = local_ladder.cell(log)
-    assert figures["settings"] == "reasoning 64"
+    assert figures["settings"] == "unconstrained, reasoning 64"
     assert figures["reasoning_tokens_per_decision"] == tokens.count(thought)
     assert figures["reasoning_by_decision"] == [tokens.count(thought)] * 4
     assert figures["output_tokens_per_decision"] > tokens.count(thought)

@@ -257,6 +257,15 @@ def test_the_last_action_object_is_the_answer(thought: str, operation: int,
     assert split_reasoned_reply(thought, FIELDS) == (thought.strip(), None)
 
 
+def test_a_fence_around_the_action_is_not_reasoning() -> None:
+    """What the Qwen 0.5B writes when asked to reason first: the fenced object alone."""
+    fenced = '```json\n{\n  "operation": 0,\n  "candidate": 2\n}\n```'
+    assert split_reasoned_reply(fenced, FIELDS) == (
+        "", '{\n  "operation": 0,\n  "candidate": 2\n}')
+    assert split_reasoned_reply("Op 0 is ready.\n```json\n" + fenced[8:], FIELDS)[0] == (
+        "Op 0 is ready.")
+
+
 def test_reasoning_tokens_are_priced_as_output() -> None:
     """A reply without usage is priced by cl100k counts, its reasoning as output."""
 

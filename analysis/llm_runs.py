@@ -213,12 +213,14 @@ class OraclePolicyFactory:
     system_role: bool = True
     harness: str = "json"
     invalid_retries: int = 0
+    reasoning_tokens: int | None = None  # the think-then-act prompt and parser, checked
     text_actions = True  # a class constant, not a field: the oracle answers in text
 
     def __call__(self, env: Any) -> LLMPolicy:
         return LLMPolicy.for_env(InProcessChat(text_family(env).oracle()), env,
                                  harness=self.harness, invalid_retries=self.invalid_retries,
-                                 budget=self.budget, system_role=self.system_role)
+                                 budget=self.budget, system_role=self.system_role,
+                                 reasoning_tokens=self.reasoning_tokens)
 
     def for_executor(self, executor: Any) -> OraclePolicyFactory:
         return self

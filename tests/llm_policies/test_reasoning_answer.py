@@ -124,6 +124,22 @@ def test_reasoning_then_the_action_plays_as_the_oracle(
         assert all(text.startswith("{") for text in replies)
 
 
+@pytest.mark.parametrize("harness", ["json", "chat", "tools"])
+def test_the_text_oracle_checks_the_think_then_act_prompt(
+        harness: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """The harness's self-check reads the think-then-act prompt and answers at once: every
+    episode won, nothing counted as reasoning."""
+    log = tmp_path / "run.jsonl"
+    summary = _play(["run", "--env", ENV, "--policy", "text-oracle", "--episodes", "2",
+                     "--harness", harness, "--reasoning-tokens", "64", "--json", "--log",
+                     str(log)], capsys)
+    assert summary["success"] == 1.0
+    calls = _calls(log)
+    assert calls and all(c["reasoning_budget"] == 64 and c["cl100k_reasoning_tokens"] == 0
+                         for c in calls)
+    assert "in two parts" in json.dumps(calls[0]["prompt"])
+
+
 def test_the_direct_answer_reads_the_same_replies_as_invalid_json(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "run.jsonl"

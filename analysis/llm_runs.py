@@ -26,7 +26,7 @@ from diagym.llm_policies.text_actions import TextActionWrapper
 
 PREFLIGHT_TIMEOUT_S = 10.0  # per pre-flight request unless --timeout or a measured deadline says
 CLIENT_KEYS = ("base_url", "model", "api_key_env", "timeout", "temperature", "max_tokens",
-               "seed", "response_format")
+               "seed", "response_format", "reasoning_tokens", "reasoning_control")
 
 
 @dataclass(frozen=True)
@@ -64,6 +64,9 @@ class ChatSettings:
     probe_timeout: float | None = None  # per pre-flight/probe request; None: preflight_timeout
     tool_choice: str = "auto"  # the tools harness's calls (ClientConfig.tool_choice)
     bounded_fields: bool = False  # the answer's ranges in its schema (llm_policies.prompts.schema)
+    # the think-then-act answer's budget and how it is sent (ClientConfig; docs/REASONING.md)
+    reasoning_tokens: int | None = client_default("reasoning_tokens")
+    reasoning_control: str = client_default("reasoning_control")
 
     def preflight_timeout(self) -> float:
         """Seconds for each pre-flight and probe request: `probe_timeout` when set (an explicit
@@ -147,6 +150,13 @@ class ChatPolicyFactory:
         other.settings = dataclasses.replace(self.settings, harness=harness)
         return other
 
+    def with_reasoning(self, reasoning_tokens: int | None) -> ChatPolicyFactory:
+        """This factory with another reasoning budget (None: the direct answer), sharing its
+        meter, cache, limit and prices, as for_harness does (llm-study --design reasoning)."""
+        other = copy.copy(self)
+        other.settings = dataclasses.replace(self.settings, reasoning_tokens=reasoning_tokens)
+        return other
+
     def session(self) -> dict[str, Any]:
         """What a run log's session line records about this factory's calls."""
         return {"server": self.settings.capabilities, "prices": self.prices.describe(),
@@ -173,7 +183,8 @@ class ChatPolicyFactory:
                                                     else settings.response_format),
                                    session=self.session(), budget=settings.budget,
                                    system_role=settings.system_role,
-                                   bounded_fields=settings.bounded_fields)
+                                   bounded_fields=settings.bounded_fields,
+                                   reasoning_tokens=settings.reasoning_tokens)
         self._made.append(policy)
         return policy
 
@@ -215,12 +226,14 @@ class OraclePolicyFactory:
     system_role: bool = True
     harness: str = "json"
     invalid_retries: int = 0
+    reasoning_tokens: int | None = None  # the think-then-act prompt and parser, checked
     text_actions = True  # a class constant, not a field: the oracle answers in text
 
     def __call__(self, env: Any) -> LLMPolicy:
         return LLMPolicy.for_env(InProcessChat(text_family(env).oracle()), env,
                                  harness=self.harness, invalid_retries=self.invalid_retries,
-                                 budget=self.budget, system_role=self.system_role)
+                                 budget=self.budget, system_role=self.system_role,
+                                 reasoning_tokens=self.reasoning_tokens)
 
     def for_executor(self, executor: Any) -> OraclePolicyFactory:
         return self
@@ -325,15 +338,16 @@ def probe_server(settings: ChatSettings, harnesses: tuple[str, ...] = ("json",),
     from diagym.llm_policies.client.secrets import redact_url
 
     cache = ResponseCache(Path(settings.cache_dir)) if settings.cache_dir else None
+    reasoning = settings.reasoning_tokens is not None
     request = {"probe": PROBE_RECORD, "base_url": redact_url(settings.base_url),
-               "model": settings.model}
+               "model": settings.model, **({"reasoning_effort": True} if reasoning else {})}
     found = cache.get_meta("probe", request) if cache is not None else None
     if found is None:
         if preflight is not None:
             preflight(settings)
         found = probe(base_url=settings.base_url, model=settings.model,
                       api_key_env=settings.api_key_env,
-                      timeout=settings.preflight_timeout()).as_dict()
+                      timeout=settings.preflight_timeout(), reasoning=reasoning).as_dict()
         if cache is not None:
             cache.put_meta("probe", request, found)
     if known:
@@ -355,4 +369,6 @@ def probe_server(settings: ChatSettings, harnesses: tuple[str, ...] = ("json",),
                 else "json_object_schema", "not honoured")
             raise ValueError(f"--response-format {settings.response_format}: {where} does not "
                              f"honour it ({note}); use --response-format auto or none")
+    if settings.reasoning_tokens is not None and capabilities.reasoning_effort:
+        settings = dataclasses.replace(settings, reasoning_control="reasoning_effort")
     return dataclasses.replace(settings, capabilities=found)

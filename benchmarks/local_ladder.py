@@ -7,7 +7,9 @@ probe's prompt) is the cold one and later decisions of a conversation are warm. 
 (one cell: a model and a harness, `diagym run --local MODEL --harness H --log FILE`), this
 prints episodes, decisions, the share of replies the server answered in the schema and the
 share the env could act on, success, mean completed operations, first failures, the median
-seconds per decision and the prompt tokens per second of first and of later decisions.
+seconds per decision and the prompt tokens per second of first and of later decisions, and
+the output tokens of a decision with the part of them that was reasoning (a think-then-act
+cell, `--reasoning-tokens R`, docs/REASONING.md; 0 for a direct answer).
 
 A second table says what the models answered, from each episode replayed on its task seed
 (the env's own ready set and correct slot at every decision; an episode whose replayed first
@@ -44,12 +46,19 @@ import gymnasium as gym  # noqa: E402
 from _output import emit  # noqa: E402
 
 from diagym import envs  # noqa: E402,F401
-from diagym.llm_policies.text_actions import TEXT_FAILURES, TOOL_FAILURES  # noqa: E402
+from diagym.llm_policies.text_actions import (  # noqa: E402
+    INVALID_JSON,
+    INVALID_SCHEMA,
+    REASONING_CUT,
+    TEXT_FAILURES,
+    TOOL_FAILURES,
+    split_reasoned_reply,
+)
 
 LADDER_LOGS = Path(__file__).resolve().parents[1] / "docs" / "results" / "ladder"
 TRIES_LOGS = LADDER_LOGS.with_name("ladder-tries")
 LADDER_CANDIDATES = 3  # the easiest configuration's (RESULTS.md)
-UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES}
+UNACTIONABLE = {*TEXT_FAILURES, *TOOL_FAILURES, REASONING_CUT}
 ENV_FAILURES = ("dependency", "candidate", "completed")
 
 
@@ -75,7 +84,8 @@ def cell(log: Path) -> dict[str, Any]:
         "log": log.name,
         "model": session["run"]["policy"].get("llm"),
         "harness": harness,
-        "settings": settings(session["run"]),
+        "settings": settings(session["run"], None if harness == "tools"
+                             else {c["response_format"] for c in calls}),
         "env_kwargs": session["run"].get("env_kwargs"),
         "episodes": len(episodes),
         "decisions": len(calls),
@@ -94,27 +104,45 @@ def cell(log: Path) -> dict[str, Any]:
                                            [c["latency_s"] for c in later]),
         "median_prompt_tokens": (statistics.median(c["provider_prompt_tokens"] or 0
                                                    for c in answered) if answered else None),
+        "output_tokens_per_decision": _mean([c.get("cl100k_completion_tokens") or 0
+                                             for c in answered]),
+        "reasoning_tokens_per_decision": _mean([c.get("cl100k_reasoning_tokens") or 0
+                                                for c in answered]),
+        "reasoning_by_decision": [_mean([c.get("cl100k_reasoning_tokens") or 0
+                                         for c in answered if c["decision"] == i])
+                                  for i in range(4)],
     }
 
 
-def settings(run: dict[str, Any]) -> str:
-    """What a cell's run changed from the ladder's: tool_choice, bounded fields, candidates."""
+def _mean(values: list[int]) -> float | None:
+    return statistics.fmean(values) if values else None
+
+
+def settings(run: dict[str, Any], modes: set[str] | None = None) -> str:
+    """What a cell's run changed from the ladder's: tool_choice, bounded fields, candidates,
+    unconstrained decoding (its calls' `modes`), a reasoning budget."""
     policy, kwargs = run["policy"], run.get("env_kwargs") or {}
-    changed = []
+    changed = ["unconstrained"] if modes == {"none"} else []
     if policy.get("tool_choice", "auto") != "auto":
         changed.append(f"tool_choice {policy['tool_choice']}")
     if policy.get("bounded_fields"):
         changed.append("bounded fields")
     if kwargs.get("candidates", LADDER_CANDIDATES) != LADDER_CANDIDATES:
         changed.append(f"candidates {kwargs['candidates']}")
+    if policy.get("reasoning_tokens"):
+        changed.append(f"reasoning {policy['reasoning_tokens']}")
     return ", ".join(changed) or "-"
 
 
 def _reply(call: dict[str, Any]) -> tuple[int, int] | None:
-    """(operation, candidate) a call named, as text JSON or as its first tool call."""
+    """(operation, candidate) a call named, as text JSON (fenced or not, as the wrapper reads
+    it) or as its first tool call; None for a reply the wrapper could not read."""
+    if call.get("action_status") in (INVALID_JSON, INVALID_SCHEMA, REASONING_CUT):
+        return None
     text = call["tool_calls"][0]["arguments"] if call.get("tool_calls") else call["response"]
+    _, found = split_reasoned_reply(text or "", (("operation", 0), ("candidate", 0)))
     try:
-        value = json.loads(text or "")
+        value = json.loads(found or "")
         return int(value["operation"]), int(value["candidate"])
     except (ValueError, KeyError, TypeError):
         return None
@@ -213,25 +241,30 @@ def main(argv: list[str] | None = None) -> int:
             args.tries = [log for log in args.logs if log.name.startswith("qwen")]
             args.tries += sorted(TRIES_LOGS.glob("*.jsonl"))
     cells = [cell(log) for log in args.logs if log.stat().st_size]
-    print("| model | harness | episodes | decisions | schema-valid | actionable | success "
-          "| completed | first failures | s/decision | prompt tok/s first / later |")
-    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+    print("| model | harness | settings | episodes | decisions | schema-valid | actionable "
+          "| success | completed | first failures | s/decision | prompt tok/s first / later "
+          "| output tok/decision (reasoning) | reasoning tok at decisions 0-3 |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
     for c in cells:
         failures = ", ".join(f"{k} {v}" for k, v in sorted(c["first_failures"].items()))
-        print(f"| {c['model']} | {c['harness']} | {c['episodes']} | {c['decisions']} "
+        print(f"| {c['model']} | {c['harness']} | {c['settings']} | {c['episodes']} "
+              f"| {c['decisions']} "
               f"| {c['schema_valid']}/{c['decisions']} | {c['actionable']}/{c['decisions']} "
               f"| {c['successes']}/{c['episodes']} | {_fmt(c['mean_completed'], 2)} "
               f"| {failures} | {_fmt(c['median_s_per_decision'])} "
               f"| {_fmt(c['first_decision_prompt_tps'])} / "
-              f"{_fmt(c['later_decision_prompt_tps'])} |")
+              f"{_fmt(c['later_decision_prompt_tps'])} "
+              f"| {_fmt(c['output_tokens_per_decision'], 0)} "
+              f"({_fmt(c['reasoning_tokens_per_decision'], 0)}) "
+              f"| {' / '.join(_fmt(r, 0) for r in c['reasoning_by_decision'])} |")
     replies = [answers(log) for log in args.logs if log.stat().st_size]
-    print("\n| model | harness | decisions | ready op named (uniform guess) | candidate in range "
-          "| right slot for the op named | most common reply |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print("\n| model | harness | settings | decisions | ready op named (uniform guess) "
+          "| candidate in range | right slot for the op named | most common reply |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
     for c, a in zip(cells, replies, strict=True):
         n = a.get("decisions", 0)
         common = _common(a)
-        print(f"| {c['model']} | {c['harness']} | {n} | {a.get('ready', 0)}/{n} "
+        print(f"| {c['model']} | {c['harness']} | {c['settings']} | {n} | {a.get('ready', 0)}/{n} "
               f"({_fmt(a['ready_by_chance'], 2)}) | {a.get('in_range', 0)}/{n} "
               f"| {a.get('right_slot', 0)}/{n} "
               f"| {common} |")

@@ -24,15 +24,20 @@ from typing import Any, Protocol
 
 from diagym.controllers.callline import CallLine
 from diagym.controllers.policy import EpisodeAborted
-from diagym.controllers.runlog import RunLog
+from diagym.controllers.runlog import PROVIDER_ERROR, RunLog
 from diagym.envs._core import tokens
+from diagym.llm_policies.client.prices import reply_tokens
 from diagym.llm_policies.client.transport import ChatResult, ToolCall
 from diagym.llm_policies.families import ToolSpec, text_family
-from diagym.llm_policies.harness import CONVERSATION_HARNESSES, HARNESSES, Judged, make_harness
+from diagym.llm_policies.harness import (
+    CONVERSATION_HARNESSES,
+    Judged,
+    check_harness_name,
+    make_harness,
+)
 from diagym.llm_policies.harness.conversation import MessageWindow
 from diagym.llm_policies.prompts.schema import fields_schema
 
-PROVIDER_ERROR = "provider_error"
 # Decoding: a server that holds the answer to the action schema (constrained), or free text
 # that the parser alone judges (unconstrained, as in seed 003's local run); "auto" negotiates
 # per client (transport.py) and each call line records the mode that was used.
@@ -49,11 +54,12 @@ def decoding(response_format: str | None) -> str | None:
 # reply had the answer's form (in `tools`, exactly one call of an offered function with its
 # integer fields); invalid_retries: the re-asks among them; cache_hits: calls a response
 # cache or the run log's interrupted attempt answered; cost_usd: the priced cost of the
-# calls (0 where unknown).
+# calls (0 where unknown); cl100k_reasoning_tokens: the part of cl100k_completion_tokens that
+# was reasoning (docs/REASONING.md), the rest being the answers.
 COUNTER_KEYS = (
     "decisions", "schema_valid", "provider_prompt_tokens", "provider_completion_tokens",
     "cl100k_prompt_tokens", "cl100k_completion_tokens", "latency_s", "retries",
-    "cost_usd", "cache_hits", "invalid_retries",
+    "cost_usd", "cache_hits", "invalid_retries", "cl100k_reasoning_tokens",
 )
 
 
@@ -127,7 +133,7 @@ class LLMPolicy:
                  response_format: str | None = None, *, harness: str = "json",
                  tools: tuple[ToolSpec, ...] | None = None, invalid_retries: int = 0,
                  window: int | None = None, session: dict[str, Any] | None = None,
-                 bounded_fields: bool = False) -> None:
+                 bounded_fields: bool = False, reasoning_tokens: int | None = None) -> None:
         """response_format: the structured-output setting the client was built with (see
         `decoding`), for the run's record; None takes the client's own `response_format`
         attribute when it has one (oracle.InProcessChat does, transport.ChatClient not).
@@ -138,7 +144,9 @@ class LLMPolicy:
         caller knows about how this session reaches the model (a server's probed
         capabilities, prices), for the run log's session line, never the run's identity;
         bounded_fields: the tools' arguments carry their ranges (prompts.schema; the json
-        schema the client holds text answers to is the caller's, `answer_schema`)."""
+        schema the client holds text answers to is the caller's, `answer_schema`);
+        reasoning_tokens: the think-then-act answer's reasoning budget (None: the direct
+        answer; the client's own cap on the reply is the caller's, docs/REASONING.md)."""
         if (isinstance(invalid_retries, bool) or not isinstance(invalid_retries, int)
                 or invalid_retries < 0):
             raise ValueError(f"invalid_retries must be an integer >= 0; got {invalid_retries!r}")
@@ -149,8 +157,10 @@ class LLMPolicy:
         self.last_provider_error: str | None = None  # the client's message of the last failure
         self.harness = make_harness(harness, renderer, tools=tools, window=window,
                                     invalid_retries=invalid_retries,
-                                    bounded_fields=bounded_fields)
+                                    bounded_fields=bounded_fields,
+                                    reasoning_tokens=reasoning_tokens)
         self.bounded_fields = bounded_fields
+        self.reasoning_tokens = reasoning_tokens
         self.invalid_retries = invalid_retries
         self.window = window
         self.session = dict(session) if session is not None else None
@@ -165,30 +175,32 @@ class LLMPolicy:
     def for_env(cls, client: ChatModel, env: Any, *, harness: str = "json",
                 invalid_retries: int = 0, response_format: str | None = None,
                 session: dict[str, Any] | None = None, bounded_fields: bool = False,
-                **kwargs: Any) -> LLMPolicy:
+                reasoning_tokens: int | None = None, **kwargs: Any) -> LLMPolicy:
         """kwargs go to the renderer (budget, q, coordination, order, system_role); in `chat`
         and `tools` the budget is the conversation window. response_format and session as
         in the constructor."""
-        if harness not in HARNESSES:
-            raise ValueError(f"harness must be one of {' | '.join(HARNESSES)}; got {harness!r}")
+        kind = check_harness_name(harness)
         tools = None
-        if harness == "tools":
+        if kind.offers_tools:
             tools = text_family(env).tools(env.unwrapped)
             if not tools:
-                raise ValueError(f"harness 'tools' needs functions to offer; {env.unwrapped!r} "
-                                 "takes the reply text itself (use harness json or chat)")
+                raise ValueError(f"harness {harness!r} needs functions to offer; "
+                                 f"{env.unwrapped!r} takes the reply text itself (use harness "
+                                 "json or chat)")
         window = kwargs.get("budget") if harness in CONVERSATION_HARNESSES else None
         return cls(client, renderer_for(env, **kwargs), response_format, harness=harness,
                    tools=tools, invalid_retries=invalid_retries, window=window,
-                   session=session, bounded_fields=bounded_fields)
+                   session=session, bounded_fields=bounded_fields,
+                   reasoning_tokens=reasoning_tokens)
 
     def describe(self) -> dict[str, Any]:
         """What this policy measures, for its run's identity: the model, its sampling and the
         prompt harness, never how it is reached (base URL, port, key, timeout). The json
         harness without re-asks is described as it was before harnesses had names, so the
         logs of those runs still resume; any other setting names its harness. Bounded
-        fields and a tool_choice other than "auto" change what the model may answer, so
-        they are named when set (and absent otherwise, for the same reason)."""
+        fields, a reasoning budget and a tool_choice other than "auto" change what the model
+        may answer, so they are named when set (and absent otherwise, for the same
+        reason)."""
         described = {
             "llm": self.client.model, "temperature": self.client.temperature,
             "max_tokens": self.client.max_tokens, "seed": self.client.seed,
@@ -196,6 +208,8 @@ class LLMPolicy:
         }
         if self.bounded_fields:
             described["bounded_fields"] = True
+        if self.reasoning_tokens is not None:
+            described["reasoning_tokens"] = self.reasoning_tokens
         if self.harness.name == "json" and self.invalid_retries == 0:
             return described
         described.update(harness=self.harness.name, invalid_retries=self.invalid_retries)
@@ -269,9 +283,12 @@ class LLMPolicy:
         counters["provider_prompt_tokens"] += result.prompt_tokens or 0
         counters["provider_completion_tokens"] += result.completion_tokens or 0
         counters["cl100k_prompt_tokens"] += window.text_tokens
-        response_tokens = tokens.count(result.text) + sum(
-            tokens.count(call.arguments) for call in result.tool_calls)
+        response_tokens = reply_tokens(result)
+        reasoning = "\n\n".join(part for part in (
+            result.reasoning, judged.reasoning if judged is not None else None) if part)
+        reasoning_tokens = min(tokens.count(reasoning), response_tokens)
         counters["cl100k_completion_tokens"] += response_tokens
+        counters["cl100k_reasoning_tokens"] += reasoning_tokens
         counters["latency_s"] += result.latency_s
         counters["retries"] += result.retries
         counters["cost_usd"] += result.cost_usd or 0.0
@@ -280,7 +297,8 @@ class LLMPolicy:
             return
         model_call = CallLine(
             status=result.status, error=result.error, http_status=result.http_status,
-            response=result.text, provider_prompt_tokens=result.prompt_tokens,
+            response=(result.text if judged is None or judged.said is None else judged.said),
+            provider_prompt_tokens=result.prompt_tokens,
             provider_completion_tokens=result.completion_tokens, latency_s=result.latency_s,
             retries=result.retries, response_format=result.response_format,
             context={
@@ -290,6 +308,10 @@ class LLMPolicy:
                 "action_status": judged.status if judged is not None else None,
                 "cl100k_prompt_tokens": window.text_tokens,
                 "cl100k_completion_tokens": response_tokens,
+                "cl100k_reasoning_tokens": reasoning_tokens,
+                "cl100k_answer_tokens": response_tokens - reasoning_tokens,
+                "provider_reasoning_tokens": result.provider_reasoning_tokens,
+                "reasoning_budget": self.reasoning_tokens,
                 "decoding": decoding(result.response_format),
                 "harness": self.harness.name,
                 "tool_calls": [{"id": call.id, "name": call.name, "arguments": call.arguments}
@@ -300,7 +322,7 @@ class LLMPolicy:
                 "cost_usd": result.cost_usd,
                 "cache": result.cache,
                 "finish_reason": result.finish_reason,
-                "reasoning": result.reasoning,
+                "reasoning": reasoning or None,
                 "dropped_exchanges": window.dropped,
                 "invalid_retry": retry,
             })

@@ -12,6 +12,11 @@ no call (`no_tool_call`), several (`multiple_tool_calls`), a function the env do
 (`unknown_tool`) or arguments that are not exactly the function's integer fields
 (`invalid_arguments`); an argument out of range is `invalid_action` as before.
 `judge_tool_call` is that rule, applied by the wrapper and counted by the policy alike.
+
+A model that may think before it acts (the harnesses' think-then-act answer,
+docs/REASONING.md) writes free text and then its action: `split_reasoned_reply` takes the last
+JSON object of the reply as the action and the text before it as the reasoning; a reply cut at
+the token limit before any action is `cut_reasoning`, not `invalid_json`.
 """
 
 from __future__ import annotations
@@ -30,16 +35,17 @@ from diagym.llm_policies.families import ActionFields, ToolSpec, text_family
 from diagym.llm_policies.prompts.dacs import ANSWER_KEY
 
 __all__ = ["ANSWER_KEY", "FAILURE_REASONS", "INVALID_ACTION", "INVALID_ARGUMENTS",
-           "INVALID_JSON", "INVALID_SCHEMA", "MULTIPLE_TOOL_CALLS", "NO_TOOL_CALL",
+           "INVALID_JSON", "INVALID_SCHEMA", "MULTIPLE_TOOL_CALLS", "NO_TOOL_CALL", "REASONING_CUT",
            "TEXT_FAILURES", "TOOL_FAILURES", "UNKNOWN_TOOL", "InvalidReply", "TextActionWrapper",
            "ToolCallAction", "judge_tool_call", "parse_action", "parse_json_action",
-           "text_action_fields"]
+           "split_reasoned_reply", "text_action_fields"]
 
 INVALID_JSON, INVALID_SCHEMA, INVALID_ACTION = "invalid_json", "invalid_schema", "invalid_action"
 TEXT_FAILURES = (INVALID_JSON, INVALID_SCHEMA, INVALID_ACTION)
 NO_TOOL_CALL, MULTIPLE_TOOL_CALLS = "no_tool_call", "multiple_tool_calls"
 UNKNOWN_TOOL, INVALID_ARGUMENTS = "unknown_tool", "invalid_arguments"
 TOOL_FAILURES = (NO_TOOL_CALL, MULTIPLE_TOOL_CALLS, UNKNOWN_TOOL, INVALID_ARGUMENTS)
+REASONING_CUT = "cut_reasoning"
 # What each failure means, in the words a re-asked model is told.
 FAILURE_REASONS = {
     INVALID_JSON: "not one JSON object",
@@ -50,6 +56,7 @@ FAILURE_REASONS = {
     UNKNOWN_TOOL: "a call of a function that is not offered",
     INVALID_ARGUMENTS: "arguments that are not one JSON object of exactly the function's "
                        "integer fields",
+    REASONING_CUT: "cut at the token limit before its action",
 }
 MAX_ANSWER_CHARS = 4096
 
@@ -71,12 +78,13 @@ class InvalidReply:
     detail: str = ""
 
     def __post_init__(self) -> None:
-        allowed = (*TEXT_FAILURES, *TOOL_FAILURES)
+        allowed = (*TEXT_FAILURES, *TOOL_FAILURES, REASONING_CUT)
         if self.category not in allowed:
             raise ValueError(f"category must be one of {' | '.join(allowed)}; "
                              f"got {self.category!r}")
 
 _FENCE = re.compile(r"^```(?:json)?\s*(.*?)\s*```$", re.S)
+_FENCE_OPENER = re.compile(r"```[\w-]*\s*$")  # a code fence around the action is not reasoning
 
 
 def parse_json_action(text: Any, fields: ActionFields) -> tuple[str, tuple[int, ...] | None]:
@@ -104,6 +112,33 @@ def parse_json_action(text: Any, fields: ActionFields) -> tuple[str, tuple[int, 
     if not all(0 <= x < bound for x, (_, bound) in zip(numbers, fields, strict=True)):
         return INVALID_ACTION, None
     return "ok", numbers
+
+
+def split_reasoned_reply(text: str, fields: ActionFields) -> tuple[str, str | None]:
+    """(the reasoning, the action's JSON text) of a think-then-act reply: the action is the
+    last JSON object in `text` with exactly the keys of `fields`, else the last JSON object of
+    any keys (which parse_json_action then judges invalid_schema); the reasoning is the text
+    before it, stripped, without a code fence opened around the action. (the whole text
+    stripped, None) when the reply holds no JSON object. Never raises."""
+    decoder = json.JSONDecoder()
+    keys = {key for key, _ in fields}
+    last: tuple[int, int] | None = None
+    start = len(text)
+    while (start := text.rfind("{", 0, start)) >= 0:
+        try:
+            value, end = decoder.raw_decode(text, start)
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(value, dict):
+            continue
+        if set(value) == keys:
+            last = (start, end)
+            break
+        if last is None:
+            last = (start, end)
+    if last is None:
+        return text.strip(), None
+    return _FENCE_OPENER.sub("", text[:last[0]]).strip(), text[last[0]:last[1]]
 
 
 def judge_tool_call(

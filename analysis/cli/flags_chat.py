@@ -19,7 +19,8 @@ from diagym.analysis.cli.flags_general import (
     positive_float,
 )
 from diagym.analysis.cli.outputs import writable_dir
-from diagym.llm_policies.client.config import RESPONSE_FORMATS, client_default
+from diagym.llm_policies.client.config import RESPONSE_FORMATS, SettingError, client_default
+from diagym.llm_policies.harness import HARNESSES
 
 if TYPE_CHECKING:
     from diagym.analysis.cli.estimate import RunPlan
@@ -32,9 +33,9 @@ DEFAULT_TIMEOUT_S = client_default("timeout")
 ESTIMATE_PROMPT_TOKENS = 1000
 ESTIMATE_OUTPUT_TOKENS = 24
 LOCAL_REJECTS = "json_schema"  # llama-cpp-python's server answers OpenAI's json_schema type 500
+MAX_REASONING_TOKENS = 1_000_000
 
 
-HARNESSES = ("json", "tools", "chat")  # diagym.llm_policies.harness.HARNESSES
 TOOL_CHOICES = ("auto", "required")  # of ClientConfig's: "none" would offer a tool never called
 
 
@@ -113,13 +114,24 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
                                 + ", ".join(HARNESSES) + ": every cell is played in each, on "
                                 "the same tasks and seeds (default: json)")
     else:
-        group.add_argument("--harness", choices=HARNESSES, default="json",
+        group.add_argument("--harness", choices=tuple(HARNESSES), default="json",
                            help="how the model acts: json (seed 003's protocol: a fresh "
                                 "prompt per decision, one JSON text action), tools (a "
                                 "conversation; the action is a native tool call, its result "
                                 "a tool message) or chat (a conversation of JSON text "
                                 "actions); with --budget W the conversations keep the "
                                 "newest exchanges within W tokens (default: %(default)s)")
+    group.add_argument("--reasoning-tokens", type=bounded_int(1, MAX_REASONING_TOKENS),
+                       metavar="R",
+                       help="think-then-act: the model may reason in text for up to R tokens "
+                            "before its action, on top of --max-tokens (the answer's own "
+                            "reserve); the last action object of a reply is its answer and a "
+                            "reply cut before one is cut_reasoning. Sent as reasoning_effort "
+                            "and max_completion_tokens where the probe finds a server honours "
+                            "them, else as max_tokens; decoding is then unconstrained "
+                            "(--response-format json_schema, json_object or auto forces a bare "
+                            "JSON object and is refused). docs/REASONING.md (default: none, "
+                            "seed 003's direct answer)")
     group.add_argument("--invalid-retries", type=bounded_int(0, 8), default=0, metavar="K",
                        help="after an invalid reply, tell the model its category and ask "
                             "again, up to K times, 0..8 (default: %(default)s: an invalid "
@@ -186,7 +198,8 @@ def refuse_served_flags(args: argparse.Namespace, policy: str) -> None:
 
 
 SETTING_FLAGS = {"base_url": "--base-url", "model": "--model", "timeout": "--timeout",
-                 "temperature": "--temperature", "max_tokens": "--max-tokens"}
+                 "temperature": "--temperature", "max_tokens": "--max-tokens",
+                 "reasoning_tokens": "--reasoning-tokens"}
 
 
 def _preflight(check: Callable[[ChatSettings], ChatSettings],
@@ -194,11 +207,30 @@ def _preflight(check: Callable[[ChatSettings], ChatSettings],
     """Run the pre-flight check; a setting the client refuses is reported by its flag."""
     try:
         return check(settings)
-    except ValueError as error:
-        text = str(error)
-        name = text.split(" ", 1)[0]
-        raise ValueError(SETTING_FLAGS[name] + text[len(name):] if name in SETTING_FLAGS
-                         else text) from None
+    except SettingError as error:
+        if error.setting not in SETTING_FLAGS:
+            raise
+        raise ValueError(f"{SETTING_FLAGS[error.setting]} {error.detail}") from None
+
+
+def response_format_of(args: argparse.Namespace, default: str) -> str:
+    """--response-format, or `default` when not given; under --reasoning-tokens "none", and a
+    format that forces a bare JSON object is refused (ValueError naming both flags): a
+    think-then-act reply writes its reasoning before the object."""
+    chosen = args.response_format
+    if getattr(args, "reasoning_tokens", None) is None:
+        return chosen or default
+    if chosen not in (None, "none"):
+        raise ValueError(f"--reasoning-tokens: a think-then-act reply writes its reasoning "
+                         f"before its JSON object, which --response-format {chosen} forbids "
+                         "(it holds the reply to a bare object); use --response-format none "
+                         "or leave it out")
+    return "none"
+
+
+def output_tokens_of(args: argparse.Namespace) -> int:
+    """The most tokens a reply may take: --max-tokens plus any --reasoning-tokens."""
+    return args.max_tokens + (getattr(args, "reasoning_tokens", None) or 0)
 
 
 def harnesses_of(args: argparse.Namespace) -> tuple[str, ...]:
@@ -218,11 +250,14 @@ def _measured_deadlines(args: argparse.Namespace, server: Any,
     from diagym.llm_policies.client.local_speed import measure
 
     speed = measure(server.base_url, server.model.name)
-    decision_s = speed.call_seconds(ESTIMATE_PROMPT_TOKENS, ESTIMATE_OUTPUT_TOKENS)
-    call_timeout = args.timeout or speed.call_timeout(server.n_ctx, args.max_tokens)
+    reasoning = getattr(args, "reasoning_tokens", None) or 0
+    decision_s = speed.call_seconds(ESTIMATE_PROMPT_TOKENS, ESTIMATE_OUTPUT_TOKENS + reasoning)
+    call_timeout = args.timeout or speed.call_timeout(server.n_ctx, output_tokens_of(args))
     probe_timeout = args.timeout or speed.probe_timeout()
+    answer = (f" and up to {ESTIMATE_OUTPUT_TOKENS + reasoning:,} output tokens (--reasoning-"
+              f"tokens {reasoning} counted in full)" if reasoning else "")
     print(f"{server.model.title}: {speed.describe()}; a cold decision of "
-          f"{ESTIMATE_PROMPT_TOKENS:,} prompt tokens takes about {decision_s:.0f} s (later "
+          f"{ESTIMATE_PROMPT_TOKENS:,} prompt tokens{answer} takes about {decision_s:.0f} s (later "
           f"decisions of an episode reuse the shared prefix); per-call timeout "
           f"{call_timeout:g} s, probe deadline {probe_timeout:g} s", file=sys.stderr,
           flush=True)
@@ -251,14 +286,14 @@ def chat_settings(args: argparse.Namespace, served: Any = None,
     if served is None:
         where: dict[str, Any] = {
             "base_url": args.base_url, "model": args.model,
-            "response_format": args.response_format or "auto",
+            "response_format": response_format_of(args, "auto"),
             "system_role": not args.no_system_role,
             "timeout": args.timeout or DEFAULT_TIMEOUT_S, "probe_timeout": args.timeout}
     else:
         local = served.model
         timeout, probe_timeout = deadlines or (args.timeout or DEFAULT_TIMEOUT_S, args.timeout)
         where = {"base_url": served.base_url, "model": args.model or local.name,
-                 "response_format": args.response_format or local.response_format,
+                 "response_format": response_format_of(args, local.response_format),
                  "system_role": local.system_role and not args.no_system_role,
                  "timeout": timeout, "probe_timeout": probe_timeout}
     return ChatSettings(
@@ -266,6 +301,7 @@ def chat_settings(args: argparse.Namespace, served: Any = None,
         max_tokens=args.max_tokens, seed=args.llm_seed, budget=getattr(args, "budget", None),
         harness=harnesses_of(args)[0], invalid_retries=getattr(args, "invalid_retries", 0),
         concurrency=getattr(args, "concurrency", 1), **spending_settings(args),
+        reasoning_tokens=getattr(args, "reasoning_tokens", None),
         **answer_settings(args, where["response_format"]))
 
 
@@ -311,7 +347,7 @@ def llm_endpoint(args: argparse.Namespace,
         from diagym.llm_policies.client import local_server
 
         local = local_server.LOCAL_MODELS[args.local]
-        response_format = args.response_format or local.response_format
+        response_format = response_format_of(args, local.response_format)
         if response_format == LOCAL_REJECTS:
             allowed = " | ".join(f for f in RESPONSE_FORMATS if f != LOCAL_REJECTS)
             raise ValueError(f"--response-format with --local must be one of {allowed} (the "

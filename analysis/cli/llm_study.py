@@ -38,8 +38,11 @@ def add_parser(subparsers: Any) -> None:
     from diagym.analysis.studies.llm_study.design import DEFAULT_SEEDS, DESIGNS
 
     parser.add_argument("--design", choices=DESIGNS, required=True,
-                        help="local (the 2^5 factorial) or fractional (the 2^(4-1) fraction; "
-                             "required)")
+                        help="local (the 2^5 factorial), fractional (the 2^(4-1) fraction) or "
+                             "reasoning (the fraction's cells at each reasoning budget: the "
+                             "direct answer, 256 and 1024 tokens of think-then-act, compared "
+                             "at matched tokens per episode; --policy llm; docs/REASONING.md) "
+                             "(required)")
     parser.add_argument("--seeds", type=bounded_int(1), metavar="K",
                         help="task seeds per cell (default: "
                         + ", ".join(f"{n} {d}" for d, n in DEFAULT_SEEDS.items()) + ")")
@@ -91,6 +94,7 @@ def run(args: argparse.Namespace) -> int:
 
     n_seeds = args.seeds or DEFAULT_SEEDS[args.design]
     harnesses = harnesses_of(args)
+    levels = _reasoning_levels(args)
     writable_file("--log", args.log)
     if args.out is not None:
         writable_dir("--out", args.out)
@@ -106,19 +110,30 @@ def run(args: argparse.Namespace) -> int:
             from diagym.analysis.cli.estimate import run_plan
             from diagym.analysis.studies.llm_study.design import design_cells
 
-            plan = run_plan((len(harnesses) * n_seeds, cell.spec)
+            plan = run_plan((max(len(levels), 1) * len(harnesses) * n_seeds, cell.spec)
                             for cell in design_cells(args.design))
         factory, make_env, described = _policies(args, stack, log, text_env, plan)
         executor = stack.enter_context(open_executor(
             args, executor_workers(args, args.policy in ("llm", TEXT_ORACLE))))
         # per harness, the factory whose workers share one cost meter and rate limit
         make_policy = factory.for_executor(executor).for_harness
-        results = run_design(args.design, args.first_seed, n_seeds, make_policy,
-                             harnesses=harnesses, log=log, resume=args.resume,
-                             workers=args.concurrency, progress=True,
-                             make_env=make_env, run_name=args.run_name,
-                             retry_failed=args.retry_failed, executor=executor)
+        design = {"harnesses": harnesses, "log": log, "resume": args.resume,
+                  "workers": args.concurrency, "progress": True, "make_env": make_env,
+                  "run_name": args.run_name, "retry_failed": args.retry_failed,
+                  "executor": executor}
+        if levels:
+            from diagym.analysis.studies.llm_study.reasoning import run_reasoning_design
+
+            by_level = run_reasoning_design(
+                args.first_seed, n_seeds,
+                lambda harness, budget: make_policy(harness).with_reasoning(budget),
+                levels=levels, **design)
+            results = [run for runs in by_level.values() for run in runs]
+        else:
+            results = run_design(args.design, args.first_seed, n_seeds, make_policy, **design)
         calls = answered_calls(log)
+    if levels:
+        return _reasoning_outputs(args, by_level, calls, described, harnesses, n_seeds)
     summary = summarise_study(results, calls=calls, response_format=described["response_format"])
     summary["run"] = {
         "env": ENV_ID, "design": args.design, "harnesses": list(harnesses),
@@ -131,6 +146,55 @@ def run(args: argparse.Namespace) -> int:
         write_outputs(summary, results, args.out)
     print(json.dumps(summary, indent=2) if args.json
           else format_study_summary(args.design, summary), file=args.stdout)
+    if args.out is not None:
+        from diagym.analysis.report import write_beside
+
+        write_beside(args.out, args.log, command="llm-study", quiet=args.json)
+    return 0
+
+
+def _reasoning_levels(args: argparse.Namespace) -> tuple[int | None, ...]:
+    """The reasoning budgets --design reasoning plays (none for another design), after
+    refusing what it cannot play; the chat flags then see its largest budget, so decoding
+    is checked and the probe asks for the native budget control."""
+    if args.design != "reasoning":
+        return ()
+    from diagym.analysis.studies.llm_study.reasoning import REASONING_LEVELS
+
+    if args.policy != "llm":
+        raise ValueError(f"--design reasoning varies a chat model's reasoning budget; "
+                         f"--policy {args.policy} has none (use --policy llm)")
+    if args.reasoning_tokens is not None:
+        raise ValueError("--reasoning-tokens: --design reasoning sets the budgets itself "
+                         "(the direct answer, " + ", ".join(
+                             str(b) for b in REASONING_LEVELS if b is not None) + " tokens)")
+    args.reasoning_tokens = max(b for b in REASONING_LEVELS if b is not None)
+    return REASONING_LEVELS
+
+
+def _reasoning_outputs(args: argparse.Namespace, by_level: dict[Any, Any],
+                       calls: list[dict[str, Any]], described: dict[str, Any],
+                       harnesses: tuple[str, ...], n_seeds: int) -> int:
+    """The reasoning design's summary (stdout, --json, --out DIR/summary.json)."""
+    from diagym.analysis.studies.llm_study.reasoning import (
+        format_reasoning_summary,
+        summarise_reasoning,
+    )
+    from diagym.analysis.studies.llm_study.run import ENV_ID
+    from diagym.controllers.provenance import provenance
+
+    summary = summarise_reasoning(by_level, calls)
+    summary["run"] = {
+        "env": ENV_ID, "design": args.design, "harnesses": list(harnesses),
+        "task_seeds": [args.first_seed, args.first_seed + n_seeds - 1],
+        "invalid_retries": args.invalid_retries,
+        **{k: v for k, v in described.items() if k != "reasoning_tokens"}}
+    summary["provenance"] = provenance()
+    if args.out is not None:
+        args.out.mkdir(parents=True, exist_ok=True)
+        (args.out / "summary.json").write_text(json.dumps(summary, indent=2) + "\n")
+    print(json.dumps(summary, indent=2) if args.json else format_reasoning_summary(summary),
+          file=args.stdout)
     if args.out is not None:
         from diagym.analysis.report import write_beside
 

@@ -102,7 +102,9 @@ def build_policy(args: argparse.Namespace, env_id: str,
         yield BuiltPolicy(OraclePolicyFactory(budget=getattr(args, "budget", None),
                                               system_role=not args.no_system_role,
                                               harness=harnesses_of(args)[0],
-                                              invalid_retries=args.invalid_retries),
+                                              invalid_retries=args.invalid_retries,
+                                              reasoning_tokens=getattr(args, "reasoning_tokens",
+                                                                       None)),
                           chat=True)
         return
     if policy == "llm":

@@ -79,6 +79,8 @@ def _reply_text(call: Mapping[str, Any]) -> str:
     tool_calls = call.get("tool_calls") or []
     reply = call.get("response")
     text = reply if isinstance(reply, str) else ""
+    if isinstance(call.get("reasoning"), str) and call["reasoning"]:
+        text = f"reasoning: {call['reasoning']}\n" + text
     if tool_calls:
         text += ("\n" if text else "") + "tool calls: " + json.dumps(tool_calls, sort_keys=True)
     if call.get("error"):
@@ -98,6 +100,9 @@ def _call_meta(call: Mapping[str, Any]) -> str:
     tokens = call.get("provider_prompt_tokens") or call.get("cl100k_prompt_tokens")
     if tokens:
         parts.append(f"prompt {tokens} tokens")
+    if isinstance(call.get("cl100k_reasoning_tokens"), int):  # a think-then-act call
+        parts.append(f"reasoning {call['cl100k_reasoning_tokens']} tokens, answer "
+                     f"{call.get('cl100k_answer_tokens')} tokens")
     if call.get("retries"):
         parts.append(f"{call['retries']} retries")
     if isinstance(call.get("cost_usd"), int | float):

@@ -4,7 +4,8 @@ Why: at temperature 0 with a seed, the same request to the same model is the sam
 and a hosted call costs money and seconds. `CachedChat` answers a request it has seen from
 the cache; the request key is what decides the answer: model, messages, tools (and with them
 the client's tool_choice), the response_format setting, json_schema, temperature, seed and
-max_tokens; never how the model is reached (base URL, key, timeouts), so no credential can
+max_tokens (with a reasoning budget and its control, when set); never how the model is
+reached (base URL, key, timeouts), so no credential can
 reach a cache file. Only answers (status "ok") are stored: an error is worth retrying next
 time.
 
@@ -173,6 +174,9 @@ class CachedChat(ChatWrapper):
             "temperature": inner.temperature,
             "seed": inner.seed,
             "max_tokens": inner.max_tokens,
+            **({"reasoning_tokens": inner.reasoning_tokens,
+                "reasoning_control": inner.reasoning_control}
+               if getattr(inner, "reasoning_tokens", None) is not None else {}),
         }
 
     def complete(self, messages: Messages, tools: Tools = None) -> ChatResult:

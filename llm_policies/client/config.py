@@ -8,7 +8,8 @@ described; what a client needs at run time besides (the key itself, an httpx tra
 sleep function, a limiter) are the client's own arguments.
 
 Building a config checks every value, so a setting that cannot work is refused before any
-request with one ValueError naming the parameter (the CLI maps the name to its flag).
+request with one SettingError (a ValueError) that carries the parameter's name, so the CLI
+reports it by its flag.
 """
 
 from __future__ import annotations
@@ -25,6 +26,23 @@ from diagym.llm_policies.client.secrets import redact_url
 MODES = ("json_schema", "json_object", "none")
 RESPONSE_FORMATS = ("auto", *MODES)
 TOOL_CHOICES = ("auto", "required", "none")
+# How a reasoning budget reaches the server (docs/REASONING.md): "max_tokens", the reply's cap
+# raised by the budget (every server: the budget is enforced by cutting the reply); or
+# "reasoning_effort", OpenAI's native control (max_completion_tokens as the cap, which counts
+# the hidden reasoning, and a reasoning_effort level), where the probe found it honoured.
+REASONING_CONTROLS = ("max_tokens", "reasoning_effort")
+# The reasoning_effort level of a budget: the smallest level whose bound holds it.
+EFFORT_LEVELS = ((1024, "low"), (4096, "medium"))
+
+
+class SettingError(ValueError):
+    """A setting that cannot work: `setting` names the ClientConfig field, `detail` says what
+    is wrong with it; the message is both, "max_tokens must be ..."."""
+
+    def __init__(self, setting: str, detail: str) -> None:
+        super().__init__(f"{setting} {detail}")
+        self.setting = setting
+        self.detail = detail
 
 
 def finite_number(name: str, value: Any, *, low: float, strict: bool,
@@ -37,14 +55,14 @@ def finite_number(name: str, value: Any, *, low: float, strict: bool,
         ok = not math.isnan(value) and (not finite or math.isfinite(value))
         ok = ok and (value > low if strict else value >= low)
     if not ok:
-        raise ValueError(f"{name} must be a finite number {bound} (got {value!r})")
+        raise SettingError(name, f"must be a finite number {bound} (got {value!r})")
     return value
 
 
 def integer_at_least(name: str, value: Any, *, low: int) -> int:
     """`value` as an int, or a ValueError naming the parameter when it is not one >= low."""
     if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low} (got {value!r})")
+        raise SettingError(name, f"must be an integer >= {low} (got {value!r})")
     return int(value)
 
 
@@ -54,17 +72,17 @@ def split_base_url(base_url: Any) -> tuple[str, tuple[str, str] | None]:
 
     example = "like http://127.0.0.1:8080/v1"
     if not isinstance(base_url, str):
-        raise ValueError(f"base_url must be a string, {example}")
+        raise SettingError("base_url", f"must be a string, {example}")
     shown = redact_url(base_url.strip())
     try:
         url = httpx.URL(base_url.strip())
     except (httpx.InvalidURL, ValueError, TypeError):
-        raise ValueError(f"base_url is not a valid URL ({shown!r}), {example}") from None
+        raise SettingError("base_url", f"is not a valid URL ({shown!r}), {example}") from None
     if url.scheme not in ("http", "https") or not url.host:
-        raise ValueError(f"base_url needs an http:// or https:// scheme and a host, {example} "
-                         f"(got {shown!r})")
+        raise SettingError("base_url", f"needs an http:// or https:// scheme and a host, "
+                                       f"{example} (got {shown!r})")
     if url.query or url.fragment:
-        raise ValueError(f"base_url must not have a query or fragment (got {shown!r})")
+        raise SettingError("base_url", f"must not have a query or fragment (got {shown!r})")
     auth = (url.username, url.password) if url.userinfo else None
     return shown.rstrip("/"), auth
 
@@ -77,8 +95,8 @@ def checked_tool_choice(value: Any) -> str | dict[str, Any]:
         function = value.get("function")
         if isinstance(function, Mapping) and isinstance(function.get("name"), str):
             return {"type": "function", "function": {"name": function["name"]}}
-    raise ValueError(f"tool_choice must be one of {TOOL_CHOICES} or "
-                     f'{{"type": "function", "function": {{"name": NAME}}}} (got {value!r})')
+    raise SettingError("tool_choice", f"must be one of {TOOL_CHOICES} or "
+                       f'{{"type": "function", "function": {{"name": NAME}}}} (got {value!r})')
 
 
 @dataclass(frozen=True)
@@ -153,14 +171,35 @@ class ClientConfig:
     """OpenAI's tool_choice for calls with tools: one of TOOL_CHOICES or one function forced
     by name."""
 
+    reasoning_tokens: int | None = None
+    """Tokens the model may reason before its answer, on top of `max_tokens` (the answer's own
+    reserve); None: no reasoning budget, the reply capped at `max_tokens` alone."""
+
+    reasoning_control: str = "max_tokens"
+    """How `reasoning_tokens` is sent: one of REASONING_CONTROLS."""
+
+    @property
+    def reply_cap(self) -> int:
+        """The most tokens a reply may take, reasoning included."""
+        return self.max_tokens + (self.reasoning_tokens or 0)
+
+    def reasoning_fields(self) -> dict[str, Any]:
+        """The request fields that cap a reply: max_tokens, or under the native control
+        max_completion_tokens and reasoning_effort (REASONING_CONTROLS)."""
+        if self.reasoning_tokens is None or self.reasoning_control == "max_tokens":
+            return {"max_tokens": self.reply_cap}
+        effort = next((level for bound, level in EFFORT_LEVELS
+                       if self.reasoning_tokens <= bound), "high")
+        return {"max_completion_tokens": self.reply_cap, "reasoning_effort": effort}
+
     def __post_init__(self) -> None:
         if self.response_format not in RESPONSE_FORMATS:
-            raise ValueError(f"response_format must be one of {RESPONSE_FORMATS} "
-                             f"(got {self.response_format!r})")
+            raise SettingError("response_format", f"must be one of {RESPONSE_FORMATS} "
+                               f"(got {self.response_format!r})")
         if self.response_format == "json_schema" and self.json_schema is None:
             raise ValueError('response_format="json_schema" needs a json_schema')
         if not isinstance(self.model, str) or not self.model:
-            raise ValueError(f"model must be a non-empty string (got {self.model!r})")
+            raise SettingError("model", f"must be a non-empty string (got {self.model!r})")
         split_base_url(self.base_url)
         checked = {
             "timeout": finite_number("timeout", self.timeout, low=0, strict=True),
@@ -184,10 +223,15 @@ class ClientConfig:
             "max_answer_chars": integer_at_least("max_answer_chars", self.max_answer_chars,
                                                  low=1),
             "tool_choice": checked_tool_choice(self.tool_choice),
+            "reasoning_tokens": (None if self.reasoning_tokens is None else integer_at_least(
+                "reasoning_tokens", self.reasoning_tokens, low=1)),
             "json_schema": dict(self.json_schema) if self.json_schema is not None else None,
         }
         for name, value in checked.items():
             object.__setattr__(self, name, value)
+        if self.reasoning_control not in REASONING_CONTROLS:
+            raise SettingError("reasoning_control", f"must be one of {REASONING_CONTROLS} "
+                               f"(got {self.reasoning_control!r})")
 
     @property
     def call_deadline(self) -> float:

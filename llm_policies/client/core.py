@@ -119,6 +119,8 @@ class ChatCore(ReplyRules):
     seed = _Setting()
     json_schema = _Setting()
     tool_choice = _Setting()
+    reasoning_tokens = _Setting()
+    reasoning_control = _Setting()
 
     def __init__(self, config: ClientConfig, api_key: str | None) -> None:
         self.config = config
@@ -190,7 +192,7 @@ class ChatCore(ReplyRules):
             "model": self.model,
             "messages": messages,
             "temperature": self.temperature,
-            "max_tokens": self.max_tokens,
+            **self.config.reasoning_fields(),
         }
         if self.seed is not None:
             payload["seed"] = self.seed

@@ -25,17 +25,19 @@ model paths): a model's price is its exact key's, else the longest matching patt
 Cost of one result, first rule that applies: a cache hit costs 0 (no call was made); the
 provider's own reported cost; the table's price of the provider's usage (prompt tokens,
 cached prompt tokens, completion tokens); an error without usage costs 0; without usage, the
-table's price of cl100k counts of the prompt and the reply. A model the table does not price
-costs None (unknown), and the meter counts it as 0. A reply whose body names another model
-than the one asked for is priced as the dearer of the two (a limit must hold whichever ran),
-with one warning per pair.
+table's price of cl100k counts of the prompt and the reply (its reasoning included:
+reasoning tokens are output tokens, as providers' completion_tokens count them). A model the
+table does not price costs None (unknown), and the meter counts it as 0. A reply whose body
+names another model than the one asked for is priced as the dearer of the two (a limit must
+hold whichever ran), with one warning per pair.
 
 The limit: before each call, `CostedChat` reserves an upper bound, the cl100k tokens of the
 prompt (message contents, tool-call arguments, the tools JSON) at the input price plus
-`max_tokens` at the output price, and the call is refused when the money spent plus the
-reservations in flight plus this bound would pass the limit. The bound is cl100k's count: a
-provider's own tokenizer and chat template may count a little more, which is the margin by
-which a limit can be passed. A model without `max_tokens` (in-process) bounds only its prompt.
+`max_tokens` and any reasoning budget (`reasoning_tokens`) at the output price, and the call
+is refused when the money spent plus the reservations in flight plus this bound would pass
+the limit. The bound is cl100k's count: a provider's own tokenizer and chat template may
+count a little more, which is the margin by which a limit can be passed. A model without
+`max_tokens` (in-process) bounds only its prompt.
 """
 
 from __future__ import annotations
@@ -299,8 +301,10 @@ def prompt_tokens(messages: Messages, tools: Tools = None) -> int:
 
 
 def reply_tokens(result: ChatResult) -> int:
-    """cl100k tokens of a reply: its text and its tool-call arguments."""
-    return tokens.count(result.text) + sum(tokens.count(c.arguments) for c in result.tool_calls)
+    """cl100k tokens of a reply: its text, its tool-call arguments and the reasoning the
+    server returned beside them (reasoning is output, and priced as output)."""
+    return (tokens.count(result.text) + sum(tokens.count(c.arguments) for c in result.tool_calls)
+            + tokens.count(result.reasoning or ""))
 
 
 class CostedChat(ChatWrapper):
@@ -321,7 +325,8 @@ class CostedChat(ChatWrapper):
         meter = self.meter
         reservation = None
         if meter is not None:
-            max_tokens = getattr(self.inner, "max_tokens", None) or 0
+            max_tokens = ((getattr(self.inner, "max_tokens", None) or 0)
+                          + (getattr(self.inner, "reasoning_tokens", None) or 0))
             reservation = meter.reserve(price.bound(prompt, max_tokens) if price else 0.0)
         cost: float | None = None
         try:

@@ -18,6 +18,11 @@ The requests (no retries, `timeout` seconds each, at most `PROBE_MAX_TOKENS` tok
     has a call named ping whose arguments parse to an object with an integer x.
   * seed: the plain request with "seed"; honoured when it is answered.
   * reasoning: True when any reply carried reasoning text (reasoning_content / reasoning).
+  * reasoning_effort, only when asked (`reasoning=True`, a run with a reasoning budget): the
+    plain request with OpenAI's native budget control (reasoning_effort "low",
+    max_completion_tokens in place of max_tokens); honoured when answered with reasoning
+    (reasoning text, or usage's completion_tokens_details.reasoning_tokens), since a server
+    that ignores the fields answers too. Not honoured: the run's budget is sent as max_tokens.
 
 Each capability is True, False (not honoured; `notes` says why) or None (the probe could not
 tell; `notes` says why). A refusal (HTTP 4xx other than 408 and 429, or 500 and 501, the way
@@ -41,6 +46,7 @@ import httpx
 from diagym.llm_policies.client.deadlines import ClampedTransport, Clock, raw_chunks, timed
 from diagym.llm_policies.client.secrets import redact_url, scrub, url_secrets
 from diagym.llm_policies.client.transport import ChatClient, ChatResult, split_base_url
+from diagym.llm_policies.harness import HARNESSES, check_harness_name
 
 __all__ = [
     "HARNESS_NEEDS", "MAX_MODELS_BYTES", "PROBE_MAX_TOKENS", "Capabilities", "ProbeError",
@@ -51,7 +57,9 @@ PROBE_MAX_TOKENS = 32
 MAX_MODELS_BYTES = 1_000_000  # a models list larger than this is not read
 MAX_MODELS_BRACKETS = 10_000  # nor one nested or listed past this many brackets
 CAPABILITIES = ("json_schema", "json_object_schema", "tools", "seed", "reasoning")
-HARNESS_NEEDS: dict[str, tuple[str, ...]] = {"json": (), "chat": (), "tools": ("tools",)}
+# what each harness needs, from the harness table (diagym.llm_policies.harness.HARNESSES)
+HARNESS_NEEDS: dict[str, tuple[str, ...]] = {name: kind.needs
+                                             for name, kind in HARNESSES.items()}
 NEEDS_WORDS = {"tools": "native tool calls"}  # how a refusal names each need
 TRANSIENT_STATUSES = frozenset({408, 429})
 REFUSAL_5XX = frozenset({500, 501})
@@ -90,6 +98,7 @@ class Capabilities:
     reasoning: bool | None
     served_model: str | None = None
     notes: dict[str, str] = field(default_factory=dict)
+    reasoning_effort: bool | None = None  # probed only for a run with a reasoning budget
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -142,9 +151,11 @@ def list_models(base_url: str, key: str | None, timeout: float, *,
 
 
 def probe(*, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
-          timeout: float = 10.0, transport: httpx.BaseTransport | None = None) -> Capabilities:
-    """Probe the server (see the module docstring). Raises ProbeError for an unreachable
-    server or a refused key, ValueError for settings the chat client refuses."""
+          timeout: float = 10.0, transport: httpx.BaseTransport | None = None,
+          reasoning: bool = False) -> Capabilities:
+    """Probe the server (see the module docstring; `reasoning`: probe reasoning_effort too).
+    Raises ProbeError for an unreachable server or a refused key, ValueError for settings
+    the chat client refuses."""
     key = (os.environ.get(api_key_env) or "").strip()
     common: dict[str, Any] = {
         "base_url": base_url, "model": model, "api_key_env": api_key_env, "timeout": timeout,
@@ -198,7 +209,23 @@ def probe(*, base_url: str, model: str, api_key_env: str = "OPENAI_API_KEY",
         verdicts["reasoning"] = None
         notes["reasoning"] = "no request was answered"
     served = next((r.served_model for r in answered if r.served_model), None)
+    if reasoning:
+        effort = ask(ASK_PLAIN, response_format="none", reasoning_tokens=PROBE_MAX_TOKENS,
+                     reasoning_control="reasoning_effort")
+        verdicts["reasoning_effort"], why = _effort_verdict(effort, plain.status == "ok")
+        if why:
+            notes["reasoning_effort"] = why
     return Capabilities(**verdicts, served_model=served, notes=notes)
+
+
+def _effort_verdict(result: ChatResult, baseline: bool) -> tuple[bool | None, str]:
+    """(honoured, why not) for the native reasoning control (module docstring)."""
+    if result.status != "ok":
+        return _verdict("reasoning_effort", result, baseline=baseline)
+    if result.reasoning or result.provider_reasoning_tokens:
+        return True, ""
+    return False, ("answered without reasoning (no reasoning text, no reasoning_tokens in "
+                   "usage): the fields are ignored or the model does not reason natively")
 
 
 def _verdict(name: str, result: ChatResult, *, baseline: bool) -> tuple[bool | None, str]:
@@ -249,8 +276,7 @@ def _has_integer_x(text: str) -> bool:
 def check_harness(capabilities: Capabilities, harness: str, base_url: str) -> None:
     """Raises ProbeRefused when the server did not honour what `harness` needs. Unknown
     capabilities (None) let the run go on: its own calls retry and categorise failures."""
-    if harness not in HARNESS_NEEDS:
-        raise ValueError(f"harness must be one of {', '.join(HARNESS_NEEDS)} (got {harness!r})")
+    check_harness_name(harness)
     shown = redact_url(base_url.strip()).rstrip("/")
     for need in HARNESS_NEEDS[harness]:
         if getattr(capabilities, need) is False:

@@ -53,6 +53,13 @@ def _cached_tokens(usage: dict[str, Any]) -> int | None:
     return cached if cached is not None else _count(usage.get("cache_read_input_tokens"))
 
 
+def _reasoning_tokens(usage: dict[str, Any]) -> int | None:
+    """OpenAI's usage.completion_tokens_details.reasoning_tokens: the completion tokens that
+    were hidden reasoning (already inside completion_tokens)."""
+    details = usage.get("completion_tokens_details")
+    return _count(details.get("reasoning_tokens")) if isinstance(details, dict) else None
+
+
 def _cost(value: Any) -> float | None:
     if isinstance(value, numbers.Real) and not isinstance(value, bool):
         value = float(value)
@@ -186,7 +193,10 @@ class ReplyRules:
             return malformed("no message in choices[0]")
         content = message.get("content")
         calls, calls_cut = self._tool_calls(message.get("tool_calls"))
-        if content is None and not calls:
+        reasoning = next((r for r in (message.get("reasoning_content"), message.get("reasoning"))
+                          if isinstance(r, str) and r), None)
+        # a reasoning model cut while thinking answers no content, only its reasoning
+        if content is None and not calls and reasoning is None:
             finish = choices[0].get("finish_reason")
             reason = f" (finish_reason {self._short(finish)!r})" if isinstance(finish, str) else ""
             return malformed(f"null content{reason}")
@@ -195,8 +205,6 @@ class ReplyRules:
         text = self.scrub(valid_unicode(content or ""))
         truncated = len(text) > self.config.max_answer_chars or calls_cut
         usage = data.get("usage") if isinstance(data.get("usage"), dict) else {}
-        reasoning = next((r for r in (message.get("reasoning_content"), message.get("reasoning"))
-                          if isinstance(r, str) and r), None)
         answer = dict(
             tool_calls=calls,
             served_model=self._field(data.get("model")),
@@ -205,6 +213,7 @@ class ReplyRules:
             reasoning=(self.scrub(valid_unicode(reasoning))[: self.config.max_answer_chars]
                        if reasoning is not None else None),
             finish_reason=self._field(choices[0].get("finish_reason")),
+            provider_reasoning_tokens=_reasoning_tokens(usage),
         )
         return Outcome(
             "ok",

@@ -50,7 +50,8 @@ class ChatResult:
     served_model: str | None = None
     cached_prompt_tokens: int | None = None
     provider_cost_usd: float | None = None
-    reasoning: str | None = None
+    reasoning: str | None = None  # the reasoning text a server returned beside the answer
+    provider_reasoning_tokens: int | None = None  # of completion_tokens, as the server says
     finish_reason: str | None = None
     cache: str | None = None  # None: no cache in use; "hit" or "miss" (client/cache.py)
     cost_usd: float | None = None  # set by client/prices.py's CostedChat; None: unknown

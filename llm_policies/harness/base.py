@@ -14,7 +14,7 @@ from typing import Any, Protocol
 
 from diagym.llm_policies.client.transport import ChatResult
 from diagym.llm_policies.harness.conversation import MessageWindow
-from diagym.llm_policies.text_actions import FAILURE_REASONS
+from diagym.llm_policies.text_actions import FAILURE_REASONS, REASONING_CUT
 
 ActionFields = tuple[tuple[str, int], ...]
 
@@ -23,11 +23,16 @@ ActionFields = tuple[tuple[str, int], ...]
 class Judged:
     """A reply as the harness reads it: `status` "ok" or its failure category, `parsed` the
     answer's integers (None when it has none, or for a free-text reply), `action` what the
-    policy hands to TextActionWrapper.step."""
+    policy hands to TextActionWrapper.step. In a think-then-act answer (docs/REASONING.md)
+    `reasoning` is the text before the action (None: none) and `said` the reply without it
+    (the action's JSON text, "" when there is none): what the call line keeps as the
+    response and a conversation as the model's turn. `said` None: the reply is all answer."""
 
     status: str
     parsed: tuple[int, ...] | None
     action: Any
+    reasoning: str | None = None
+    said: str | None = None
 
     @property
     def well_formed(self) -> bool:
@@ -61,6 +66,31 @@ class Harness(Protocol):
 def json_format(fields: ActionFields) -> str:
     """The JSON answer of `fields` as an instruction shows it: {"operation": <int>, ...}."""
     return "{" + ", ".join(f'"{key}": <int>' for key, _ in fields) + "}"
+
+
+def think_instruction(what: str, reasoning_tokens: int) -> str:
+    """The think-then-act answer: reasoning first, within about `reasoning_tokens` tokens,
+    then `what` (the action's form) last."""
+    return (f"first your reasoning in plain text (at most about {reasoning_tokens} tokens), "
+            f"then {what} as the last thing you write")
+
+
+def cut_note() -> str:
+    """What a think-then-act reply cut before its action is."""
+    return f"a reply cut at the token limit before its answer is {REASONING_CUT}"
+
+
+def check_reasoning_tokens(value: Any, fields: Any) -> None:
+    """ValueError unless `value` is a reasoning budget (an integer >= 1, or None for the
+    direct answer) that the renderer's answer can take (`fields` None: a free-text reply is
+    the action itself, so there is no action to find after the reasoning)."""
+    if value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        raise ValueError(f"reasoning_tokens must be an integer >= 1 or None; got {value!r}")
+    if fields is None:
+        raise ValueError("reasoning_tokens: a free-text answer is the action itself, so there "
+                         "is no action to find after the reasoning")
 
 
 def consequence(categories: Sequence[str], invalid_retries: int) -> str:

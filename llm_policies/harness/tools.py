@@ -7,16 +7,21 @@ are sent with every call as JSON-schema functions of integer arguments; the repl
 to TextActionWrapper as a ToolCallAction and its result comes back as the tool message. A
 reply with no call or several is an InvalidReply, judged here because there is no one call to
 hand on.
+
+With a reasoning budget (think-then-act, docs/REASONING.md) the reply's text before its call is
+its reasoning, kept in the call line and left out of the conversation, and a reply cut at the
+token limit before any call is cut_reasoning, not no_tool_call.
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from diagym.llm_policies.client.transport import ChatResult
 from diagym.llm_policies.families import ToolSpec
-from diagym.llm_policies.harness.base import Judged, consequence
+from diagym.llm_policies.harness.base import Judged, consequence, cut_note, think_instruction
 from diagym.llm_policies.harness.chat import ChatHarness
 from diagym.llm_policies.harness.conversation import Message
 from diagym.llm_policies.prompts.schema import fields_schema
@@ -24,6 +29,7 @@ from diagym.llm_policies.text_actions import (
     INVALID_ACTION,
     MULTIPLE_TOOL_CALLS,
     NO_TOOL_CALL,
+    REASONING_CUT,
     TOOL_FAILURES,
     InvalidReply,
     ToolCallAction,
@@ -52,12 +58,14 @@ class ToolsHarness(ChatHarness):
     name = "tools"
 
     def __init__(self, renderer: Any, tools: Sequence[ToolSpec], *, window: int | None = None,
-                 invalid_retries: int = 0, bounded_fields: bool = False) -> None:
+                 invalid_retries: int = 0, bounded_fields: bool = False,
+                 reasoning_tokens: int | None = None) -> None:
         if not tools:
             raise ValueError("tools: the tools harness needs at least one function to offer")
         self.specs = tuple(tools)
         self.tools = [tool_dict(spec, bounded_fields) for spec in self.specs]
-        super().__init__(renderer, window=window, invalid_retries=invalid_retries)
+        super().__init__(renderer, window=window, invalid_retries=invalid_retries,
+                         reasoning_tokens=reasoning_tokens)
 
     def _functions(self) -> str:
         names = [signature(spec) for spec in self.specs]
@@ -66,13 +74,29 @@ class ToolsHarness(ChatHarness):
         return f"exactly one function call, one of {', '.join(names)}"
 
     def answer_instruction(self) -> str:
-        return (f"Answer each turn with {self._functions()}, with integer arguments. "
-                f"{consequence((*TOOL_FAILURES, INVALID_ACTION), self.invalid_retries)}")
+        what = f"{self._functions()}, with integer arguments"
+        if self.reasoning_tokens is None:
+            return (f"Answer each turn with {what}. "
+                    f"{consequence((*TOOL_FAILURES, INVALID_ACTION), self.invalid_retries)}")
+        failures = (*TOOL_FAILURES, INVALID_ACTION, REASONING_CUT)
+        return (f"Answer each turn in two parts: {think_instruction(what, self.reasoning_tokens)};"
+                f" {cut_note()}. {consequence(failures, self.invalid_retries)}")
 
     def again(self) -> str:
-        return f"Answer again with {self._functions()}."
+        if self.reasoning_tokens is None:
+            return f"Answer again with {self._functions()}."
+        return f"Answer again: {think_instruction(self._functions(), self.reasoning_tokens)}."
 
     def judge(self, result: ChatResult) -> Judged:
+        judged = self._judge_calls(result)
+        if self.reasoning_tokens is None:
+            return judged
+        reasoning = result.text.strip() or None
+        if judged.status == NO_TOOL_CALL and result.finish_reason == "length":
+            return Judged(REASONING_CUT, None, InvalidReply(REASONING_CUT), reasoning, "")
+        return dataclasses.replace(judged, reasoning=reasoning, said="")
+
+    def _judge_calls(self, result: ChatResult) -> Judged:
         calls = result.tool_calls
         if not calls:
             return Judged(NO_TOOL_CALL, None, InvalidReply(NO_TOOL_CALL))

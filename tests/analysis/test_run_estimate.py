@@ -125,3 +125,26 @@ def test_focus_actions_raise_a_dacs_episodes_most_decisions() -> None:
     plan = run_plan([(2, DacsParams(n_agents=5, decisions=3, agent_chosen_focus=True))])
     assert plan is not None and (plan.decisions, plan.most) == (30, 180)
     assert run_plan([(2, None)]) is None  # an env of no diagym family: decisions unknown
+
+
+def test_the_estimate_counts_the_reasoning_budget_as_output(
+        local_model: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """--reasoning-tokens 76: a decision writes up to 24 + 76 tokens, 10 + 100 / 10 = 20 s;
+    3 x 8 decisions x 20 s = 8 min."""
+    assert main(["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--local",
+                 "--episodes", "3", "--reasoning-tokens", "76", "--json"]) == 0
+    err = capsys.readouterr().err
+    assert _estimate_line(err) == (
+        "estimate: about 20 s a decision; 3 episodes of up to 8 decisions: up to 8 min")
+    assert "and up to 100 output tokens (--reasoning-tokens 76 counted in full)" in err
+
+
+def test_the_reasoning_design_estimates_its_levels_at_the_largest_budget(
+        local_model: FakeServer, capsys: pytest.CaptureFixture[str]) -> None:
+    """8 fractional cells x 1 seed x 3 budget levels = 24 episodes of 8 decisions, each
+    decision at the largest budget (an upper end): 10 + (24 + 1,024) / 10 = 114.8 s;
+    192 x 114.8 s = 6.1 h."""
+    assert main(["llm-study", "--design", "reasoning", "--seeds", "1", "--local",
+                 "--json"]) == 0
+    assert _estimate_line(capsys.readouterr().err) == (
+        "estimate: about 115 s a decision; 24 episodes of up to 8 decisions: up to 6.1 h")

@@ -42,6 +42,8 @@ JSON_CALL_KEYS = [
 NEW_CALL_KEYS = [
     "harness", "tool_calls", "served_model", "cached_prompt_tokens", "provider_cost_usd",
     "cost_usd", "cache", "finish_reason", "reasoning", "dropped_exchanges", "invalid_retry",
+    "cl100k_reasoning_tokens", "cl100k_answer_tokens", "provider_reasoning_tokens",
+    "reasoning_budget",
 ]
 
 

@@ -15,6 +15,7 @@ import pytest
 
 from diagym.analysis.llm_runs import make_text_env
 from diagym.controllers.rollout import rollout
+from diagym.envs._core import tokens
 from diagym.llm_policies.oracle import InProcessChat, WorkflowOracle
 from diagym.llm_policies.policy import LLMPolicy
 
@@ -70,5 +71,25 @@ def test_a_tries_row_names_what_its_run_changed_from_the_ladder(tmp_path: Path) 
     assert row["settings"] == "bounded fields, candidates 2"
     assert (row["successes"], row["ready"], row["decisions"]) == (2, 16, 16)
     assert len(row["first_replies"]) == 2
+    # the in-process oracle answers text unconstrained, where the ladder's cells were constrained
     assert local_ladder.tries_table([_log(tmp_path, WorkflowOracle(), "json")])[0][
-        "settings"] == "-"
+        "settings"] == "unconstrained"
+
+
+def test_a_think_then_act_cell_counts_its_reasoning_tokens(tmp_path: Path) -> None:
+    """The oracle thinking aloud before each answer: the ladder reads the action out of the
+    call line as before, and counts the paragraph as the reasoning of every decision."""
+    thought = "The ready operation is the one whose prerequisites are done."
+    oracle = WorkflowOracle()
+    env = make_text_env("StatefulWorkflow-v0", **EASIEST)
+    policy = LLMPolicy.for_env(InProcessChat(lambda seen: f"{thought}\n{oracle(seen)}"), env,
+                               reasoning_tokens=64)
+    log = tmp_path / "reasoning.jsonl"
+    rollout(env, policy, 2, seed=3, log=log)
+    figures = local_ladder.cell(log)
+    assert figures["settings"] == "unconstrained, reasoning 64"
+    assert figures["reasoning_tokens_per_decision"] == tokens.count(thought)
+    assert figures["reasoning_by_decision"] == [tokens.count(thought)] * 4
+    assert figures["output_tokens_per_decision"] > tokens.count(thought)
+    seen = local_ladder.answers(log)
+    assert seen["ready"] == seen["right_slot"] == seen["decisions"] == 16

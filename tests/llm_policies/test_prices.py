@@ -89,7 +89,9 @@ def test_without_usage_the_cl100k_counts_are_priced(tmp_path: Path) -> None:
     result = CostedChat(ScriptedChat(reply), table(tmp_path)).complete(MESSAGES, tools=TOOLS)
     prompt = (tokens.count("You pick actions.") + tokens.count("pick an action")
               + tokens.count(json.dumps(TOOLS)))
-    reply_tokens = tokens.count("I choose 3") + tokens.count('{"operation": 3}')
+    # the reply's reasoning ("thought", answer()'s) is output, priced as output
+    reply_tokens = (tokens.count("I choose 3") + tokens.count('{"operation": 3}')
+                    + tokens.count("thought"))
     assert prompt > 0 and reply_tokens > 0
     assert result.cost_usd == (prompt * 0.5 + reply_tokens * 2) / 1e6
 

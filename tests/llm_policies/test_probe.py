@@ -237,7 +237,7 @@ def test_check_harness_refuses_unknown_harnesses_and_lets_unknowns_through() -> 
         check_harness(caps, harness, "http://127.0.0.1:1/v1")
     with pytest.raises(ValueError) as info:
         check_harness(caps, "xml", "http://127.0.0.1:1/v1")
-    assert str(info.value) == "harness must be one of json, chat, tools (got 'xml')"
+    assert str(info.value) == "harness must be one of json | tools | chat; got 'xml'"
     assert not isinstance(info.value, ProbeRefused)
 
 
@@ -246,7 +246,8 @@ def test_capabilities_as_dict_is_plain_json() -> None:
                         reasoning=False, served_model="s", notes={"tools": "why"})
     assert json.loads(json.dumps(caps.as_dict())) == {
         "json_schema": True, "json_object_schema": False, "tools": None, "seed": True,
-        "reasoning": False, "served_model": "s", "notes": {"tools": "why"}}
+        "reasoning": False, "served_model": "s", "notes": {"tools": "why"},
+        "reasoning_effort": None}
 
 
 def test_list_models_ends_at_its_timeout_while_a_server_drips_its_headers() -> None:

@@ -197,7 +197,8 @@ def test_judge_tool_call_names_the_tool_and_its_integers() -> None:
 def test_an_invalid_reply_category_outside_the_failures_is_refused() -> None:
     with pytest.raises(ValueError, match=(
             r"^category must be one of invalid_json \| invalid_schema \| invalid_action \| "
-            r"no_tool_call \| multiple_tool_calls \| unknown_tool \| invalid_arguments; "
+            r"no_tool_call \| multiple_tool_calls \| unknown_tool \| invalid_arguments \| "
+            r"cut_reasoning; "
             r"got 'oops'$")):
         InvalidReply("oops")
     assert TOOL_FAILURES == ("no_tool_call", "multiple_tool_calls", "unknown_tool",

@@ -6,6 +6,8 @@
 - `fractional`: the 2^(4-1) resolution-IV half fraction of section 9.1 on chains: depth (2, 8),
   candidates (2, 8), width (1, 8), feedback = depth x candidates x width (defining relation
   I = ABCD), two seeds by default (16 episodes).
+- `reasoning`: the fractional design's cells crossed with reasoning budget levels, compared
+  at matched total usage (reasoning.py; docs/REASONING.md), two seeds by default.
 """
 
 from __future__ import annotations
@@ -25,8 +27,9 @@ FACTORS = (
     ("width", "width", 1, 8),
     ("observation", "snapshot_period", 0, 1),
 )
-DESIGNS = ("local", "fractional")
-DEFAULT_SEEDS = {"local": 8, "fractional": 2}  # task seeds per cell, as in the paper
+DESIGNS = ("local", "fractional", "reasoning")
+# task seeds per cell, as in the paper; reasoning: per cell and budget level
+DEFAULT_SEEDS = {"local": 8, "fractional": 2, "reasoning": 2}
 
 
 @dataclass(frozen=True)
@@ -38,7 +41,10 @@ class Cell:
 
 
 def design_cells(design: str) -> list[Cell]:
-    """The conditions of a design, in standard order."""
+    """The conditions of a design, in standard order (reasoning: its structural cells, the
+    fractional design's; each is played at every budget level)."""
+    if design == "reasoning":
+        design = "fractional"
     if design == "local":
         factors = FACTORS
         rows = list(itertools.product((0, 1), repeat=5))

@@ -38,7 +38,7 @@ from diagym.analysis.studies.rcwt.design import (
 )
 from diagym.controllers.callline import ELAPSED, MODEL_FIELDS, CallLine
 from diagym.controllers.dacs.readers import evidence, parse_window
-from diagym.controllers.runlog import RunLog
+from diagym.controllers.runlog import PROVIDER_ERROR, RunLog
 from diagym.envs._core import rng
 from diagym.envs.dacs.scenario import N_OPTIONS
 from diagym.llm_policies.prompts.budget import (
@@ -50,9 +50,6 @@ from diagym.llm_policies.prompts.budget import (
 )
 from diagym.llm_policies.prompts.dacs import ANSWER_SCHEMA
 from diagym.llm_policies.text_actions import ANSWER_KEY, parse_json_action
-
-PROVIDER_ERROR = "provider_error"
-
 
 # --------------------------------------------------------------------------- policies
 

@@ -45,13 +45,13 @@ from diagym.controllers.rollout import rollout
 from diagym.controllers.runlog import RunLog  # noqa: E402
 from diagym.envs._core import tokens  # noqa: E402
 from diagym.llm_policies.client.transport import ChatClient  # noqa: E402
+from diagym.llm_policies.harness import HARNESSES  # noqa: E402  (every harness the CLI takes)
 from diagym.llm_policies.policy import LLMPolicy  # noqa: E402
 from diagym.llm_policies.prompts.workflow import ACTION_SCHEMA, render  # noqa: E402
 from diagym.llm_policies.text_actions import TextActionWrapper, parse_action  # noqa: E402
 
 N_OPS = 8
 GOAL_MS = 1.0  # per decision, the harness alone (in-process)
-HARNESSES = ("json", "chat", "tools")
 ANSWER = json.dumps({"operation": 0, "candidate": 0})
 USAGE = {"prompt_tokens": 1, "completion_tokens": 1, "total_tokens": 2}
 

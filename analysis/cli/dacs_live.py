@@ -11,17 +11,15 @@ from pathlib import Path
 from typing import Any
 
 from diagym.analysis.cli.errors import UsageError
-from diagym.analysis.cli.flags_chat import key_variable, spending_settings
+from diagym.analysis.cli.flags_chat import add_spending_flags, key_variable, spending_settings
 from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
     check_executor_flags,
     open_executor,
 )
 from diagym.analysis.cli.flags_general import (
-    MAX_PRICES_BYTES,
     bounded_int,
     input_file,
-    non_negative_float,
 )
 from diagym.analysis.cli.outputs import writable_dir, writable_file
 from diagym.llm_policies.client.config import client_default
@@ -90,16 +88,7 @@ def add_parser(subparsers: Any) -> None:
                              "(default: %(default)s)")
     parser.add_argument("--max-tokens", type=bounded_int(8), default=160, metavar="T",
                         help="completion tokens per call (default: %(default)s)")
-    parser.add_argument("--prices", type=input_file(MAX_PRICES_BYTES), default=None,
-                        metavar="FILE.json",
-                        help="price table, USD per 1M tokens per model (default: the bundled "
-                             "table, which lists only the local models)")
-    parser.add_argument("--cost-limit", type=non_negative_float, default=None, metavar="USD",
-                        help="stop before the call that could take the study's cost past USD "
-                             "(calls already in --log count; exit 3) (default: none)")
-    parser.add_argument("--cache-dir", type=Path, default=None, metavar="DIR",
-                        help="reuse answers to identical requests from DIR and store new ones "
-                             "(default: none)")
+    add_spending_flags(parser, "study", "run again with a higher limit and it goes on")
     parser.add_argument("--synthetic", type=input_file(1 << 24), default=None,
                         metavar="FILE.csv",
                         help="phase-1 rows for the figure, a dacs-study table (dacs_study.csv) "

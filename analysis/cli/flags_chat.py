@@ -148,18 +148,25 @@ def add_llm_flags(parser: argparse.ArgumentParser, budget: bool = True,
                             "grammar ignores minimum/maximum); for constrained decoding or "
                             "--harness tools (default: off, seed 003's schema: the env "
                             "refuses an out-of-range value as invalid_action)")
-    group.add_argument("--prices", type=input_file(MAX_PRICES_BYTES), metavar="FILE.json",
-                       help="price table, USD per 1M input, cached input and output tokens "
-                            "per model (default: the bundled table, which lists only the "
-                            "local models)")
-    group.add_argument("--cost-limit", type=non_negative_float, metavar="USD",
-                       help="stop before the call that could take the run's cost past USD "
-                            "(calls already in the log count); --resume with a higher limit "
-                            "continues (default: none)")
-    group.add_argument("--cache-dir", type=Path, metavar="DIR",
-                       help="reuse answers to identical requests from DIR (model, messages, "
-                            "tools, decoding, temperature, seed, max tokens), and store new "
-                            "ones; a cached answer makes no server call (default: none)")
+    add_spending_flags(group, "run", "--resume with a higher limit continues")
+
+
+def add_spending_flags(parser: Any, spent_by: str, resumed: str) -> None:
+    """--prices, --cost-limit and --cache-dir, the same for every command that calls a model
+    (`spent_by`: what the limit counts; `resumed`: how a stopped one goes on);
+    spending_settings reads them."""
+    parser.add_argument("--prices", type=input_file(MAX_PRICES_BYTES), metavar="FILE.json",
+                        help="price table, USD per 1M input, cached input and output tokens "
+                             "per model (default: the bundled table, which lists only the "
+                             "local models)")
+    parser.add_argument("--cost-limit", type=non_negative_float, metavar="USD",
+                        help=f"stop before the call that could take the {spent_by}'s cost past "
+                             f"USD (calls already in the log count, exit 3); {resumed} "
+                             "(default: none)")
+    parser.add_argument("--cache-dir", type=Path, metavar="DIR",
+                        help="reuse answers to identical requests from DIR (model, messages, "
+                             "tools, decoding, temperature, seed, max tokens), and store new "
+                             "ones; a cached answer makes no server call (default: none)")
 
 
 def chat_flags_given(args: argparse.Namespace) -> list[str]:

@@ -38,8 +38,9 @@ def add_parser(subparsers: Any) -> None:
         "diagnose",
         help="name the mechanism that breaks an agent, from its own traces",
         description=(
-            "Play --policy on the diagnosis battery (10 StatefulWorkflow configurations "
-            "chosen to separate the reference mechanisms; analysis/diagnose/battery.py) and "
+            "Play --policy on the diagnosis battery (11 StatefulWorkflow configurations: "
+            "10 chosen to separate the reference mechanisms and one of the barriers graph "
+            "family for forecasts there; analysis/diagnose/battery.py) and "
             "rank the mechanisms by the likelihood of its episodes' outcomes, attribute each "
             "failed call, and give a verdict per component. With --log and no --policy, "
             "diagnose the episodes and traces a run log already holds, playing nothing. With "

@@ -69,6 +69,7 @@ from scipy.optimize import linprog
 from diagym.analysis.diagnose.defaults import DEFAULT_BUDGET
 from diagym.analysis.diagnose.hypotheses import (
     FAILURE_MODES,
+    FITTED_FAMILIES,
     REFERENCE,
     Mechanism,
     families,
@@ -78,7 +79,6 @@ from diagym.analysis.diagnose.likelihood import build_model
 from diagym.envs.workflow.params import WorkflowParams
 
 SELECTION_SIMULATIONS = 1024
-TARGET_FAMILIES = ("cache-k", "scan-s")
 # The seed plan: configuration c plays its episodes on task seeds seed + c * SEED_BLOCK + i,
 # so no two configurations share a task. With one block of tasks for all (the "shared" plan
 # of logs written before, every configuration from `seed`), an agent's outcomes on the
@@ -191,7 +191,7 @@ def battery_for(n_ops: int, candidates: int, error_allowance: int) -> BatteryDes
 def target_names() -> list[str]:
     """The mechanisms a battery must identify: the references, cache-k and scan-s."""
     named = [m.name for m in hypotheses()[0] if m.family == REFERENCE]
-    members = [m.name for f in TARGET_FAMILIES for m in families()[f]]
+    members = [m.name for f in FITTED_FAMILIES for m in families()[f]]
     return list(dict.fromkeys([*named, *members]))
 
 

@@ -8,7 +8,7 @@ about FIT_ALPHA = 1%).
 replicate played on fresh scenario seeds (the battery played by dacs-reader, the hypothesis a
 fitting dacs-reader gets, and its windows replayed and parsed as the agent's are), against
 the whole fit test of REPLICATES replicates redrawn on the agent's own windows
-(analysis/diagnose/dacs_fit.py; docs/DEPARTURES.md says why the test redraws).
+(analysis/diagnose/dacs/fit.py; docs/DEPARTURES.md says why the test redraws).
 
     python benchmarks/dacs_honesty.py [--seeds 10] [--table-seeds 0 1000] [--agents NAME ...]
                                       [--json-out FILE]
@@ -28,7 +28,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _output import emit  # noqa: E402
 
-from diagym.analysis.diagnose import dacs  # noqa: E402
+from diagym.analysis.diagnose.dacs import diagnosis as dacs_diagnosis  # noqa: E402
+from diagym.analysis.diagnose.dacs import fit as dacs_fit  # noqa: E402
+from diagym.analysis.diagnose.dacs import replay as dacs_replay  # noqa: E402
 from diagym.analysis.diagnose.fit_test import REPLICATES  # noqa: E402
 from diagym.analysis.diagnose.honesty import FIT_ALPHA  # noqa: E402
 from diagym.controllers.dacs.readers import dacs_controller  # noqa: E402
@@ -43,13 +45,13 @@ def replicate_cost(repeats: int = 3) -> dict[str, float]:
     fresh, own = [], []
     for repeat in range(repeats):
         start = time.perf_counter()
-        traces = dacs.play_battery(dacs_controller("dacs-reader"), seed=SEED_STEP * repeat)
-        decisions = [(dict(t.env_kwargs), dacs.replay(t)) for t in traces]
+        traces = dacs_replay.play_battery(dacs_controller("dacs-reader"), seed=SEED_STEP * repeat)
+        decisions = [(dict(t.env_kwargs), dacs_replay.replay(t)) for t in traces]
         fresh.append(time.perf_counter() - start)
         per_configuration = [(kwargs, [d for k, group in decisions if k == dict(kwargs)
-                                       for d in group]) for kwargs in dacs.DEFAULT_BATTERY]
+                                       for d in group]) for kwargs in dacs_replay.DEFAULT_BATTERY]
         start = time.perf_counter()
-        dacs.fit_test(per_configuration, dacs.DacsHypothesis("dacs-reader", 0.0, 0.0))
+        dacs_fit.fit_test(per_configuration, dacs_fit.DacsHypothesis("dacs-reader", 0.0, 0.0))
         own.append(time.perf_counter() - start)
     one, test = float(np.median(fresh)), float(np.median(own))
     print(f"one fresh-seed replicate (32 episodes played and replayed): {one:.2f} s; "
@@ -88,7 +90,7 @@ def main() -> None:
         if chosen is not None and name not in chosen:
             continue
         for seed in args.table_seeds:
-            result = dacs.diagnosis(dacs.play_battery(make(), seed=seed))
+            result = dacs_diagnosis.diagnosis(dacs_replay.play_battery(make(), seed=seed))
             fit = result["fit"]
             table.append({"agent": name, "truth": truth, "seed": seed,
                           "top": result["hypothesis"]["name"], "p_value": fit["p_value"],
@@ -96,7 +98,7 @@ def main() -> None:
             print(f"| {name} | {truth} | {seed} | {result['hypothesis']['name']} | "
                   f"{fit['p_value']:.2g} | {fit['verdict']} |", flush=True)
     agents = {**{f"reader {r}": (lambda r=r: dacs_controller(r), True)
-                 for r in dacs.READERS if r != "flat-reader"},
+                 for r in dacs_fit.READERS if r != "flat-reader"},
               **{name: (make, inside) for name, (make, _, inside) in HELD_OUT.items()}}
     print(f"\n| agent | inside | rejected of {args.seeds} | smallest p | mixture reported |")
     print("| --- | --- | ---: | ---: | ---: |")
@@ -104,7 +106,7 @@ def main() -> None:
     for name, (make, inside) in agents.items():
         if chosen is not None and name not in chosen:
             continue
-        found = [dacs.diagnosis(dacs.play_battery(make(), seed=SEED_STEP * s))
+        found = [dacs_diagnosis.diagnosis(dacs_replay.play_battery(make(), seed=SEED_STEP * s))
                  for s in range(args.seeds)]
         ps = [r["fit"]["p_value"] for r in found]
         mixtures = sum(r["mixture"] is not None for r in found)

@@ -109,7 +109,8 @@ TARGET = 0.95
 REJECT_BELOW = FIT_ALPHA
 LAPSE_AGENTS = tuple((name, epsilon) for name in ("exact", "cache-3")
                      for epsilon in (0.1, 0.2, 0.3))
-# Configurations outside DEFAULT_BATTERY (other N, widths, b, feedback and R) to forecast on.
+# Configurations outside DEFAULT_BATTERY (other N, widths, b, feedback and R, and barriers at
+# a depth its barriers configuration does not play) to forecast on.
 HELD_OUT_CONFIGURATIONS = (
     {"n_ops": 12, "depth": 3, "width": 6, "candidates": 5, "snapshot_period": 3},
     {"n_ops": 8, "depth": 4, "width": 8, "candidates": 4, "snapshot_period": 0,
@@ -117,6 +118,8 @@ HELD_OUT_CONFIGURATIONS = (
     {"n_ops": 16, "depth": 4, "width": 5, "candidates": 3, "snapshot_period": 2},
     {"n_ops": 8, "depth": 2, "width": 6, "candidates": 6, "snapshot_period": 1,
      "hidden_resampling": True},
+    {"family": "barriers", "n_ops": 8, "depth": 4, "width": 6, "candidates": 4,
+     "snapshot_period": 0, "error_allowance": 1},
 )
 OBSERVED_EPISODES = 4000
 # Agents outside the 19 whose stops the reliability table also scores: the parsimony rule's
@@ -129,8 +132,10 @@ COVERAGE_RUNS = 60
 
 
 def agent_seeds(repeat: int, c: int, first: int, episodes: int) -> np.ndarray:
-    """Task seeds of an agent's episodes first.. of battery configuration c in one repeat."""
-    seeds = 10**7 + repeat * 10**5 + c * 10**4 + first + np.arange(episodes, dtype=np.int64)
+    """Task seeds of an agent's episodes first.. of battery configuration c in one repeat (a
+    block of 10**4 per configuration, 10**6 per repeat, so the 11 configurations of a repeat
+    stay inside its own block)."""
+    seeds = 10**7 + repeat * 10**6 + c * 10**4 + first + np.arange(episodes, dtype=np.int64)
     assert not episodes or seeds.max() < SIMULATION_SEED
     return seeds
 
@@ -461,8 +466,7 @@ def recovery(model: MechanismModel, repeats: int) -> dict[str, dict[str, float]]
         member = next(m for m in families()[family] if m.name == name)
         covered = exact = width = 0
         for repeat in range(repeats):
-            counts = [np.bincount(simulate_codes(spec, member.row, 10**7 + repeat * 10**5
-                                                 + c * 10**4 + np.arange(n, dtype=np.int64)),
+            counts = [np.bincount(simulate_codes(spec, member.row, agent_seeds(repeat, c, 0, n)),
                                   minlength=outcome_count(spec))
                       for c, (spec, n) in enumerate(zip(DEFAULT_BATTERY, shares, strict=True))]
             fitted = fit_family(model, counts, family)

@@ -12,6 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from diagym import envs
 from diagym.analysis.cli.flags_chat import add_llm_flags, refuse_chat_flags
 from diagym.analysis.cli.flags_executor import (
     add_executor_flags,
@@ -28,9 +29,9 @@ from diagym.analysis.cli.flags_general import (
 )
 from diagym.analysis.cli.outputs import with_json_stdout, writable_dir, writable_file
 from diagym.analysis.cli.policies import build_policy, policy_name
+from diagym.analysis.diagnose.contract import DIAGNOSES
 
-ENV = "StatefulWorkflow-v0"
-DACS_ENV = "DACSSteering-v0"  # diagym.analysis.diagnose.dacs.ENV_ID
+ENV, DACS_ENV = (DIAGNOSES[family].env_id for family in (envs.WORKFLOW, envs.DACS))
 
 
 def add_parser(subparsers: Any) -> None:
@@ -38,12 +39,13 @@ def add_parser(subparsers: Any) -> None:
         "diagnose",
         help="name the mechanism that breaks an agent, from its own traces",
         description=(
-            "Play --policy on the diagnosis battery (10 StatefulWorkflow configurations "
-            "chosen to separate the reference mechanisms; analysis/diagnose/battery.py) and "
+            "Play --policy on the diagnosis battery (11 StatefulWorkflow configurations: "
+            "10 chosen to separate the reference mechanisms and one of the barriers graph "
+            "family for forecasts there; analysis/diagnose/battery.py) and "
             "rank the mechanisms by the likelihood of its episodes' outcomes, attribute each "
             "failed call, and give a verdict per component. With --log and no --policy, "
             "diagnose the episodes and traces a run log already holds, playing nothing. With "
-            f"--env {DACS_ENV}, play its battery (analysis/diagnose/dacs.py), attribute each "
+            f"--env {DACS_ENV}, play its battery (analysis/diagnose/dacs/), attribute each "
             "wrong answer (contamination, truncation, distractor) and rank the DACS window "
             "readers, each with its fitted lapse."),
     )
@@ -99,9 +101,7 @@ def add_parser(subparsers: Any) -> None:
 
 
 def _default_budgets() -> str:
-    from diagym.analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES, DEFAULT_BUDGET
-
-    return f"{DEFAULT_BUDGET} on {ENV}, {DACS_EPISODES * len(DACS_BATTERY)} on {DACS_ENV}"
+    return ", ".join(f"{f.default_budget} on {f.env_id}" for f in DIAGNOSES.values())
 
 
 def forecast_kwargs(text: str) -> dict[str, Any]:
@@ -121,67 +121,81 @@ def forecast_kwargs(text: str) -> dict[str, Any]:
 
 
 def _diagnosis(args: argparse.Namespace) -> Any:
-    from diagym.analysis.diagnose.run import check_seed, diagnose_log, diagnose_policy
+    """The diagnosis of --policy played on --env's battery (contract.DIAGNOSES, by its
+    family), or of the run log --log."""
+    from diagym.analysis.diagnose.contract import family_of
     from diagym.analysis.progress import progress
 
-    if args.adaptive and args.env != ENV:
-        raise ValueError(f"--adaptive chooses among {ENV}'s battery configurations; "
-                         f"--env {args.env} plays its battery in full")
-    if args.env == DACS_ENV:
-        if args.forecast:
-            raise ValueError(f"--forecast predicts {ENV} success; --env {DACS_ENV} has no "
-                             "forecast")
-        return _dacs_diagnosis(args)
-    if args.env != ENV:
-        raise ValueError(f"--env {args.env}: diagnose plays {ENV} or {DACS_ENV}")
-    if args.episode_budget is None:
-        from diagym.analysis.diagnose.battery import DEFAULT_BUDGET
-
-        args.episode_budget = DEFAULT_BUDGET
+    family = family_of(args.env)
+    if args.adaptive and (family is None or not family.adaptive):
+        raise ValueError(f"--adaptive chooses among {_envs('adaptive')}'s battery "
+                         f"configurations; --env {args.env} plays its battery in full")
+    if family is None:
+        raise ValueError(f"--env {args.env}: diagnose plays "
+                         f"{' or '.join(f.env_id for f in DIAGNOSES.values())}")
+    if args.forecast and not family.forecasts:
+        raise ValueError(f"--forecast predicts {_envs('forecasts')} success; --env {args.env} "
+                         "has no forecast")
     if args.policy is None:
         if args.log is None:
-            raise ValueError("give --policy NAME (play the battery) or --log RUN.jsonl "
-                             "(diagnose a log)")
+            raise ValueError(family.no_input)
         _check_log_only(args)
-        from diagym.analysis.diagnose.dacs import holds_dacs_runs
-
-        if holds_dacs_runs(args.log):
-            if args.forecast:
-                raise ValueError(f"--forecast predicts {ENV} success; {args.log} holds "
-                                 f"{DACS_ENV} runs")
-            return _dacs_diagnosis(args)
-        return diagnose_log(args.log, forecasts=args.forecast)
+        family = _logged_family(family, args)
+        return family.implementation().diagnose_log(args.log, forecasts=args.forecast)
     if args.resume and args.log is None:
         raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
-    battery, allocation = _battery(args)
-    check_seed(args.seed, [args.episode_budget] if args.adaptive else allocation,
-               len(battery))
+    implementation = family.implementation()
+    trained = None
+    if args.policy.startswith("sb3:"):
+        from diagym.analysis.cli.policies import trained_env_of
+
+        path = args.policy[len("sb3:"):]
+
+        def trained() -> tuple[str, dict[str, Any]]:
+            return trained_env_of(path)
+
+    plan = implementation.plan(args.episode_budget, args.policy, trained, args.adaptive,
+                               args.seed)
     from diagym.controllers.runlog import RunLog
 
     writable_file("--log", args.log)
     RunLog.check_target(args.log, args.resume)
     check_executor_flags(args)
-    plan = None
+    estimate = None
     if args.policy == "llm":  # a local model's whole-run estimate
         from diagym.analysis.cli.estimate import run_plan
 
-        # adaptive: up to --budget episodes, each on any configuration of the battery
-        plan = run_plan([(args.episode_budget,
-                          max(battery, key=lambda spec: spec.episode_decisions()[1]))]
-                        if args.adaptive else zip(allocation, battery, strict=True))
-    with build_policy(args, ENV, plan=plan) as built, \
+        estimate = run_plan(plan.estimate)
+    with build_policy(args, family.env_id, plan=estimate) as built, \
             open_executor(args, executor_workers(args, built.chat)) as executor, \
-            progress(total=sum(allocation), desc="diagym diagnose", unit="episode",
-                     initial=_resumed(args, sum(allocation)), resumed_from=args.log) as bar:
-        return diagnose_policy(built.factory.for_executor(executor), battery=battery,
-                               allocation=allocation, executor=executor,
-                               seed=args.seed,
-                               log=args.log, resume=args.resume,
-                               workers=getattr(args, "concurrency", 1),
-                               text_actions=built.text_actions,
-                               on_record=lambda _record: bar.update(1),
-                               adaptive_budget=args.episode_budget if args.adaptive else None,
-                               forecasts=args.forecast)
+            progress(total=plan.total, desc="diagym diagnose", unit="episode",
+                     initial=_resumed(args, plan.total), resumed_from=args.log) as bar:
+        return implementation.diagnose_policy(
+            built.factory.for_executor(executor), executor=executor, seed=args.seed,
+            log=args.log, resume=args.resume, workers=getattr(args, "concurrency", 1),
+            text_actions=built.text_actions, on_record=lambda _record: bar.update(1),
+            forecasts=args.forecast, **plan.play)
+
+
+def _envs(capability: str) -> str:
+    """The env ids whose diagnosis has `capability` (a DiagnosisFamily flag)."""
+    return " or ".join(f.env_id for f in DIAGNOSES.values() if getattr(f, capability))
+
+
+def _logged_family(family: Any, args: argparse.Namespace) -> Any:
+    """The family whose runs --log holds, read at --env's family: the first other family in
+    DIAGNOSES whose runs the log holds when --env's is the first (the default --env), else
+    --env's own."""
+    first, *others = DIAGNOSES.values()
+    if family is not first:
+        return family
+    for other in others:
+        if other.holds_runs(args.log):
+            if args.forecast and not other.forecasts:
+                raise ValueError(f"--forecast predicts {_envs('forecasts')} success; "
+                                 f"{args.log} holds {other.env_id} runs")
+            return other
+    return family
 
 
 def _resumed(args: argparse.Namespace, total: int) -> int:
@@ -206,106 +220,6 @@ def _check_log_only(args: argparse.Namespace) -> None:
     refuse_chat_flags(args, "(none)")
     if not args.log.is_file():
         raise ValueError(f"--log {args.log}: no such file")
-
-
-def _battery(args: argparse.Namespace) -> tuple[tuple[Any, ...], tuple[int, ...]]:
-    """(battery, episodes per configuration) for args.policy: the default battery, or for an
-    sb3 model, whose network has one input and output size, the battery of the shape it was
-    trained on (analysis/diagnose/battery.py `battery_for`), every configuration played."""
-    from diagym.analysis.diagnose.battery import (
-        DEFAULT_BATTERY,
-        DEFAULT_SHARES,
-        allocate,
-        battery_for,
-    )
-
-    if not args.policy.startswith("sb3:"):
-        return DEFAULT_BATTERY, allocate(DEFAULT_SHARES, args.episode_budget)
-    import gymnasium as gym
-
-    from diagym import envs
-    from diagym.analysis.cli.policies import trained_env_of
-    from diagym.envs.workflow.params import WorkflowParams
-
-    trained_id, kwargs = trained_env_of(args.policy[len("sb3:"):])
-    if envs.family_of(trained_id, strict=False) != envs.WORKFLOW:
-        raise ValueError(f"--policy {args.policy} was trained on {trained_id}; --env {ENV} "
-                         "diagnoses StatefulWorkflow agents")
-    spec = WorkflowParams.from_kwargs(**{**gym.spec(trained_id).kwargs, **kwargs})
-    design = battery_for(spec.n_ops, spec.candidates, spec.error_allowance)
-    if args.episode_budget < len(design.battery):
-        raise ValueError(f"--budget {args.episode_budget}: the battery of {args.policy}'s shape "
-                         f"has {len(design.battery)} configurations; give at least "
-                         f"{len(design.battery)}")
-    return design.battery, allocate(design.shares, args.episode_budget, minimum=1)
-
-
-def _dacs_diagnosis(args: argparse.Namespace) -> dict[str, Any]:
-    """The DACS contract of --policy played on the DACS battery (logged with --log), or of the
-    DACS log given by --log without --policy."""
-    from diagym.analysis.diagnose.dacs import DEFAULT_BATTERY, DEFAULT_EPISODES
-    from diagym.analysis.diagnose.run import diagnose_dacs, diagnose_dacs_log
-    from diagym.analysis.progress import progress
-    from diagym.controllers.runlog import RunLog
-
-    if args.policy is None:
-        if args.log is None:
-            raise ValueError(f"--env {DACS_ENV} plays the DACS battery; give --policy NAME "
-                             "(play it) or --log RUN.jsonl (diagnose a log)")
-        _check_log_only(args)
-        return diagnose_dacs_log(args.log)
-    if args.resume and args.log is None:
-        raise ValueError("--resume continues --log FILE.jsonl; give the log to continue")
-    configurations = len(DEFAULT_BATTERY)
-    budget = (DEFAULT_EPISODES * configurations if args.episode_budget is None
-              else args.episode_budget)
-    if budget % configurations:
-        raise ValueError(f"--budget {budget}: the {DACS_ENV} battery has {configurations} "
-                         f"configurations; give a multiple of {configurations}")
-    writable_file("--log", args.log)
-    RunLog.check_target(args.log, args.resume)
-    check_executor_flags(args)
-    plan = None
-    if args.policy == "llm":  # a local model's whole-run estimate
-        from diagym import envs
-        from diagym.analysis.cli.estimate import run_plan
-
-        plan = run_plan((budget // configurations, envs.params_of(DACS_ENV, kwargs))
-                        for kwargs in DEFAULT_BATTERY)
-    with build_policy(args, DACS_ENV, plan=plan) as built, \
-            open_executor(args, executor_workers(args, built.chat)) as executor, \
-            progress(total=budget, desc="diagym diagnose", unit="episode",
-                     initial=_resumed(args, budget), resumed_from=args.log) as bar:
-        return diagnose_dacs(built.factory.for_executor(executor),
-                             episodes=budget // configurations,
-                             seed=args.seed, text_actions=built.text_actions, log=args.log,
-                             resume=args.resume, workers=getattr(args, "concurrency", 1),
-                             on_record=lambda _record: bar.update(1), executor=executor)
-
-
-def _print_dacs(result: dict[str, Any]) -> None:
-    """The DACS summary (report.summary_lines): the run, the headline, the best reader fit
-    and the runner-up, the attribution, the verdicts."""
-    from diagym.analysis.diagnose.report import summary_lines
-
-    details = []
-    if result["mechanisms"]:
-        best, *rest = result["mechanisms"]
-        low, high = best["params"]["epsilon_interval"]
-        runner_up = (f"; next {rest[0]['name']} at log-LR {rest[0]['log_lr_to_best']:.1f}"
-                     if rest else "")
-        details.append(f"best reader: {best['name']}"
-                       + (f" (plays as {', '.join(best['aliases'])})" if best["aliases"]
-                          else "")
-                       + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]"
-                       + runner_up)
-    details.append("answers: " + ", ".join(f"{key} {count}"
-                                           for key, count in result["attribution"].items()))
-    counted = (f"{result['episodes']} episodes, {result['decisions']} answers over "
-               f"{len(result['configurations'])} configurations")
-    for line in summary_lines(result["policy"], result["env"], counted, result["headline"],
-                              details, result["verdicts"]):
-        print(line)
 
 
 def _from_inspect_log(args: argparse.Namespace, scratch: Path) -> None:
@@ -344,48 +258,18 @@ def diagnose(args: argparse.Namespace) -> int:
 
 
 def _diagnose(args: argparse.Namespace) -> int:
-    from diagym.analysis.diagnose.report import (
-        dacs_to_json,
-        summary_lines,
-        to_json,
-        write,
-        write_dacs,
-    )
+    from diagym.analysis.diagnose.report import summary, to_json, write
     from diagym.analysis.report import write_beside
 
     if args.out is not None:
         writable_dir("--out", args.out)
     diagnosis = _diagnosis(args)
-    if isinstance(diagnosis, dict):
-        if args.out is not None:
-            write_dacs(diagnosis, args.out)
-            write_beside(args.out, args.log, command="diagnose", quiet=args.json)
-        if args.json:
-            print(json.dumps(dacs_to_json(diagnosis), indent=2, sort_keys=True),
-                  file=args.stdout)
-        else:
-            _print_dacs(diagnosis)
-        return 0
     if args.out is not None:
         write(diagnosis, args.out)
         write_beside(args.out, args.log, command="diagnose", quiet=args.json)
     if args.json:
         print(json.dumps(to_json(diagnosis), indent=2, sort_keys=True), file=args.stdout)
         return 0
-    details = []
-    if not diagnosis.evidence.nothing_to_fit and len(diagnosis.ranked) > 1:
-        runner_up = diagnosis.ranked[1]
-        best = diagnosis.ranked[0]
-        details.append(f"ranked: {best.mechanism.name}"
-                       + (f" (plays as {', '.join(best.aliases)})" if best.aliases else "")
-                       + f"; next {runner_up.mechanism.name} at log-LR "
-                         f"{runner_up.log_lr_to_best:.1f}")
-    counted = f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} configurations"
-    for line in summary_lines(diagnosis.policy, diagnosis.env, counted, diagnosis.headline,
-                              details, diagnosis.verdicts):
+    for line in summary(diagnosis):
         print(line)
-    for predicted in diagnosis.forecasts:
-        low, high = predicted.interval
-        print(f"forecast {json.dumps(predicted.kwargs, sort_keys=True)}: success "
-              f"{predicted.success:.3f} [{low:.3f}, {high:.3f}]{predicted.note()}")
     return 0

@@ -76,7 +76,7 @@ def traced(make_policy: Any, text_actions: bool) -> Any:
     """make_policy with each episode's actions written as a trace line of the run log
     (controllers/tracing.py), decoded as `diagnose` decodes them for the env's family."""
     from diagym import envs
-    from diagym.analysis.diagnose.dacs import option, text_option_decoder
+    from diagym.analysis.diagnose.dacs.replay import option, text_option_decoder
     from diagym.analysis.diagnose.run import text_decoder
     from diagym.controllers.tracing import Traced, pair
 

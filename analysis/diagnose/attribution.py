@@ -78,10 +78,12 @@ import gymnasium as gym
 import numpy as np
 
 import diagym  # noqa: F401  (registers the ids)
+from diagym import envs
+from diagym.analysis.diagnose.contract import DIAGNOSES
 from diagym.envs.workflow.layout import CANDIDATE, FAILURE_NAMES
 from diagym.envs.workflow.params import REGISTER_SLOTS, WorkflowParams
 
-ENV_ID = "StatefulWorkflow-v0"
+ENV_ID = DIAGNOSES[envs.WORKFLOW].env_id
 OK = "ok"
 CANDIDATE_FAILURE = FAILURE_NAMES[CANDIDATE]
 STALE, WRONG_REGISTER, INITIAL = "stale_value", "wrong_register", "initial_value"

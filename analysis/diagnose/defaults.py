@@ -1,6 +1,6 @@
 """How much a diagnosis plays by default: StatefulWorkflow's episode budget over its battery
 (analysis/diagnose/battery.py, which says why 512) and DACSSteering's battery and episodes per
-configuration (analysis/diagnose/dacs_replay.py, which says why these windows and 8).
+configuration (analysis/diagnose/dacs/replay.py, which says why these windows and 8).
 
 Why a module of its own: `diagym diagnose --help` states these defaults, and must not import
 scipy and numba (the battery's and the replay's modules) to do so.

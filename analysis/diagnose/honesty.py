@@ -20,9 +20,9 @@ against the reader's choice distribution), the rule on it is this module's.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 from scipy.interpolate import PchipInterpolator
@@ -30,6 +30,7 @@ from scipy.stats import binomtest, chi2
 
 # Half the 95% quantile of chi2(1): parameter values this close to the best in log-likelihood
 # form the likelihood-ratio interval (Wilks).
+T = TypeVar("T")
 INTERVAL_LOG_UNITS = float(chi2.ppf(0.95, 1) / 2)
 FIT_ALPHA = 0.01
 FITS, OUTSIDE = "fits", "outside the family"
@@ -268,6 +269,25 @@ def profile_interval(grid: Sequence[float], profile: Sequence[float],
     while high < len(fine) - 1 and inside[high + 1]:
         high += 1
     return float(fine[low]), float(fine[high])
+
+
+def join_clauses(finding: str, *evidence: str) -> str:
+    """A verdict's finding and its non-empty evidence clauses, "; "-separated (both
+    families' verdicts; analysis/report/verdict.py splits them there)."""
+    return "; ".join([finding, *(e for e in evidence if e)])
+
+
+def log_lr(best: float, other: float) -> float:
+    """The data's log-LR of one fit over another from their log-likelihoods, with no "-0.0"
+    for a tie."""
+    return float(best) - float(other) + 0.0
+
+
+def first_differing(ranked: Sequence[T], trait: Callable[[T], Any]) -> T | None:
+    """The best-ranked fit after the first whose `trait` differs from the first's (None when
+    none does): the rival a component verdict weighs the best against."""
+    best = trait(ranked[0])
+    return next((f for f in ranked[1:] if trait(f) != best), None)
 
 
 def beats_words(best: str, other: str, log_lr: float) -> str:

@@ -45,6 +45,9 @@ from diagym.controllers.workflow.parameters import (
 
 Row = tuple[int, ...]
 REFERENCE = "reference"
+# The families whose parameter a diagnosis reports with its interval (run.py fits each; the
+# verdicts cite it), and so the ones the battery is chosen to identify besides the 19.
+FITTED_FAMILIES = ("cache-k", "scan-s")
 LEVELS = tuple(range(UNLIMITED + 1))  # cache sizes and scan limits 0..8 (8: every slot)
 # Failure-mode families: (field, parameter name, values; probabilities in percent).
 FAILURE_MODES: dict[str, tuple[int, str, tuple[int, ...]]] = {

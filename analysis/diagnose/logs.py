@@ -10,16 +10,18 @@ its own actions.
 
 from __future__ import annotations
 
+import tempfile
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from diagym.controllers.executors import Executor
 from diagym.controllers.logreader import LoggedRun, read_log
 from diagym.controllers.runlog import read_entries
 
 __all__ = ["DESIGN", "LoggedRun", "design_line", "read_log", "replies_executed",
-           "runs_by_configuration"]
+           "runs_by_configuration", "scratch_log"]
 
 DESIGN = "design"
 
@@ -84,3 +86,12 @@ def runs_by_configuration(path: Path, runs: Mapping[str, LoggedRun], env_id: str
         raise ValueError(f"log {path} holds runs of {len(policies)} policies; diagnose reads "
                          "one policy's runs")
     return policies[0], found
+
+
+def scratch_log(log: Path | None, executor: Executor | None
+                ) -> tempfile.TemporaryDirectory[str] | None:
+    """A temporary directory for the run log when there is none and episodes play out of
+    process: their traces come back to the driver only as the log's trace lines."""
+    if log is None and executor is not None and not executor.in_process:
+        return tempfile.TemporaryDirectory(prefix="diagym-diagnose-")
+    return None

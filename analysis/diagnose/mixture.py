@@ -24,7 +24,7 @@ parameters, plus the log of the number of pairs searched (the cost of taking the
 them, a Bonferroni bound on the search). Otherwise the single best stands.
 
 The search (`best_pair`) and the margin are the rule of both env families: DACSSteering
-(analysis/diagnose/dacs_mixture.py) weighs pairs of its readers with it, a cell per episode
+(analysis/diagnose/dacs/mixture.py) weighs pairs of its readers with it, a cell per episode
 (the episode's likelihood under each reader) where the workflow has a cell per outcome.
 """
 

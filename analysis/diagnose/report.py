@@ -18,10 +18,13 @@ configuration over the predicted success of the TOP_DRAWN best mechanisms, each 
 95% binomial band for that configuration's episode count: where the agent falls outside a
 mechanism's band, the mechanism does not explain it.
 
-A DACS diagnosis (analysis/diagnose/dacs.py `diagnosis`, a dict already in the DACS contract)
-gains provenance only; its Markdown beside it holds the headline, the fit test and the
-invalid tally, the mixture, the verdicts and the attribution beside what guessing gives, each
-written by the lines the workflow report writes them with (`head_lines`, `fit_lines`,
+Either family's diagnosis (analysis/diagnose/contract.py `Diagnosis`) goes through the same
+functions, `to_json`, `to_markdown`, `summary` and `write`, which pick the family's format
+from FORMATS by `diagym.envs.family_of` of its env, as the CLI picks how to play it. A DACS
+diagnosis (analysis/diagnose/dacs/diagnosis.py `DacsDiagnosis`, the DACS contract's keys
+already) gains provenance only; its Markdown holds the headline, the fit test and the invalid
+tally, the mixture, the verdicts and the attribution beside what guessing gives, each written
+by the lines the workflow report writes them with (`head_lines`, `fit_lines`,
 `mixture_lines`, `verdict_lines`, `attribution_lines`; the terminal summary of both is
 `summary_lines`), and the reader fits; there is no PNG (the reader fits are exact
 likelihoods, with no predicted bands to draw).
@@ -30,14 +33,18 @@ likelihoods, with no predicted bands to draw).
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 from scipy.stats import binom
 
+from diagym import envs
 from diagym.analysis.diagnose.attribution import COUNT_KEYS
+from diagym.analysis.diagnose.contract import Diagnosis as AnyDiagnosis
+from diagym.analysis.diagnose.dacs.diagnosis import DacsDiagnosis
 from diagym.analysis.diagnose.honesty import FitTest
 from diagym.analysis.diagnose.likelihood import Fit, outcome_count
 from diagym.analysis.diagnose.run import Configuration, Diagnosis, label
@@ -65,8 +72,8 @@ def _outcome_rows(configuration: Configuration) -> list[dict[str, Any]]:
     return rows
 
 
-def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
-    """The output contract (module docstring)."""
+def _workflow_json(diagnosis: Diagnosis) -> dict[str, Any]:
+    """The workflow output contract but its provenance (module docstring)."""
     configurations = [{
         "kwargs": c.spec.as_dict(),
         "episodes": len(c.episodes),
@@ -102,7 +109,6 @@ def to_json(diagnosis: Diagnosis) -> dict[str, Any]:
         "mechanisms": mechanisms,
         "verdicts": dict(diagnosis.verdicts),
         "forecasts": [f.to_json() for f in diagnosis.forecasts],
-        "provenance": provenance(),
     }
 
 
@@ -197,7 +203,7 @@ def predicted_success(diagnosis: Diagnosis, fitted: Fit) -> list[float]:
     return out
 
 
-def to_markdown(diagnosis: Diagnosis) -> str:
+def _workflow_markdown(diagnosis: Diagnosis) -> str:
     """The ranked mechanisms, the attribution counts and the verdicts."""
     lines = head_lines(diagnosis.policy, diagnosis.env, diagnosis.headline,
                        f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} "
@@ -263,22 +269,38 @@ def plot(diagnosis: Diagnosis, path: Path) -> None:
     plt.close(figure)
 
 
-def write(diagnosis: Diagnosis, directory: Path) -> Sequence[Path]:
-    """diagnosis.json, diagnosis.md and diagnosis.png in `directory`."""
-    json_path, md_path, png_path = (Path(directory) / name for name in FILES)
-    json_path.write_text(json.dumps(to_json(diagnosis), indent=2, sort_keys=True) + "\n",
-                         encoding="utf-8")
-    md_path.write_text(to_markdown(diagnosis), encoding="utf-8")
-    plot(diagnosis, png_path)
-    return json_path, md_path, png_path
+def _workflow_summary(diagnosis: Diagnosis) -> list[str]:
+    """The terminal summary: the run, the headline, the best fit against the runner-up, the
+    verdicts, and each forecast."""
+    details = []
+    if not diagnosis.evidence.nothing_to_fit and len(diagnosis.ranked) > 1:
+        runner_up = diagnosis.ranked[1]
+        best = diagnosis.ranked[0]
+        details.append(f"ranked: {best.mechanism.name}"
+                       + (f" (plays as {', '.join(best.aliases)})" if best.aliases else "")
+                       + f"; next {runner_up.mechanism.name} at log-LR "
+                         f"{runner_up.log_lr_to_best:.1f}")
+    counted = f"{diagnosis.episodes} episodes over {len(diagnosis.configurations)} configurations"
+    lines = summary_lines(diagnosis.policy, diagnosis.env, counted, diagnosis.headline,
+                          details, diagnosis.verdicts)
+    for predicted in diagnosis.forecasts:
+        low, high = predicted.interval
+        lines.append(f"forecast {json.dumps(predicted.kwargs, sort_keys=True)}: success "
+                     f"{predicted.success:.3f} [{low:.3f}, {high:.3f}]{predicted.note()}")
+    return lines
 
 
-def dacs_to_json(result: dict[str, Any]) -> dict[str, Any]:
-    """The DACS contract with provenance."""
-    return {**result, "provenance": provenance()}
+def _workflow_figures(diagnosis: Diagnosis, directory: Path) -> list[Path]:
+    path = Path(directory) / FILES[2]
+    plot(diagnosis, path)
+    return [path]
 
 
-def dacs_markdown(result: dict[str, Any]) -> str:
+def _dacs_json(result: DacsDiagnosis) -> dict[str, Any]:
+    return dict(result)
+
+
+def _dacs_markdown(result: DacsDiagnosis) -> str:
     """The verdicts, the ranked reader fits, the attribution of the answers and the
     configurations."""
     lines = head_lines(result["policy"], result["env"], result["headline"],
@@ -307,10 +329,69 @@ def dacs_markdown(result: dict[str, Any]) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_dacs(result: dict[str, Any], directory: Path) -> Sequence[Path]:
-    """diagnosis.json and diagnosis.md in `directory`."""
+def _dacs_summary(result: DacsDiagnosis) -> list[str]:
+    """The terminal summary: the run, the headline, the best reader fit and the runner-up,
+    the attribution, the verdicts."""
+    details = []
+    if result["mechanisms"]:
+        best, *rest = result["mechanisms"]
+        low, high = best["params"]["epsilon_interval"]
+        runner_up = (f"; next {rest[0]['name']} at log-LR {rest[0]['log_lr_to_best']:.1f}"
+                     if rest else "")
+        details.append(f"best reader: {best['name']}"
+                       + (f" (plays as {', '.join(best['aliases'])})" if best["aliases"]
+                          else "")
+                       + f", lapse epsilon {best['epsilon']:.2f} [{low:.2f}, {high:.2f}]"
+                       + runner_up)
+    details.append("answers: " + ", ".join(f"{key} {count}"
+                                           for key, count in result["attribution"].items()))
+    counted = (f"{result['episodes']} episodes, {result['decisions']} answers over "
+               f"{len(result['configurations'])} configurations")
+    return summary_lines(result["policy"], result["env"], counted, result["headline"],
+                         details, result["verdicts"])
+
+
+@dataclass(frozen=True)
+class Format:
+    """How one family's diagnosis is written: its contract (without provenance), its
+    Markdown, its terminal summary and its figures (written into a directory)."""
+
+    contract: Callable[[Any], dict[str, Any]]
+    markdown: Callable[[Any], str]
+    summary: Callable[[Any], list[str]]
+    figures: Callable[[Any, Path], list[Path]]
+
+
+FORMATS: dict[str, Format] = {
+    envs.WORKFLOW: Format(_workflow_json, _workflow_markdown, _workflow_summary,
+                          _workflow_figures),
+    envs.DACS: Format(_dacs_json, _dacs_markdown, _dacs_summary, lambda _d, _path: []),
+}
+
+
+def _format(diagnosis: AnyDiagnosis) -> Format:
+    return FORMATS[envs.family_of(diagnosis.env)]
+
+
+def to_json(diagnosis: AnyDiagnosis) -> dict[str, Any]:
+    """The output contract of the diagnosis's family, with provenance (module docstring)."""
+    return {**_format(diagnosis).contract(diagnosis), "provenance": provenance()}
+
+
+def to_markdown(diagnosis: AnyDiagnosis) -> str:
+    return _format(diagnosis).markdown(diagnosis)
+
+
+def summary(diagnosis: AnyDiagnosis) -> list[str]:
+    """The lines `diagym diagnose` prints without --json."""
+    return _format(diagnosis).summary(diagnosis)
+
+
+def write(diagnosis: AnyDiagnosis, directory: Path) -> Sequence[Path]:
+    """diagnosis.json, diagnosis.md and the family's figures (diagnosis.png) in
+    `directory`."""
     json_path, md_path = (Path(directory) / name for name in FILES[:2])
-    json_path.write_text(json.dumps(dacs_to_json(result), indent=2, sort_keys=True) + "\n",
+    json_path.write_text(json.dumps(to_json(diagnosis), indent=2, sort_keys=True) + "\n",
                          encoding="utf-8")
-    md_path.write_text(dacs_markdown(result), encoding="utf-8")
-    return json_path, md_path
+    md_path.write_text(to_markdown(diagnosis), encoding="utf-8")
+    return [json_path, md_path, *_format(diagnosis).figures(diagnosis, Path(directory))]

@@ -12,9 +12,10 @@ distributions are drawn. The log's "design" line records the seed plan; a log wr
 (every configuration on seeds seed + i, the "shared" plan) is read by the seeds its episodes
 record, as every log is, and a resume of it continues its own plan.
 
-DACSSteering is diagnosed by `diagnose_dacs` (live) and `diagnose_dacs_log`, over
-analysis/diagnose/dacs.py's battery and reader fits (its traces are the answers, which replay
-the windows exactly). Logs of either family are read by analysis/diagnose/logs.py.
+This module is StatefulWorkflow's side of the one diagnosis contract
+(analysis/diagnose/contract.py: `plan`, `diagnose_policy`, `diagnose_log`, `holds_runs`);
+DACSSteering's is analysis/diagnose/dacs/diagnosis.py. Logs of either family are read by
+analysis/diagnose/logs.py.
 
 A text policy (an LLM, the text oracle, a user policy with text_actions = True) plays the env
 behind the text-action wrapper; its replies are decoded into the executed (op, slot) by the
@@ -25,7 +26,6 @@ is no call of the trace.
 from __future__ import annotations
 
 import functools
-import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -35,16 +35,21 @@ import gymnasium as gym
 import numpy as np
 
 import diagym  # noqa: F401  (registers the ids)
+from diagym import envs
 from diagym.analysis.diagnose.attribution import ENV_ID, Tally, Trace, attribution_counts
 from diagym.analysis.diagnose.battery import (
     BLOCKS,
     DEFAULT_ALLOCATION,
     DEFAULT_BATTERY,
+    DEFAULT_SHARES,
     SEED_BLOCK,
     SHARED,
+    allocate,
     battery_for,
     first_seed,
 )
+from diagym.analysis.diagnose.contract import Plan, Trained
+from diagym.analysis.diagnose.defaults import DEFAULT_BUDGET
 from diagym.analysis.diagnose.failure_check import FailureCheck, check_played
 from diagym.analysis.diagnose.fit_test import Forecast, Hypothesis, fit_test, forecast, plausible
 from diagym.analysis.diagnose.honesty import (
@@ -55,6 +60,7 @@ from diagym.analysis.diagnose.honesty import (
     conditional,
     headline,
 )
+from diagym.analysis.diagnose.hypotheses import FITTED_FAMILIES
 from diagym.analysis.diagnose.likelihood import (
     SIMULATION_SEED,
     FamilyFit,
@@ -72,6 +78,7 @@ from diagym.analysis.diagnose.logs import (
     read_log,
     replies_executed,
     runs_by_configuration,
+    scratch_log,
 )
 from diagym.analysis.diagnose.mixture import Mixture, best_mixture, single_verdicts
 from diagym.analysis.diagnose.model_cache import cached_model, save_lapse_tables
@@ -84,8 +91,6 @@ from diagym.controllers.runlog import RunLog, identity
 from diagym.controllers.tracing import Action, Traced, pair
 from diagym.envs.workflow.layout import FAILURE_NAMES
 from diagym.envs.workflow.params import WorkflowParams
-
-MECHANISM_FAMILIES = ("cache-k", "scan-s")
 
 
 @dataclass(frozen=True)
@@ -184,7 +189,7 @@ def _diagnose(policy: Any, configurations: Sequence[Configuration],
     counts = [played.get(spec, np.zeros(outcome_count(spec), dtype=np.int64))
               for spec in battery]
     ranked = fit_lapse(model, counts)
-    family_fits = {family: fit_family(model, counts, family) for family in MECHANISM_FAMILIES}
+    family_fits = {family: fit_family(model, counts, family) for family in FITTED_FAMILIES}
     tally = attribution_counts(trace for c in configurations for trace in c.traces)
     invalid: dict[str, int] = {}
     for c in configurations:
@@ -251,6 +256,43 @@ def check_seed(seed: int, allocation: Sequence[int],
                          f"block of {SEED_BLOCK} per configuration); got {seed}")
 
 
+def plan(budget: int | None, policy: str, trained: Trained, adaptive: bool,
+         seed: int) -> Plan:
+    """The battery and its allocation for `budget` episodes (default DEFAULT_BUDGET): the
+    default battery by its shares, or for a trained network (`trained`: how it was trained),
+    whose input and output sizes are fixed, the battery of its shape (battery.battery_for),
+    every configuration played; ValueError, one line, for a model trained on another env, a
+    budget under that battery's size or a seed out of range (check_seed). With `adaptive`,
+    up to `budget` episodes, each on any configuration."""
+    budget = DEFAULT_BUDGET if budget is None else budget
+    if trained is None:
+        battery, allocation = DEFAULT_BATTERY, allocate(DEFAULT_SHARES, budget)
+    else:
+        trained_id, kwargs = trained()
+        if envs.family_of(trained_id, strict=False) != envs.WORKFLOW:
+            raise ValueError(f"--policy {policy} was trained on {trained_id}; --env {ENV_ID} "
+                             "diagnoses StatefulWorkflow agents")
+        spec = WorkflowParams.from_kwargs(**{**gym.spec(trained_id).kwargs, **kwargs})
+        design = battery_for(spec.n_ops, spec.candidates, spec.error_allowance)
+        if budget < len(design.battery):
+            raise ValueError(f"--budget {budget}: the battery of {policy}'s shape has "
+                             f"{len(design.battery)} configurations; give at least "
+                             f"{len(design.battery)}")
+        battery, allocation = design.battery, allocate(design.shares, budget, minimum=1)
+    check_seed(seed, [budget] if adaptive else allocation, len(battery))
+    # adaptive: up to the budget, each episode on any configuration of the battery
+    estimate = ((budget, max(battery, key=lambda spec: spec.episode_decisions()[1])),) \
+        if adaptive else tuple(zip(allocation, battery, strict=True))
+    return Plan(sum(allocation), estimate,
+                {"battery": battery, "allocation": allocation,
+                 "adaptive_budget": budget if adaptive else None})
+
+
+def holds_runs(path: Path) -> bool:
+    """Whether any run of the log at `path` is a StatefulWorkflow run."""
+    return any(logged.run.get("env") == ENV_ID for logged in read_log(Path(path)).values())
+
+
 def seed_plan(log: Path | None, resume: bool) -> str:
     """The seed plan to play under: BLOCKS, except that resuming a log whose episodes were
     played before the plan was recorded (no "seed_plan" in its design line) continues it on
@@ -290,7 +332,7 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
                          f"({len(battery)}); got {len(allocation)}")
     check_seed(seed, allocation if adaptive_budget is None else [adaptive_budget],
                len(battery))
-    scratch = _scratch_dir(log, executor)
+    scratch = scratch_log(log, executor)
     if scratch is not None:
         log = Path(scratch.name) / "diagnose.jsonl"
     plan = seed_plan(log, resume)
@@ -396,15 +438,6 @@ def _traced_policy(make_policy: Callable[[gym.Env], Policy], text_actions: bool,
     if not described:
         described.append(identity(describe_run(env, policy)["policy"]))
     return policy
-
-
-def _scratch_dir(log: Path | None, executor: Executor | None
-                 ) -> tempfile.TemporaryDirectory[str] | None:
-    """A temporary directory for the run log when there is none and episodes play out of
-    process: their traces come back to the driver only as the log's trace lines."""
-    if log is None and executor is not None and not executor.in_process:
-        return tempfile.TemporaryDirectory(prefix="diagym-diagnose-")
-    return None
 
 
 def _renumbered(parts: Sequence[Episodes]) -> Episodes:
@@ -520,51 +553,3 @@ def _replay_design(battery: tuple[WorkflowParams, ...], budget: int,
         return consumed[c].counts
 
     return adaptive.run_design(mechanism_model(battery), budget, play_round, rule), consumed
-
-
-def diagnose_dacs(make_policy: Callable[[gym.Env], Policy], *, episodes: int,
-                  seed: int = 0, text_actions: bool = False, log: Path | None = None,
-                  resume: bool = False, workers: int = 1,
-                  on_record: Callable[[EpisodeRecord], None] | None = None,
-                  executor: Executor | None = None) -> dict[str, Any]:
-    """dacs.diagnosis of `episodes` episodes per DACS battery configuration played by the
-    policies `make_policy(env)` builds, with the policy's own description under "policy".
-    With `log`, every episode, call and trace is logged as it happens (one run per
-    configuration, dacs.run_name) and resume=True continues an interrupted diagnosis;
-    diagnose_dacs_log of that log gives this diagnosis exactly. Out of process (`executor`)
-    the answers come back as the log's trace lines, so without `log` a temporary one is
-    kept."""
-    from diagym.analysis.diagnose import dacs
-
-    described: list[Any] = []
-
-    def make(env: gym.Env) -> Policy:
-        policy = make_policy(env)
-        if not described:
-            described.append(identity(describe_run(env, policy)["policy"]))
-        return policy
-
-    scratch = _scratch_dir(log, executor)
-    if scratch is not None:
-        log = Path(scratch.name) / "diagnose.jsonl"
-    run_log = None if log is None else RunLog(Path(log), resume=resume)
-    try:
-        traces = dacs.play_battery(episodes=episodes, seed=seed, make_policy=make,
-                                   text_actions=text_actions, log=run_log, workers=workers,
-                                   on_record=on_record, executor=executor)
-    finally:
-        if run_log is not None:
-            run_log.close()
-        if scratch is not None:
-            scratch.cleanup()
-    return {**dacs.diagnosis(traces), "policy": described[0]}
-
-
-def diagnose_dacs_log(path: Path) -> dict[str, Any]:
-    """The DACS diagnosis of a log's DACSSteering runs on DACS battery configurations (written
-    by diagnose_dacs, or any run whose episodes carry trace or call lines), playing nothing;
-    ValueError, one line, for a log diagnose cannot read (dacs.traces_from_log)."""
-    from diagym.analysis.diagnose import dacs
-
-    policy, traces = dacs.traces_from_log(Path(path))
-    return {**dacs.diagnosis(traces), "policy": policy}

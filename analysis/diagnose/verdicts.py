@@ -37,7 +37,14 @@ from diagym.analysis.diagnose.attribution import (
     WRONG_REGISTER,
     Tally,
 )
-from diagym.analysis.diagnose.honesty import ChanceCount, beats_words, lapse_words
+from diagym.analysis.diagnose.honesty import (
+    ChanceCount,
+    beats_words,
+    first_differing,
+    lapse_words,
+    log_lr,
+)
+from diagym.analysis.diagnose.honesty import join_clauses as _join
 from diagym.analysis.diagnose.hypotheses import Row, families
 from diagym.analysis.diagnose.likelihood import INTERVAL_LOG_UNITS, LAPSE_GRID, FamilyFit, Fit
 from diagym.controllers.workflow.parameters import (
@@ -112,10 +119,13 @@ def rival(ranked: Sequence[Fit], component: str) -> Fit | None:
     equal in every other component, else among all (None if no fit differs there)."""
     best = ranked[0].mechanism.row
     others = [f for f in COMPONENT_FIELDS if f not in FIELDS[component]]
-    differing = [f for f in ranked[1:]
-                 if _part(f.mechanism.row, component) != _part(best, component)]
-    controlled = [f for f in differing if all(f.mechanism.row[i] == best[i] for i in others)]
-    return (controlled or differing or [None])[0]
+    controlled = [ranked[0], *(f for f in ranked[1:]
+                               if all(f.mechanism.row[i] == best[i] for i in others))]
+
+    def trait(f: Fit) -> tuple[int, ...]:
+        return _part(f.mechanism.row, component)
+
+    return first_differing(controlled, trait) or first_differing(ranked, trait)
 
 
 def _ratio(best: Fit, other: Fit | None) -> tuple[float, str]:
@@ -124,7 +134,7 @@ def _ratio(best: Fit, other: Fit | None) -> tuple[float, str]:
         return 0.0, ""
     # the data's own log-LR, not the ranking's: a failure mode's ranking score carries a
     # parsimony penalty, which is no evidence against it
-    lr = best.log_likelihood - other.log_likelihood + 0.0  # no "-0.0" for a tie
+    lr = log_lr(best.log_likelihood, other.log_likelihood)
     if lr < 0.0:  # a failure mode ahead by less than its parsimony penalty
         return lr, f"{other.mechanism.name} fits better by log-LR {-lr:.1f}, less than its " \
                    f"extra parameter needs ({INTERVAL_LOG_UNITS:.2f}), weak evidence"
@@ -172,10 +182,6 @@ def _candidate_failures(tally: Tally | None,
         words.append(f"{n} {FAILURE_WORDS[k]}" if against is None else
                      f"{n} {FAILURE_WORDS[k]} [{against.words(k.replace('_', ' '))}]")
     return total, f"of {total} candidate failures {', '.join(words)}"
-
-
-def _join(finding: str, *evidence: str) -> str:
-    return "; ".join([finding, *(e for e in evidence if e)])
 
 
 def _no_evidence(component: str, best: Fit, other: Fit | None, lr: float) -> str | None:

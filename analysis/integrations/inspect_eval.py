@@ -190,7 +190,7 @@ def _decoder(env: Any) -> Any:
     """How a trace records the action a reply executed, as `diagnose` decodes it for the
     env's family (analysis/cli/run.py `traced`)."""
     if envs.family_of(env, strict=False) == envs.DACS:
-        from diagym.analysis.diagnose.dacs import text_option_decoder
+        from diagym.analysis.diagnose.dacs.replay import text_option_decoder
 
         return text_option_decoder(env)
     from diagym.analysis.diagnose.run import text_decoder

@@ -7,7 +7,7 @@ What each kind adds, section by section:
   summary: success with its Wilson interval, work, first failures, steering, model calls); the
   structural profile (analysis/report/profile.py); the calls' cost and latency
   (controllers/runlog.py `call_totals`); and its episodes, for the trace viewer.
-* a diagnosis JSON (analysis/diagnose/report.py `to_json` / `dacs_to_json`): first on the
+* a diagnosis JSON (analysis/diagnose/report.py `to_json`): first on the
   page its headline, fit test and component verdicts (analysis/report/verdict.py); its
   ranked mechanisms and attribution; success per battery configuration with intervals; and the
   diagnosis PNG beside it, which draws the agent over the best mechanisms' predicted bands.

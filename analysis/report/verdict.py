@@ -5,7 +5,7 @@ intervals it states, read from a diagnosis JSON of either env family.
 Why first: a reader of a diagnosis page asks "what is wrong with this agent, and is the answer
 trustworthy" before any table of runs; the headline says which hypothesis, the fit test says
 whether it explains the outcomes at all, and the components say what breaks. The JSON is the
-contract of analysis/diagnose/report.py (`to_json`, `dacs_to_json`); this module reads it and
+contract of analysis/diagnose/report.py (`to_json`); this module reads it and
 never recomputes a verdict. The contract carries each component's verdict as one sentence
 ("component: finding; evidence; evidence"), so the finding, the evidence clauses and the
 intervals are the sentence's own parts, split at its top-level "; " and its parenthesised
@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS as DACS_COMPONENTS
+from diagym.analysis.diagnose.dacs.verdicts import COMPONENTS as DACS_COMPONENTS
 from diagym.analysis.diagnose.honesty import FitTest
 from diagym.analysis.diagnose.verdicts import COMPONENTS as WORKFLOW_COMPONENTS
 from diagym.analysis.report.model import Clauses, Facts, Item, Lead, Table, Text

@@ -4,7 +4,7 @@ with a copy rate and a lapse, or a per-episode mixture of two readers): determin
 (always the topmost, or always the nearest, lure) and a position bias the readers do not hold
 (the bottom-most block's value). Inside: the two new readers played themselves, readers with a
 lapse of 0.2-0.3, the reader copying at a rate, and a per-episode mixture of two readers
-(analysis/diagnose/dacs_mixture.py; outside before the mixtures were hypotheses).
+(analysis/diagnose/dacs/mixture.py; outside before the mixtures were hypotheses).
 
 `HELD_OUT` maps a name to (make the agent, its truth, whether it is inside the family).
 """

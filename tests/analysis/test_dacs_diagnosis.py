@@ -9,7 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from diagym.analysis.diagnose import dacs
+from diagym.analysis.diagnose.dacs import diagnosis as dacs_diagnosis
+from diagym.analysis.diagnose.dacs import fit as dacs_fit
+from diagym.analysis.diagnose.dacs import replay as dacs_replay
 from diagym.controllers.dacs.readers import Reader, dacs_controller, evidence, parse_window
 from diagym.envs.dacs.scenario import ATTRIBUTE_OF, KEYS
 
@@ -57,9 +59,9 @@ class Contaminating(Reader):
 
 
 @functools.cache
-def battery_decisions(name: str, epsilon: float = 0.0) -> tuple[dacs.DacsDecision, ...]:
+def battery_decisions(name: str, epsilon: float = 0.0) -> tuple[dacs_replay.DacsDecision, ...]:
     policy = Lapsing(name, epsilon) if epsilon else dacs_controller(name)
-    return tuple(dacs.decisions_of(dacs.play_battery(policy)))
+    return tuple(dacs_replay.decisions_of(dacs_replay.play_battery(policy)))
 
 
 WINDOW = (
@@ -77,42 +79,42 @@ WINDOW = (
 )
 
 
-def synthetic(action: int, own_fact: bool) -> dacs.DacsDecision:
+def synthetic(action: int, own_fact: bool) -> dacs_replay.DacsDecision:
     text = WINDOW.format(own="fact: api_region = us-east-1\n" if own_fact else "")
-    return dacs.DacsDecision(index=0, window=text, parsed=parse_window(text), action=action,
+    return dacs_replay.DacsDecision(index=0, window=text, parsed=parse_window(text), action=action,
                              correct=action == 1, contaminated=action == 0, requester=0,
                              key="api_region")
 
 
 def test_a_visible_lure_with_the_evidence_present_is_contamination_with_its_source() -> None:
-    result = dacs.attribute(synthetic(0, own_fact=True))
-    assert result.category == dacs.CONTAMINATION
+    result = dacs_replay.attribute(synthetic(0, own_fact=True))
+    assert result.category == dacs_replay.CONTAMINATION
     # One lure (probability 1) against a guess (1/4): 0.8 and 0.2.
     assert result.weights == pytest.approx({"contamination": 0.8, "truncation": 0.0,
                                             "distractor": 0.2})
     offset = WINDOW.format(own="fact: api_region = us-east-1\n").index("## agent-1")
-    assert result.sources == (dacs.Source("agent-1", "fact", 1, 3, offset),)
+    assert result.sources == (dacs_replay.Source("agent-1", "fact", 1, 3, offset),)
 
 
 def test_missing_evidence_is_truncation_and_a_visible_lure_then_ambiguous() -> None:
-    lure = dacs.attribute(synthetic(0, own_fact=False))
-    assert lure.category == dacs.AMBIGUOUS
-    assert lure.explanations == {dacs.CONTAMINATION, dacs.TRUNCATION}
+    lure = dacs_replay.attribute(synthetic(0, own_fact=False))
+    assert lure.category == dacs_replay.AMBIGUOUS
+    assert lure.explanations == {dacs_replay.CONTAMINATION, dacs_replay.TRUNCATION}
     assert lure.weights == pytest.approx({"contamination": 0.8, "truncation": 0.2,
                                           "distractor": 0.0})
-    other = dacs.attribute(synthetic(2, own_fact=False))
-    assert other.category == dacs.TRUNCATION
+    other = dacs_replay.attribute(synthetic(2, own_fact=False))
+    assert other.category == dacs_replay.TRUNCATION
     assert other.weights == pytest.approx({"contamination": 0.0, "truncation": 1.0,
                                            "distractor": 0.0})
-    assert dacs.attribute(synthetic(3, own_fact=True)).category == dacs.DISTRACTOR
-    assert dacs.attribute(synthetic(1, own_fact=True)).category == dacs.CORRECT
+    assert dacs_replay.attribute(synthetic(3, own_fact=True)).category == dacs_replay.DISTRACTOR
+    assert dacs_replay.attribute(synthetic(1, own_fact=True)).category == dacs_replay.CORRECT
 
 
-@pytest.mark.parametrize("name", dacs.READERS)
+@pytest.mark.parametrize("name", dacs_fit.READERS)
 def test_each_reader_played_opaquely_is_ranked_first(name: str) -> None:
     decisions = battery_decisions(name)
-    assert len(decisions) == len(dacs.DEFAULT_BATTERY) * dacs.DEFAULT_EPISODES * 15
-    fits = dacs.fit_readers(decisions)
+    assert len(decisions) == len(dacs_replay.DEFAULT_BATTERY) * dacs_replay.DEFAULT_EPISODES * 15
+    fits = dacs_fit.fit_readers(decisions)
     assert name in fits[0].names
     assert fits[0].epsilon == 0.0
     if name in ("dacs-reader", "flat-reader"):  # one reader under two names
@@ -129,7 +131,7 @@ def test_each_reader_played_opaquely_is_ranked_first(name: str) -> None:
 
 @pytest.mark.parametrize("name", ["dacs-reader", "flat-recency"])
 def test_a_programmed_lapse_is_recovered_within_its_interval(name: str) -> None:
-    fits = dacs.fit_readers(battery_decisions(name, 0.2))
+    fits = dacs_fit.fit_readers(battery_decisions(name, 0.2))
     assert name in fits[0].names
     low, high = fits[0].interval
     assert low <= 0.2 <= high
@@ -138,44 +140,45 @@ def test_a_programmed_lapse_is_recovered_within_its_interval(name: str) -> None:
 
 
 def test_readers_err_only_where_their_evidence_is_missing() -> None:
-    decisions = dacs.decisions_of(dacs.play(
+    decisions = dacs_replay.decisions_of(dacs_replay.play(
         dacs_controller("flat-reader"),
         {"family": "homogeneous", "context_mode": "flat", "window": 1024}, 4))
-    wrong = [dacs.attribute(d) for d in decisions if not d.correct]
+    wrong = [dacs_replay.attribute(d) for d in decisions if not d.correct]
     assert len(wrong) > 10
-    assert all(dacs.TRUNCATION in a.explanations for a in wrong)
-    crossfire = dacs.decisions_of(dacs.play(
+    assert all(dacs_replay.TRUNCATION in a.explanations for a in wrong)
+    crossfire = dacs_replay.decisions_of(dacs_replay.play(
         dacs_controller("flat-reader"),
         {"family": "crossfire", "context_mode": "flat", "window": 1024}, 4))
-    result = dacs.tally(crossfire)
-    assert result.counts[dacs.TRUNCATION] > 10
-    assert result.counts[dacs.TRUNCATION] == result.decisions - result.counts[dacs.CORRECT]
-    assert result.weighted[dacs.TRUNCATION] == pytest.approx(result.counts[dacs.TRUNCATION])
+    result = dacs_replay.tally(crossfire)
+    assert result.counts[dacs_replay.TRUNCATION] > 10
+    truncated = result.counts[dacs_replay.TRUNCATION]
+    assert truncated == result.decisions - result.counts[dacs_replay.CORRECT]
+    assert result.weighted[dacs_replay.TRUNCATION] == pytest.approx(truncated)
 
 
 def test_a_contaminating_agent_is_attributed_to_contamination_naming_the_agent() -> None:
     agent = Contaminating()
-    traces = dacs.play(agent, HOMOGENEOUS_FLAT, 4)
-    decisions = dacs.decisions_of(traces)
+    traces = dacs_replay.play(agent, HOMOGENEOUS_FLAT, 4)
+    decisions = dacs_replay.decisions_of(traces)
     assert len(agent.picked) == len(decisions)
     lured = 0
     for decision, picked in zip(decisions, agent.picked, strict=True):
-        result = dacs.attribute(decision)
+        result = dacs_replay.attribute(decision)
         if picked is None:
-            assert result.category == dacs.CORRECT
+            assert result.category == dacs_replay.CORRECT
             continue
         lured += 1
-        assert result.category == dacs.CONTAMINATION
+        assert result.category == dacs_replay.CONTAMINATION
         assert result.sources[0].agent == picked
         assert decision.contaminated
-        rank = [a for a, _ in dacs.block_offsets(decision.window)].index(picked)
+        rank = [a for a, _ in dacs_replay.block_offsets(decision.window)].index(picked)
         assert result.sources[0].rank == rank
     assert lured > 30
-    report = dacs.diagnosis(traces)
-    assert tuple(report["attribution"]) == dacs.COUNT_KEYS
+    report = dacs_diagnosis.diagnosis(traces)
+    assert tuple(report["attribution"]) == dacs_replay.COUNT_KEYS
     assert report["configurations"] == [HOMOGENEOUS_FLAT]
     assert (report["episodes"], report["decisions"]) == (4, 60)
-    assert report["attribution"][dacs.CONTAMINATION] == lured
+    assert report["attribution"][dacs_replay.CONTAMINATION] == lured
     assert report["env_contaminated"] == lured
     assert report["contamination_sources"] == {"agent-0": 26, "agent-1": 22, "agent-2": 6,
                                                "agent-3": 3, "agent-4": 3}
@@ -187,7 +190,7 @@ def test_a_contaminating_agent_is_attributed_to_contamination_naming_the_agent()
 
 
 def test_replay_refuses_an_answer_after_the_episode_ended() -> None:
-    (trace,) = dacs.play(dacs_controller("dacs-reader"), {"n_agents": 3, "decisions": 1}, 1)
-    longer = dacs.DacsTrace(trace.env_kwargs, trace.seed, (*trace.actions, 0))
+    (trace,) = dacs_replay.play(dacs_controller("dacs-reader"), {"n_agents": 3, "decisions": 1}, 1)
+    longer = dacs_replay.DacsTrace(trace.env_kwargs, trace.seed, (*trace.actions, 0))
     with pytest.raises(ValueError, match="after the episode ended"):
-        dacs.replay(longer)
+        dacs_replay.replay(longer)

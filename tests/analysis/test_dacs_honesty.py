@@ -11,12 +11,14 @@ from typing import Any
 
 import pytest
 
-from diagym.analysis.diagnose import dacs
-from diagym.analysis.diagnose.dacs_mixture import MIXTURE_EPSILONS, best_mixture
-from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS
+from diagym.analysis.diagnose.dacs import diagnosis as dacs_diagnosis
+from diagym.analysis.diagnose.dacs import fit as dacs_fit
+from diagym.analysis.diagnose.dacs import replay as dacs_replay
+from diagym.analysis.diagnose.dacs.mixture import MIXTURE_EPSILONS, best_mixture
+from diagym.analysis.diagnose.dacs.verdicts import COMPONENTS
 from diagym.analysis.diagnose.honesty import FIT_ALPHA, MIN_OUTCOMES
 from diagym.analysis.diagnose.mixture import margin, pairs_searched
-from diagym.analysis.diagnose.report import dacs_markdown, mixture_lines
+from diagym.analysis.diagnose.report import mixture_lines, to_markdown
 from diagym.controllers.dacs.readers import dacs_controller
 from tests.analysis.dacs_agents import HELD_OUT
 from tests.analysis.test_dacs_verdicts import CopyingReader
@@ -27,7 +29,7 @@ INTERVAL = re.compile(r"interval ([\d.]+)\.\.([\d.]+)")
 @functools.cache
 def diagnosed(agent: str, seed: int = 0) -> dict[str, Any]:
     make, _, _ = HELD_OUT[agent]
-    return dacs.diagnosis(dacs.play_battery(make(), seed=seed))
+    return dacs_diagnosis.diagnosis(dacs_replay.play_battery(make(), seed=seed))
 
 
 @pytest.mark.parametrize("agent", sorted(HELD_OUT))
@@ -46,7 +48,7 @@ def test_held_out_agents_are_fitted_or_rejected(agent: str) -> None:
         assert result["headline"].startswith("outside the family: no reference mechanism "
                                              "explains the outcomes (fit p < 0.005")
         assert result["headline"].endswith(f"closest: {hypothesis['name']}")
-        for component in dacs.INFERRED:
+        for component in dacs_diagnosis.INFERRED:
             assert result["verdicts"][component].startswith(
                 f"{component}: if it were {hypothesis['name']} (it fits badly): ")
         assert "if it were" not in result["verdicts"]["visibility"]
@@ -87,12 +89,12 @@ def test_the_new_readers_are_named_for_their_mechanism(reader: str, opening: str
     assert result["verdicts"]["selection"].startswith("selection: no lapse")
 
 
-BATTERY = [dict(c) for c in dacs.DEFAULT_BATTERY]
+BATTERY = [dict(c) for c in dacs_replay.DEFAULT_BATTERY]
 
 
 def test_episodes_that_end_on_an_invalid_reply_with_no_answer_leave_nothing_to_fit() -> None:
-    traces = [dacs.DacsTrace(BATTERY[i % 4], i, (), "invalid_json") for i in range(8)]
-    result = dacs.diagnosis(traces)
+    traces = [dacs_replay.DacsTrace(BATTERY[i % 4], i, (), "invalid_json") for i in range(8)]
+    result = dacs_diagnosis.diagnosis(traces)
     assert result["headline"] == ("8 of 8 episodes ended on an invalid reply or without an "
                                   "env outcome; nothing to fit")
     assert result["fit"] is None and result["hypothesis"] is None
@@ -109,11 +111,11 @@ def test_the_answers_before_an_invalid_reply_are_evidence_and_the_reply_is_talli
     """An episode an invalid reply ended keeps its answers (each window replays exactly); the
     reply is tallied by its category, or as after_env_failures when a wrong answer came
     first. A full battery beside them: the reader is still found and fits."""
-    full = dacs.play_battery(dacs_controller("dacs-reader"))
-    cut = [dacs.DacsTrace(t.env_kwargs, t.seed, t.actions[:5], f)
-           for t, f in zip(dacs.play_battery(dacs_controller("dacs-reader"), seed=100)[:2],
+    full = dacs_replay.play_battery(dacs_controller("dacs-reader"))
+    cut = [dacs_replay.DacsTrace(t.env_kwargs, t.seed, t.actions[:5], f)
+           for t, f in zip(dacs_replay.play_battery(dacs_controller("dacs-reader"), seed=100)[:2],
                            ("invalid_json", "wrong"), strict=True)]
-    result = dacs.diagnosis([*full, *cut])
+    result = dacs_diagnosis.diagnosis([*full, *cut])
     assert result["invalid"] == {"after_env_failures": 1, "invalid_json": 1}
     assert result["decisions"] == 32 * 15 + 2 * 5
     assert result["evidence"]["with_env_outcome"] == 34
@@ -122,10 +124,10 @@ def test_the_answers_before_an_invalid_reply_are_evidence_and_the_reply_is_talli
 
 
 def test_a_handful_of_episodes_is_too_little_evidence_for_a_claim() -> None:
-    traces = dacs.play(dacs_controller("flat-recency"), BATTERY[1], 4)
-    result = dacs.diagnosis(traces)
+    traces = dacs_replay.play(dacs_controller("flat-recency"), BATTERY[1], 4)
+    result = dacs_diagnosis.diagnosis(traces)
     assert result["evidence"]["with_env_outcome"] == 4 < MIN_OUTCOMES
-    for component in dacs.INFERRED:
+    for component in dacs_diagnosis.INFERRED:
         assert result["verdicts"][component].startswith(
             f"{component}: too little evidence for a claim (4 episodes with an env outcome")
     assert result["verdicts"]["visibility"].startswith("visibility: no truncation")
@@ -136,7 +138,7 @@ def test_a_guessers_contamination_is_no_excess_over_chance_and_a_copiers_is() ->
     answers are "contamination" (about 3 in 10 on the battery): the count alone would name
     it; against chance it is what guessing gives. A reader copying at rate 0.5 is in
     excess."""
-    guesser = dacs.diagnosis(dacs.play_battery(dacs_controller("uniform")))
+    guesser = dacs_diagnosis.diagnosis(dacs_replay.play_battery(dacs_controller("uniform")))
     chance = guesser["attribution_vs_chance"]
     wrong = guesser["decisions"] - guesser["attribution"]["correct"]
     assert chance["contamination"]["observed"] > wrong / 4
@@ -145,7 +147,7 @@ def test_a_guessers_contamination_is_no_excess_over_chance_and_a_copiers_is() ->
     assert all(c["excess_p"] >= 0.01 for c in chance.values())
     assert "against guessing, contamination: 31% against 30% by chance, not significant at " \
            "n = 397 (p = 0.35)" in guesser["verdicts"]["scoping"]
-    copier = dacs.diagnosis(dacs.play_battery(CopyingReader(0.5)))
+    copier = dacs_diagnosis.diagnosis(dacs_replay.play_battery(CopyingReader(0.5)))
     excess = copier["attribution_vs_chance"]["contamination"]
     assert excess["observed"] > excess["expected_if_guessing"] and excess["excess_p"] < 0.01
     wrong = copier["decisions"] - copier["attribution"]["correct"]
@@ -155,8 +157,8 @@ def test_a_guessers_contamination_is_no_excess_over_chance_and_a_copiers_is() ->
 
 
 @functools.cache
-def reader_traces(reader: str) -> tuple[dacs.DacsTrace, ...]:
-    return tuple(dacs.play_battery(dacs_controller(reader)))
+def reader_traces(reader: str) -> tuple[dacs_replay.DacsTrace, ...]:
+    return tuple(dacs_replay.play_battery(dacs_controller(reader)))
 
 
 @pytest.mark.parametrize("share", [0.5, 0.25])
@@ -165,14 +167,14 @@ def test_a_per_episode_mixture_of_two_readers_comes_back_with_its_weights(share:
     on the rest (the weights are known exactly): the mixture beats the single best by more
     than the workflow's margin, log(episodes) + log(pairs weighed), names the two readers
     with weights within 0.1 of the truth, and, unlike the single best, fits."""
-    cut = round(share * dacs.DEFAULT_EPISODES)
+    cut = round(share * dacs_replay.DEFAULT_EPISODES)
     traces = [*(t for t in reader_traces("dacs-reader") if t.seed < cut),
               *(t for t in reader_traces("flat-recency") if t.seed >= cut)]
-    replayed = [(t, dacs.replay(t)) for t in traces]
+    replayed = [(t, dacs_replay.replay(t)) for t in traces]
     decisions = [d for _, group in replayed for d in group]
-    fits = dacs.fit_readers(decisions)
-    copying = dacs.fit_copying(decisions, fits[0].name, fits[0].epsilon)
-    single = dacs.DacsHypothesis(fits[0].name, copying.rate, copying.epsilon)
+    fits = dacs_fit.fit_readers(decisions)
+    copying = dacs_fit.fit_copying(decisions, fits[0].name, fits[0].epsilon)
+    single = dacs_fit.DacsHypothesis(fits[0].name, copying.rate, copying.epsilon)
     found = best_mixture(decisions, fits, single, len(traces))
     pairs = pairs_searched([g for g in range(len(fits)) for _ in MIXTURE_EPSILONS])
     assert found is not None and found.reported, found
@@ -180,19 +182,19 @@ def test_a_per_episode_mixture_of_two_readers_comes_back_with_its_weights(share:
     weights = dict(zip(found.names, (c.weight for c in found.components), strict=True))
     assert set(weights) == {"dacs-reader", "flat-recency"}, found.names
     assert abs(weights["dacs-reader"] - share) <= 0.1, weights
-    result = dacs.diagnosis(traces)
+    result = dacs_diagnosis.diagnosis(traces)
     assert result["mixture"] == found.to_json()
-    assert "\n".join(mixture_lines(result["mixture"])) in dacs_markdown(
-        {**result, "policy": {"name": "mixed"}})
+    assert "\n".join(mixture_lines(result["mixture"])) in to_markdown(
+        result.played_by({"name": "mixed"}))
     assert result["fit"]["verdict"] == "fits", result["fit"]
     per_configuration = [(kwargs, [d for t, group in replayed if dict(t.env_kwargs) == kwargs
                                    for d in group]) for kwargs in BATTERY]
-    assert dacs.fit_test(per_configuration, single).rejected
+    assert dacs_fit.fit_test(per_configuration, single).rejected
 
 
 @pytest.mark.parametrize("reader", ["dacs-reader", "flat-recency", "uniform"])
 def test_a_pure_reader_gains_no_mixture(reader: str) -> None:
-    result = dacs.diagnosis(list(reader_traces(reader)))
+    result = dacs_diagnosis.diagnosis(list(reader_traces(reader)))
     assert result["mixture"] is None
     assert reader in [result["mechanisms"][0]["name"], *result["mechanisms"][0]["aliases"]]
     assert result["fit"]["verdict"] == "fits"

@@ -14,8 +14,10 @@ from typing import Any
 import numpy as np
 import pytest
 
-from diagym.analysis.diagnose import dacs
-from diagym.analysis.diagnose.dacs_verdicts import (
+from diagym.analysis.diagnose.dacs import diagnosis as dacs_diagnosis
+from diagym.analysis.diagnose.dacs import fit as dacs_fit
+from diagym.analysis.diagnose.dacs import replay as dacs_replay
+from diagym.analysis.diagnose.dacs.verdicts import (
     COMPONENTS,
     COPY_LOG_UNITS,
     READING,
@@ -92,7 +94,7 @@ def diagnosed(name: str, epsilon: float = 0.0) -> dict[str, Any]:
     """The battery's diagnosis of the agent that copies the first lure ("first-lure") or of
     the reader `name` lapsing with `epsilon`."""
     policy = Contaminating() if name == "first-lure" else Lapsing(name, epsilon)
-    return dacs.diagnosis(dacs.play_battery(policy))
+    return dacs_diagnosis.diagnosis(dacs_replay.play_battery(policy))
 
 
 class CopyingReader(Reader):
@@ -152,26 +154,26 @@ def test_a_lapse_is_named_within_its_interval_and_not_taken_for_copying(name: st
 
 
 def test_a_programmed_copy_rate_is_recovered_within_its_interval() -> None:
-    decisions = dacs.decisions_of(dacs.play_battery(CopyingReader(0.5)))
-    fit = dacs.fit_copying(decisions, "dacs-reader")
+    decisions = dacs_replay.decisions_of(dacs_replay.play_battery(CopyingReader(0.5)))
+    fit = dacs_fit.fit_copying(decisions, "dacs-reader")
     low, high = fit.interval
     assert low <= 0.5 <= high and high - low < 0.3
     assert fit.log_lr >= COPY_LOG_UNITS
-    none = dacs.fit_copying(battery_decisions("dacs-reader"), "dacs-reader")
+    none = dacs_fit.fit_copying(battery_decisions("dacs-reader"), "dacs-reader")
     assert none.rate == 0.0 and none.log_lr == 0.0
 
 
 def test_visibility_counts_the_answers_the_window_cut() -> None:
     no_budget = {"family": "homogeneous", "context_mode": "flat", "window": None}
-    unseen = dacs.diagnosis(dacs.play(Reader(), no_budget, 2))
+    unseen = dacs_diagnosis.diagnosis(dacs_replay.play(Reader(), no_budget, 2))
     assert unseen["verdicts"]["visibility"] == (
         "visibility: no truncation: every answer's evidence was in the window (homogeneous "
         "flat no budget: 0 of 30)")
     small = {"family": "homogeneous", "context_mode": "flat", "window": 1024}
-    traces = dacs.play(Reader(), small, 2)
-    cut = sum(not evidence(d.parsed) for d in dacs.decisions_of(traces))
+    traces = dacs_replay.play(Reader(), small, 2)
+    cut = sum(not evidence(d.parsed) for d in dacs_replay.decisions_of(traces))
     assert cut > 0
-    text = dacs.diagnosis(traces)["verdicts"]["visibility"]
+    text = dacs_diagnosis.diagnosis(traces)["verdicts"]["visibility"]
     assert text.startswith(f"visibility: truncation: the window lacked the requester's "
                            f"evidence at {cut} of 30 answers (homogeneous flat W=1024: {cut} "
                            "of 30)")

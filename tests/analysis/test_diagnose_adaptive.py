@@ -104,9 +104,9 @@ def test_a_configuration_without_env_outcomes_is_left() -> None:
     of them on the first choice, the design plays elsewhere."""
     model = mechanism_model(tuple(adaptive_battery()))
     counts = [np.zeros(outcome_count(s)) for s in model.battery]
-    first = adaptive.next_step(model, counts, [0] * 10, 512).configuration
+    first = adaptive.next_step(model, counts, [0] * len(counts), 512).configuration
     assert first is not None
-    played = [0] * 10
+    played = [0] * len(counts)
     played[first] = 64
     assert adaptive.next_step(model, counts, played, 512).configuration != first
 
@@ -114,9 +114,10 @@ def test_a_configuration_without_env_outcomes_is_left() -> None:
 def test_the_stop_rule_and_the_budget() -> None:
     model = mechanism_model(tuple(adaptive_battery()))
     counts = [np.zeros(outcome_count(s)) for s in model.battery]
-    assert adaptive.next_step(model, counts, [16] + [0] * 9, 16,
+    rest = [0] * (len(counts) - 1)
+    assert adaptive.next_step(model, counts, [16] + rest, 16,
                               adaptive.PARSIMONY).reason == "budget spent"
-    assert adaptive.next_step(model, counts, [16] + [0] * 9, 16).reason == (
+    assert adaptive.next_step(model, counts, [16] + rest, 16).reason == (
         "too little evidence for a fit test (16 episodes; the fit is tested from 64)")
     rounds_of_8 = adaptive.ROUNDS_OF_8
     assert adaptive.round_size(12, 16, rounds_of_8) == 4

@@ -211,8 +211,9 @@ def test_episodes_an_invalid_reply_ended_are_no_evidence_for_the_fit(
     (["--policy", "exact", "--resume"],
      "diagym diagnose: error: --resume continues --log FILE.jsonl; give the log to continue"),
     (["--log", "missing.jsonl"], "diagym diagnose: error: --log missing.jsonl: no such file"),
+    # 3 * 10**9 less the last of 11 configurations' block (10 * 10**6) less its 359 episodes
     (["--policy", "exact", "--seed", "2999999999"],
-     "diagym diagnose: error: --seed must be in 0..2990999630 (task seeds below 3000000000, "
+     "diagym diagnose: error: --seed must be in 0..2989999641 (task seeds below 3000000000, "
      "where the mechanisms' reference distributions are simulated, in a block of 1000000 per "
      "configuration); got 2999999999"),
     (["--policy", "exact", "--temperature", "0.5"],

@@ -18,8 +18,9 @@ import gymnasium as gym
 import pytest
 
 from diagym.analysis.cli.main import main
-from diagym.analysis.diagnose import dacs
-from diagym.analysis.diagnose.dacs_verdicts import COMPONENTS
+from diagym.analysis.diagnose.dacs import fit as dacs_fit
+from diagym.analysis.diagnose.dacs import replay as dacs_replay
+from diagym.analysis.diagnose.dacs.verdicts import COMPONENTS
 from diagym.analysis.diagnose.fit_test import REPLICATES
 from diagym.controllers.dacs.readers import dacs_controller
 from diagym.controllers.runlog import RunLog
@@ -108,7 +109,7 @@ def test_the_json_is_the_dacs_contract(tmp_path: Path,
     assert all(set(m) == MECHANISM_KEYS for m in result["mechanisms"])
     assert result["env"] == "DACSSteering-v0"
     assert result["episodes"] == 8
-    assert result["configurations"] == [dict(c) for c in dacs.DEFAULT_BATTERY]
+    assert result["configurations"] == [dict(c) for c in dacs_replay.DEFAULT_BATTERY]
     assert sum(result["attribution"].values()) == result["decisions"] == 8 * 15
     assert result["attribution"]["contamination"] > 0  # recency reads the other agents' facts
     assert set(result["fit"]) == FIT_KEYS and result["fit"]["verdict"] == "fits"
@@ -219,9 +220,9 @@ def test_the_text_oracle_is_diagnosed_as_the_reader_it_is(
 def test_a_reader_that_only_guesses_is_named_uniform() -> None:
     """Without cascade requests registry-only's rule never binds: it chooses as uniform does,
     and the one fit is named for guessing."""
-    traces = dacs.play_battery(dacs_controller("registry-only"), dacs.DEFAULT_BATTERY[:2],
-                               episodes=2)
-    fits = dacs.fit_readers(dacs.decisions_of(traces))
+    traces = dacs_replay.play_battery(dacs_controller("registry-only"),
+                                      dacs_replay.DEFAULT_BATTERY[:2], episodes=2)
+    fits = dacs_fit.fit_readers(dacs_replay.decisions_of(traces))
     merged = next(f for f in fits if "registry-only" in f.names)
     assert merged.name == "uniform" and merged.aliases == ("registry-only",)
 
@@ -288,10 +289,10 @@ def write_log(path: Path, *runs: tuple[str, dict[str, Any]]) -> None:
     """One episode of each (reader, env kwargs) run, logged as a diagnosis logs it."""
     with RunLog(path) as log:
         for reader, kwargs in runs:
-            dacs.play(dacs_controller(reader), kwargs, 1, log=log)
+            dacs_replay.play(dacs_controller(reader), kwargs, 1, log=log)
 
 
-BATTERY = [dict(c) for c in dacs.DEFAULT_BATTERY]
+BATTERY = [dict(c) for c in dacs_replay.DEFAULT_BATTERY]
 SMALL = {"n_agents": 3, "decisions": 1}
 
 

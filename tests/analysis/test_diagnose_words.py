@@ -10,8 +10,9 @@ import dataclasses
 import numpy as np
 import pytest
 
-from diagym.analysis.diagnose import dacs
 from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
+from diagym.analysis.diagnose.dacs import diagnosis as dacs_diagnosis
+from diagym.analysis.diagnose.dacs import replay as dacs_replay
 from diagym.analysis.diagnose.honesty import ChanceCount, lapse_words
 from diagym.analysis.diagnose.likelihood import (
     fit_family,
@@ -91,7 +92,7 @@ def test_an_agent_keeping_two_registers_is_not_told_retention_has_no_deficit(see
                                    "dacs-reader copying 0.5"])
 def test_the_dacs_headline_names_the_hypothesis_the_components_describe(agent: str) -> None:
     make, _, _ = DACS_HELD_OUT[agent]
-    result = dacs.diagnosis(dacs.play_battery(make(), seed=0))
+    result = dacs_diagnosis.diagnosis(dacs_replay.play_battery(make(), seed=0))
     best = result["mechanisms"][0]
     hypothesis = result["hypothesis"]
     copying = result["verdicts"]["scoping"].startswith("scoping: contaminated: copies")

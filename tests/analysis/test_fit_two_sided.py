@@ -13,11 +13,12 @@ from typing import Any
 import numpy as np
 from scipy.stats import binom
 
-from diagym.analysis.diagnose import dacs
 from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
-from diagym.analysis.diagnose.dacs_fit import DacsHypothesis
-from diagym.analysis.diagnose.dacs_fit import fit_test as dacs_fit_test
-from diagym.analysis.diagnose.dacs_replay import right_value
+from diagym.analysis.diagnose.dacs import diagnosis as dacs_diagnosis
+from diagym.analysis.diagnose.dacs import replay as dacs_replay
+from diagym.analysis.diagnose.dacs.fit import DacsHypothesis
+from diagym.analysis.diagnose.dacs.fit import fit_test as dacs_fit_test
+from diagym.analysis.diagnose.dacs.replay import right_value
 from diagym.analysis.diagnose.fit_test import Component, Hypothesis, _play_codes, fit_test, tables
 from diagym.analysis.diagnose.honesty import FIT_ALPHA, FitTest, two_sided_p_value
 from diagym.analysis.diagnose.likelihood import outcome_count
@@ -58,23 +59,23 @@ def test_a_statistic_far_below_the_replicates_is_rejected_as_too_consistent() ->
 
 
 def test_a_deterministic_dacs_agent_that_reads_nothing_is_outside_the_family() -> None:
-    result = dacs.diagnosis(dacs.play_battery(Longest(), seed=0))
+    result = dacs_diagnosis.diagnosis(dacs_replay.play_battery(Longest(), seed=0))
     assert result["fit"]["verdict"] == "outside the family", result["fit"]
     assert result["headline"].startswith("outside the family")
 
 
 @functools.cache
-def _reader_windows() -> tuple[tuple[dict[str, Any], tuple[dacs.DacsDecision, ...]], ...]:
+def _reader_windows() -> tuple[tuple[dict[str, Any], tuple[dacs_replay.DacsDecision, ...]], ...]:
     """dacs-reader's battery decisions per configuration: the windows the null is drawn on."""
-    groups: dict[str, tuple[dict[str, Any], list[dacs.DacsDecision]]] = {}
-    for trace in dacs.play_battery(dacs_controller("dacs-reader")):
+    groups: dict[str, tuple[dict[str, Any], list[dacs_replay.DacsDecision]]] = {}
+    for trace in dacs_replay.play_battery(dacs_controller("dacs-reader")):
         kwargs = dict(trace.env_kwargs)
-        groups.setdefault(repr(kwargs), (kwargs, []))[1].extend(dacs.decisions_of([trace]))
+        groups.setdefault(repr(kwargs), (kwargs, []))[1].extend(dacs_replay.decisions_of([trace]))
     return tuple((kwargs, tuple(group)) for kwargs, group in groups.values())
 
 
-def _drawn_from(hypothesis: DacsHypothesis, decisions: tuple[dacs.DacsDecision, ...],
-                rng: np.random.Generator) -> list[dacs.DacsDecision]:
+def _drawn_from(hypothesis: DacsHypothesis, decisions: tuple[dacs_replay.DacsDecision, ...],
+                rng: np.random.Generator) -> list[dacs_replay.DacsDecision]:
     """The decisions with each answer drawn from `hypothesis` given its window: the fit
     test's null, which conditions on the windows."""
     p = hypothesis.option_probabilities(decisions)

@@ -19,7 +19,7 @@ ratio below INTERVAL_LOG_UNITS is marked weak.
 Scoping is also weighed without a reader: the best reader and its lapse are mixed with
 copying, taking one of the other agents' values that the window shows for the requested
 attribute (each equally likely) with probability `rate` at the answers that show one, the rate
-fitted with the lapse profiled out (analysis/diagnose/dacs.py `fit_copying`).
+fitted with the lapse profiled out (analysis/diagnose/dacs/fit.py `fit_copying`).
 A copy rate past COPY_LOG_UNITS over none names contamination even when no reader's rule
 explains it (an agent that copies the first lure plays like no reader); the agents copied,
 and where the nearest such block sat, come from the attribution.
@@ -39,8 +39,11 @@ from diagym.analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
     ChanceCount,
     beats_words,
+    first_differing,
     lapse_words,
+    log_lr,
 )
+from diagym.analysis.diagnose.honesty import join_clauses as _join
 
 COMPONENTS = ("ranking", "reading", "scoping", "visibility", "selection")
 FACTS, REGISTRY, NOTHING = "facts", "registry", "nothing"
@@ -60,7 +63,7 @@ SCOPING: dict[str, str | None] = {"dacs-reader": REQUESTER, "flat-reader": REQUE
                                   "flat-recency": NEAREST, "registry-only": REQUESTER,
                                   "first-agent": TOP, "own-fact": OWN, "uniform": None}
 TRAITS = {"reading": READING, "scoping": SCOPING}
-# The first step of the reader fits' lapse grid (dacs_fit.EPSILON_GRID): a lapse interval
+# The first step of the reader fits' lapse grid (fit.EPSILON_GRID): a lapse interval
 # ending below it says "no lapse".
 LAPSE_STEP = 0.01
 READING_WORDS = {
@@ -146,12 +149,11 @@ def _trait(fit: Mapping[str, Any], component: str) -> set[str | None]:
 def rival(mechanisms: Sequence[Mapping[str, Any]], component: str
           ) -> Mapping[str, Any] | None:
     """The best-ranked fit whose trait in `component` differs from the best's (None if none)."""
-    best = _trait(mechanisms[0], component)
-    return next((f for f in mechanisms[1:] if _trait(f, component) != best), None)
+    return first_differing(mechanisms, lambda f: _trait(f, component))
 
 
 def _lr(best: Mapping[str, Any], other: Mapping[str, Any]) -> float:
-    return float(best["log_likelihood"]) - float(other["log_likelihood"]) + 0.0
+    return log_lr(best["log_likelihood"], other["log_likelihood"])
 
 
 def _ratio(best: Mapping[str, Any], other: Mapping[str, Any] | None) -> str:
@@ -165,10 +167,6 @@ def _ratio(best: Mapping[str, Any], other: Mapping[str, Any] | None) -> str:
     if lr == 0.0:
         return f"{best['name']} and {other['name']} fit equally (log-LR 0.0)"
     return beats_words(best["name"], other["name"], lr)
-
-
-def _join(finding: str, *evidence: str) -> str:
-    return "; ".join([finding, *(e for e in evidence if e)])
 
 
 def _unsettled(best: Mapping[str, Any], component: str) -> str | None:

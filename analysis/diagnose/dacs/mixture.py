@@ -7,9 +7,9 @@ The rule is the workflow diagnosis's (analysis/diagnose/mixture.py `mixture_of`)
 episode is drawn from component a with probability w and from b otherwise, so the agent's
 log-likelihood is sum over episodes of log(w L_a(e) + (1 - w) L_b(e)), L_r(e) the episode's
 likelihood under the component (the product over its answers of the reader's lapse-mixed
-choice probability, dacs_fit.lapse_log_likelihood's terms); the same grid of weights, the
+choice probability, fit.lapse_log_likelihood's terms); the same grid of weights, the
 same penalised margin log(n) + log(pairs), n the episodes with an answer. The candidates are
-every distinct reader (dacs_fit.fit_readers' fits, aliases merged) at each lapse of
+every distinct reader (fit.fit_readers' fits, aliases merged) at each lapse of
 MIXTURE_EPSILONS, paired only with another reader. Unlike the workflow's components, a DACS
 component carries a lapse: a deterministic reader gives an answer off its rule probability 0,
 so at lapse 0 one slip would shut a component out of an episode, and a lapse here is per
@@ -26,7 +26,7 @@ from typing import Any
 
 import numpy as np
 
-from diagym.analysis.diagnose.dacs_fit import (
+from diagym.analysis.diagnose.dacs.fit import (
     DacsHypothesis,
     ReaderFit,
     choice_probabilities,
@@ -34,7 +34,7 @@ from diagym.analysis.diagnose.dacs_fit import (
     episode_ids,
     option_counts,
 )
-from diagym.analysis.diagnose.dacs_replay import DacsDecision
+from diagym.analysis.diagnose.dacs.replay import DacsDecision
 from diagym.analysis.diagnose.mixture import Mixture, mixture_of
 
 MIXTURE_EPSILONS = (0.0, 0.02, 0.05, 0.1, 0.2, 0.3)

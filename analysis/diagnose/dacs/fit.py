@@ -51,7 +51,7 @@ given the window it was made in (no episode is played again, so the test takes m
 Splitting the copies by the lure's position is what rejects a deterministic copier: a hypothesis
 that copies takes each lure equally often, an agent that always takes the topmost (or the
 nearest) does not. Invalid replies are no category: no reader emits one, and they are tallied as
-evidence of their own (analysis/diagnose/dacs.py).
+evidence of their own (analysis/diagnose/dacs/diagnosis.py).
 """
 
 from __future__ import annotations
@@ -62,14 +62,14 @@ from typing import Any, Protocol
 
 import numpy as np
 
-from diagym.analysis.diagnose.dacs_replay import (
+from diagym.analysis.diagnose.dacs.replay import (
     _KEY_ID,
     DacsDecision,
     configuration_label,
     lures,
     right_value,
 )
-from diagym.analysis.diagnose.dacs_verdicts import LAPSE_STEP, Copying
+from diagym.analysis.diagnose.dacs.verdicts import LAPSE_STEP, Copying
 from diagym.analysis.diagnose.fit_test import FIT_SEED, REPLICATES
 from diagym.analysis.diagnose.honesty import (
     INTERVAL_LOG_UNITS,
@@ -275,7 +275,7 @@ class DacsHypothesis:
 
     def parts(self) -> tuple[tuple[float, DacsHypothesis], ...]:
         """The (weight, component) pairs the fit test plays: this hypothesis alone (a
-        mixture, analysis/diagnose/dacs_mixture.py, has two)."""
+        mixture, analysis/diagnose/dacs/mixture.py, has two)."""
         return ((1.0, self),)
 
     def to_json(self) -> dict[str, Any]:

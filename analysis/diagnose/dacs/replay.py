@@ -6,8 +6,8 @@ shown, so the diagnosis is held to that text: each decision is replayed on the e
 deterministic given the scenario seed and the answers, the answers entering later windows as
 history and cascade decisions), and the window is parsed by the readers' own parser
 (controllers/dacs/readers.py `parse_window`, `evidence`), never by a second one. The reader
-fits and the fit test are analysis/diagnose/dacs_fit.py; the diagnosis that joins them is
-analysis/diagnose/dacs.py.
+fits and the fit test are analysis/diagnose/dacs/fit.py; the diagnosis that joins them is
+analysis/diagnose/dacs/diagnosis.py.
 
 ## Categories
 A right answer is "correct". For a wrong one, two explanations are weighed:
@@ -83,8 +83,8 @@ Its trace holds the answers before that reply, each of which is evidence as any 
 window it was given is replayed exactly); the reply itself is in no trace. `replayed` tells
 such an episode (the env did not end it at its last answer) and `DacsTrace.first_failure`
 keeps the episode record's first failure, read live and from the log alike, which names the
-invalid reply's category unless a wrong answer ("wrong") came first (analysis/diagnose/
-dacs.py tallies it as after_env_failures then).
+invalid reply's category unless a wrong answer ("wrong") came first (analysis/diagnose/dacs/
+diagnosis.py tallies it as after_env_failures then).
 """
 
 from __future__ import annotations
@@ -97,6 +97,8 @@ from typing import Any
 import gymnasium as gym
 
 import diagym  # noqa: F401  (registers the ids)
+from diagym import envs
+from diagym.analysis.diagnose.contract import DIAGNOSES
 from diagym.analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES
 from diagym.analysis.diagnose.logs import (
     LoggedRun,
@@ -112,7 +114,7 @@ from diagym.controllers.runlog import RunLog
 from diagym.controllers.tracing import Traced
 from diagym.envs.dacs.scenario import ATTRIBUTE_OF, KEYS
 
-ENV_ID = "DACSSteering-v0"
+ENV_ID = DIAGNOSES[envs.DACS].env_id
 CORRECT, CONTAMINATION, TRUNCATION, DISTRACTOR = "correct", "contamination", "truncation", \
     "distractor"
 AMBIGUOUS = "ambiguous"

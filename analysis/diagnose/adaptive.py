@@ -78,7 +78,7 @@ separates those is rarely the one with the largest fixed share. So the design is
 
 The rule reads only the counts, so it is deterministic: a resumed diagnosis replays the same
 rounds and finds their episodes in its log, whose "design" line names the rule.
-benchmarks/diagnose.py measures the rules against the fixed battery on the 19 reference
+benchmarks/diagnose.py measures the rules against the fixed battery on the reference
 controllers, with the reliability of the stop posterior (claimed against observed top-1).
 Hypotheses whose predictions coincide on every configuration are already one (the model
 merges identical rows into aliases, and the lapse variants stop short of 1); among the rest,

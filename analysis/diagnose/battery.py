@@ -12,7 +12,7 @@ sum_c w_c KL_c(i || j) per episode, linear in w, so the shares that maximise the
 separation solve a linear program (scipy's HiGHS): maximise t subject to
 sum_c w_c KL_c(i || j) >= t for every pair, sum_c w_c = 1, w >= 0. The battery is the
 configurations with a share of at least one episode in DEFAULT_BUDGET; the true mechanisms
-are the 19 reference controllers and the cache-k and scan-s families, the alternatives every
+are the reference controllers and the cache-k and scan-s families, the alternatives every
 hypothesis that does not play identically to i on the whole pool, less the failure modes
 (hypotheses.FAILURE_MODES): a perseverating exact differs from exact only where exact fails,
 so as an alternative it would pull the whole budget to hidden resampling, and the failure

@@ -1,4 +1,4 @@
-"""The mechanisms an agent's episodes are fitted against: the 19 reference controllers and
+"""The mechanisms an agent's episodes are fitted against: the reference controllers and
 parameterised families around them, each a parameter row of controllers/workflow/mechanisms.py.
 
 A family puts a named controller among its neighbours (cache-2 among cache-0..8), so a fit
@@ -10,7 +10,7 @@ The table cannot express stale-h (RETAIN_STALE ignores its capacity field: stale
 only stale mechanism), so it is no family here. A lapse rate is the row's K_LAPSE field; every
 hypothesis here has epsilon 0, and likelihood.fit_lapse screens it on every hypothesis.
 
-The failure modes small language models and RL agents show beyond the 19 (the row's fields
+The failure modes small language models and RL agents show beyond the controllers (the row's fields
 after K_LAPSE, docs/CONTROLLERS.md) are families on exact, each over a few values of its
 probability or offset (percent for probabilities, so a parameter stays an int): perseverate-p
 (a retry repeats the failed call), schedule-lapse-rho (a not-ready operation), update-delay-q
@@ -46,7 +46,7 @@ from diagym.controllers.workflow.parameters import (
 Row = tuple[int, ...]
 REFERENCE = "reference"
 # The families whose parameter a diagnosis reports with its interval (run.py fits each; the
-# verdicts cite it), and so the ones the battery is chosen to identify besides the 19.
+# verdicts cite it), and so the ones the battery is chosen to identify besides the controllers.
 FITTED_FAMILIES = ("cache-k", "scan-s")
 LEVELS = tuple(range(UNLIMITED + 1))  # cache sizes and scan limits 0..8 (8: every slot)
 # Failure-mode families: (field, parameter name, values; probabilities in percent).
@@ -117,7 +117,7 @@ def families() -> dict[str, list[Mechanism]]:
 
 
 def reference_mechanisms() -> list[Mechanism]:
-    """The 19 reference controllers, in the table's order."""
+    """The reference controllers, in the table's order."""
     return [Mechanism(name, REFERENCE, {}, row) for name, row in CONTROLLERS.items()]
 
 

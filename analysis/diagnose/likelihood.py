@@ -128,7 +128,7 @@ def simulated_row(spec: WorkflowParams, row: Row) -> Row:
 
 def simulate_codes(spec: WorkflowParams, row: Row, seeds: np.ndarray) -> np.ndarray:
     """Per-episode outcome codes of the mechanism `row` on the tasks of `seeds`, from the
-    batched runner's loop (a row need not be one of the 19 names)."""
+    batched runner's loop (a row need not be one of the reference controllers)."""
     row = simulated_row(spec, row)
     seeds = np.ascontiguousarray(seeds, dtype=np.int64)
     params = spec.to_params()

@@ -417,3 +417,25 @@ def test_the_fits_picture_holds_every_panel_whole(tmp_path: Path,
         panel = axis.get_tightbbox(renderer).transformed(to_inches)
         assert saved.x0 <= panel.x0 + 1e-6 and panel.x1 <= saved.x1 + 1e-6, axis.get_title()
         assert saved.y0 <= panel.y0 + 1e-6 and panel.y1 <= saved.y1 + 1e-6, axis.get_title()
+
+
+def test_the_fits_legend_is_readable_and_says_why_r2_is_missing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A constant score has no R^2: the legend said "R²=nan" in 6-point type."""
+    from diagym.analysis import plotting
+
+    figures: list[object] = []
+    real_box = plotting._tight_box
+    monkeypatch.setattr(plotting, "_tight_box",
+                        lambda figure: figures.append(figure) or real_box(figure))
+    rows = [{"model": "flat", "p": share, "score": 1.0, "q": share}
+            for share in np.linspace(0.0, 0.95, 12)]
+    plot_fits(rows, 4096, tmp_path / "fits.png")
+    (figure,) = figures
+    texts = [text for axis in figure.axes if axis.get_legend()
+             for text in axis.get_legend().get_texts()]
+    assert texts and all(text.get_fontsize() >= 8 for text in texts)
+    labels = [text.get_text() for text in texts]
+    assert not any("nan" in label for label in labels), labels
+    assert any("no R²: flat scores" in label for label in labels), labels
+    assert all(axis.get_ylim()[1] - axis.get_ylim()[0] >= 1 for axis in figure.axes)

@@ -182,6 +182,7 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
     # save() measures the picture's box before drawing: a layout engine that moves the axes
     # while drawing (constrained_layout) cut the title, the axis label and the data's edge.
     fig, axes = new_figure(n_models, 4.2)
+    fig.subplots_adjust(wspace=0.35)  # a panel's y label clear of its left neighbour
     styles = {"logistic": "-", "power_law": "--", "exponential": "-.", "quadratic": ":",
               "piecewise_linear": (0, (5, 1, 1, 1))}
     for ax, (model, (ps, ss, qs)) in zip(axes, groups.items(), strict=False):
@@ -194,11 +195,11 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
         grid = np.linspace(lo, hi if hi > lo else lo + 1.0, 400)
         for name, fit in fits.items():
             if math.isfinite(fit.params[PARAM_NAMES[name][0]]):
-                r2 = f"{fit.r2:.3f}" if math.isfinite(fit.r2) else "nan"
+                r2 = f"R²={fit.r2:.3f}" if math.isfinite(fit.r2) else "no R²: flat scores"
                 note = "" if fit.identified else ", not identified"
                 ax.plot(grid, fit.predict(grid), linestyle=styles[name], linewidth=1.2,
                         alpha=1.0 if fit.identified else 0.4,
-                        label=f"{name} (R²={r2}{note})")
+                        label=f"{name} ({r2}{note})")
         lg = fits["logistic"]
         if lg.identified:
             p0 = lg.params["p0"]
@@ -209,9 +210,12 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
         ax.set_title(model, fontsize=10)
         ax.set_xlabel(f"realised coordination share p = c/W (W = {window:g})")
         ax.set_ylabel("effective score R")
+        bottom, top = ax.get_ylim()  # never a 1e-12 range with an offset label, for flat scores
+        ax.set_ylim(min(bottom, -0.05), max(top, 1.05))
+        ax.ticklabel_format(axis="y", useOffset=False)
         # below its own panel: a legend beside the last panel would not say which panel's
         # R² it lists
-        ax.legend(fontsize=6, loc="upper left", bbox_to_anchor=(0.0, -0.2), frameon=False)
+        ax.legend(fontsize=8, loc="upper left", bbox_to_anchor=(0.0, -0.2), frameon=False)
     cells = sum(len(ps) for ps, _, _ in groups.values())
     add_caption(fig, f"Effective score against the realised coordination share, {cells} sweep "
                      f"cells over {len(groups)} model(s) at W = {window:g} tokens, each family "

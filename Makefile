@@ -17,10 +17,11 @@ $(STAMP): pyproject.toml setup.py
 	# CPU torch first: a bare torch requirement from stable-baselines3 would pull a CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev,ray]'
-	# The inspect tasks' tests (tests/integrations): inspect_ai, the openai package its openai/
-	# provider needs, and torchrl for GymEnv over every id. None moves gymnasium, numpy, torch
-	# or httpx; inspect_ai's s3fs and botocore pins take fsspec and python-dateutil back.
-	$(BIN)/pip install --quiet -e '.[inspect]' 'openai>=2' 'torchrl>=0.14'
+	# The integrations' tests (tests/integrations): inspect_ai, the openai package its openai/
+	# provider needs, torchrl for GymEnv over every id, and TRL with transformers (the [trl]
+	# extra: ~60 s and 450 MB on a cold pip cache, ~15 s warm). None moves gymnasium, numpy,
+	# torch or httpx; inspect_ai's s3fs and botocore pins take fsspec and python-dateutil back.
+	$(BIN)/pip install --quiet -e '.[inspect,trl]' 'openai>=2' 'torchrl>=0.14'
 	touch $(STAMP)
 
 # The real local model for the LLM tests. llama-cpp-python has no Linux wheel: these flags

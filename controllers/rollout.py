@@ -28,6 +28,7 @@ from diagym.controllers.policy import EpisodeAborted, EpisodeRecord, Policy
 from diagym.controllers.runlog import RunLog
 from diagym.controllers.workflow.adapter import ReferencePolicy
 from diagym.controllers.workflow.batched import CHUNK, episode_columns
+from diagym.envs._core.failures import failure_name
 from diagym.envs.workflow.params import WorkflowParams
 
 # Wrappers that pass reset and step through unchanged: the two gym.make adds by default
@@ -411,8 +412,8 @@ def _play(env: gym.Env, policy: Policy, episode: int, seed: int) -> EpisodeRecor
         observation, reward, terminated, truncated, info = env.step(action)
         steps += 1
         total += float(reward)
-        if first_failure is None and info.get("failure") is not None:
-            first_failure = str(info["failure"])
+        if first_failure is None:
+            first_failure = failure_name(info.get("failure"))
         if terminated or truncated:
             break
     end = getattr(policy, "episode_end", None)

@@ -4,8 +4,9 @@ An opaque agent shows the runner only its actions, and a diagnosis (analysis/dia
 exactly those: the task seed, the env kwargs (both in the run log already) and the calls in
 order. `Traced(policy)` records each episode's env actions as (op, slot) integer pairs, and
 with each executed action the digest of the observation the policy acted on (`digest`) and
-the action's outcome: the env's info["failure"] after it, or "ok" when that is None
-(StatefulWorkflow's failure names, DACSSteering's "wrong"). So `diagym report` can check its
+the action's outcome: the name of the env's info["failure"] after it (a code, named by
+envs/_core/failures.py: StatefulWorkflow's failure names, DACSSteering's "wrong"; a text
+layer's category as it is), or "ok" when there is none. So `diagym report` can check its
 replay against what the policy saw and what happened, and a user can match a decision of the
 log with one of their own replay (`digest` of a fresh env's observation).
 
@@ -50,6 +51,7 @@ import numpy as np
 
 from diagym.controllers.policy import Policy
 from diagym.controllers.runlog import RunLog
+from diagym.envs._core.failures import failure_name
 
 TRACE = "trace"
 Action = tuple[int, int]
@@ -74,8 +76,8 @@ def digest(observation: Any) -> str:
 
 def outcome(info: dict[str, Any]) -> str:
     """An executed action's outcome from the info of its step (module docstring)."""
-    failure = info.get("failure")
-    return OK if failure is None else str(failure)
+    failure = failure_name(info.get("failure"))
+    return OK if failure is None else failure
 
 
 def pair(action: Any) -> Action | None:

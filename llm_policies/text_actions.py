@@ -31,6 +31,7 @@ from typing import Any
 import gymnasium as gym
 from gymnasium import spaces
 
+from diagym.envs._core.failures import failure_name
 from diagym.llm_policies.families import ActionFields, ToolSpec, text_family
 from diagym.llm_policies.prompts.dacs import ANSWER_KEY
 
@@ -178,7 +179,9 @@ class TextActionWrapper(gym.Wrapper):
     is invalid by definition. A valid answer is executed (StatefulWorkflow: (operation,
     candidate); DACSSteering: the option index, or under keyword scoring the reply text
     itself); an invalid one, an index outside the fields' bounds included, ends the episode
-    with its category in info["failure"] and counts as a decision. info gains "decisions"
+    with its category in info["failure"] and counts as a decision. info["failure"] is a name
+    here, the text layer's word (None, the env's failure named by envs/_core/failures.py, or
+    a text category), where the env under it reports a code. info gains "decisions"
     (answers given, valid or not) and "action_status" ("ok" or the category).
 
     An env that reports per-episode metrics (the final step's info["episode_metrics"]) does
@@ -202,7 +205,8 @@ class TextActionWrapper(gym.Wrapper):
     def reset(self, **kwargs: Any) -> tuple[Any, dict[str, Any]]:
         observation, info = self.env.reset(**kwargs)
         self._decisions = 0
-        info = {**info, "decisions": 0, "action_status": None}
+        info = {**info, "failure": failure_name(info.get("failure")), "decisions": 0,
+                "action_status": None}
         self._last = (observation, info)
         return observation, info
 
@@ -235,7 +239,8 @@ class TextActionWrapper(gym.Wrapper):
             self._last = None  # the episode is over
             return observation, 0.0, True, False, info
         observation, reward, terminated, truncated, info = self.env.step(env_action)
-        info = {**info, "decisions": self._decisions, "action_status": status}
+        info = {**info, "failure": failure_name(info.get("failure")),
+                "decisions": self._decisions, "action_status": status}
         self._last = None if (terminated or truncated) else (observation, info)
         return observation, reward, terminated, truncated, info
 

@@ -13,8 +13,10 @@ one without (llama-cpp-python: HTTP 500 on an OpenAI json_schema response_format
 ignored). With `models=[...]` the server also lists models at GET /v1/models, and with
 `api_key=` it answers 401 to every request without that bearer key. The server speaks
 HTTP/1.0 (one request per connection), so handler threads end with their request and
-`close()` can join them all; delays wait on a stop event, so shutting down never waits for a
-scripted delay, and a client that hangs up mid-delay only causes a swallowed write error.
+`close()` can join them all; a request with "stream": true is answered with the same
+completion as server-sent events (`stream_body`); delays wait on a stop event, so shutting
+down never waits for a scripted delay, and a client that hangs up mid-delay only causes a
+swallowed write error.
 """
 
 from __future__ import annotations
@@ -181,6 +183,22 @@ def completion_body(content: str | None, request: dict[str, Any],
     }
 
 
+def stream_body(content: str | None, request: dict[str, Any],
+                reply: Reply | None = None) -> str:
+    """The same completion as `completion_body`, streamed as OpenAI's server-sent events: the
+    message in one delta, then its finish reason with the usage, then [DONE]."""
+    whole = completion_body(content, request, reply)
+    choice = whole["choices"][0]
+    head = {"id": whole["id"], "object": "chat.completion.chunk", "created": 0,
+            "model": whole["model"]}
+    chunks = [{**head, "choices": [{"index": 0, "delta": choice["message"],
+                                    "finish_reason": None}]},
+              {**head, "choices": [{"index": 0, "delta": {},
+                                    "finish_reason": choice["finish_reason"]}],
+               "usage": whole["usage"]}]
+    return "".join(f"data: {json.dumps(chunk)}\n\n" for chunk in chunks) + "data: [DONE]\n\n"
+
+
 class _Handler(BaseHTTPRequestHandler):
     server: _Server
     timeout = 10  # socket timeout: a stuck client cannot pin a handler thread forever
@@ -237,6 +255,11 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if reply.delay > 0 and owner._stopping.wait(reply.delay):
             return  # shutting down: drop the connection, as a dying server would
+        if request.get("stream") is True and 200 <= reply.status < 300 and reply.body is None:
+            content = reply.content if reply.content is not None or reply.tool_calls else ""
+            self._send(reply.status, stream_body(content, request, reply), reply.headers,
+                       "text/event-stream")
+            return
         self._send(reply.status, self._body(reply, request), reply.headers)
 
     def _body(self, reply: Reply, request: dict[str, Any]) -> str:
@@ -255,11 +278,12 @@ class _Handler(BaseHTTPRequestHandler):
         error = {"message": message, "type": "fake_error", "code": reply.status}
         return json.dumps({"error": error})
 
-    def _send(self, status: int, body: str, headers: dict[str, str]) -> None:
+    def _send(self, status: int, body: str, headers: dict[str, str],
+              content_type: str = "application/json") -> None:
         data = body.encode("utf-8")
         try:
             self.send_response(status)
-            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Type", content_type)
             self.send_header("Content-Length", str(len(data)))
             for name, value in headers.items():
                 self.send_header(name, value)

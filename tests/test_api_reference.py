@@ -38,15 +38,16 @@ def test_the_reference_lists_entries() -> None:
 
 
 # Modules of an optional extra, by the distribution they import: skipped where it is absent.
-EXTRAS = {"diagym.analysis.integrations.inspect_eval.": "inspect_ai"}
+EXTRAS = {"diagym.analysis.integrations.inspect_eval.": "inspect_ai",
+          "diagym.analysis.integrations.verifiers_env.": "verifiers"}
 
 
 @pytest.mark.parametrize("path", PATHS)
 def test_every_listed_path_imports(path: str) -> None:
     for prefix, needed in EXTRAS.items():
         if path.startswith(prefix):
-            pytest.importorskip(needed, reason=f"{path} needs {needed} (pip install "
-                                               "'diagym[inspect]')")
+            pytest.importorskip(needed, reason=f"{path} needs {needed} (the [inspect] or "
+                                               "[verifiers] extra)")
     assert resolve(path) is not None
 
 

@@ -13,7 +13,7 @@ import pytest
 from diagym.envs._core.packages import LAYERS
 
 ROOT = Path(__file__).resolve().parents[1]
-ONE_MEANING = ("read_log", "spent_in_log", "run_study", "CONTROLLERS", "summarize",
+ONE_MEANING = ("read_log", "spent_in_log", "run_study", "CONTROLLERS", "summarize", "check_seed",
                "summarise", "HARNESSES", "PROVIDER_ERROR", "N_OPTIONS")
 
 

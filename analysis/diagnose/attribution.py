@@ -80,7 +80,7 @@ import numpy as np
 import diagym  # noqa: F401  (registers the ids)
 from diagym import envs
 from diagym.analysis.diagnose.contract import DIAGNOSES
-from diagym.envs.workflow.layout import CANDIDATE, FAILURE_NAMES
+from diagym.envs.workflow.layout import CANDIDATE, FAILURE_NAMES, NO_FAILURE
 from diagym.envs.workflow.params import REGISTER_SLOTS, WorkflowParams
 
 ENV_ID = DIAGNOSES[envs.WORKFLOW].env_id
@@ -111,7 +111,7 @@ class Trace:
 class Decision:
     """One call: the public state before it, the action and its outcome.
 
-    observation is what the agent was shown before acting; failure is info["failure"] after
+    observation is what the agent was shown before acting; failure names info["failure"] after
     it (None for a success). known[r] is register r's publicly known current value (None when
     unknown, see the module docstring), initial the first observation's registers, and
     earlier[r] the values r was known to hold at earlier decisions after leaving its initial
@@ -204,14 +204,14 @@ def _replay_on(env: gym.Env, trace: Trace) -> list[Decision]:
                              f"{error}") from error
         decisions.append(Decision(
             index=index, spec=spec, observation=decision_before, action=(int(op), int(slot)),
-            failure=info["failure"], known=tuple(known), initial=initial,
+            failure=FAILURE_NAMES[info["failure"]], known=tuple(known), initial=initial,
             earlier=tuple(frozenset(values) for values in seen_since),
         ))
         for r in range(REGISTER_SLOTS):
             value = known[r]
             if left_initial[r] and value is not None:
                 seen_since[r].add(value)
-        if info["failure"] is None:
+        if info["failure"] == NO_FAILURE:
             _apply_success(decision_before, op, spec, info["resampled"], known, left_initial)
     return decisions
 

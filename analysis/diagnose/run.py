@@ -241,7 +241,7 @@ def text_decoder(env: gym.Env) -> Callable[[Any], Action | None]:
     return decode
 
 
-def check_seed(seed: int, allocation: Sequence[int],
+def check_battery_seed(seed: int, allocation: Sequence[int],
                configurations: int = len(DEFAULT_BATTERY)) -> None:
     """ValueError when the battery's task seeds would reach the simulation seeds, or a
     configuration's episodes would run past its block of seeds (battery.first_seed)."""
@@ -262,7 +262,7 @@ def plan(budget: int | None, policy: str, trained: Trained, adaptive: bool,
     default battery by its shares, or for a trained network (`trained`: how it was trained),
     whose input and output sizes are fixed, the battery of its shape (battery.battery_for),
     every configuration played; ValueError, one line, for a model trained on another env, a
-    budget under that battery's size or a seed out of range (check_seed). With `adaptive`,
+    budget under that battery's size or a seed out of range (check_battery_seed). With `adaptive`,
     up to `budget` episodes, each on any configuration."""
     budget = DEFAULT_BUDGET if budget is None else budget
     if trained is None:
@@ -279,7 +279,7 @@ def plan(budget: int | None, policy: str, trained: Trained, adaptive: bool,
                              f"{len(design.battery)} configurations; give at least "
                              f"{len(design.battery)}")
         battery, allocation = design.battery, allocate(design.shares, budget, minimum=1)
-    check_seed(seed, [budget] if adaptive else allocation, len(battery))
+    check_battery_seed(seed, [budget] if adaptive else allocation, len(battery))
     # adaptive: up to the budget, each episode on any configuration of the battery
     estimate = ((budget, max(battery, key=lambda spec: spec.episode_decisions()[1])),) \
         if adaptive else tuple(zip(allocation, battery, strict=True))
@@ -330,7 +330,7 @@ def diagnose_policy(make_policy: Callable[[gym.Env], Policy], *,
     if adaptive_budget is None and len(allocation) != len(battery):
         raise ValueError(f"allocation needs one episode count per battery configuration "
                          f"({len(battery)}); got {len(allocation)}")
-    check_seed(seed, allocation if adaptive_budget is None else [adaptive_budget],
+    check_battery_seed(seed, allocation if adaptive_budget is None else [adaptive_budget],
                len(battery))
     scratch = scratch_log(log, executor)
     if scratch is not None:

@@ -29,9 +29,8 @@ from __future__ import annotations
 
 import functools
 import json
-import tempfile
 import time
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -59,14 +58,18 @@ from inspect_ai.solver import Generate, Solver, TaskState, solver
 from inspect_ai.tool import ToolCall as InspectToolCall
 from inspect_ai.tool import ToolInfo, ToolParams
 
-from diagym import envs
+from diagym.analysis.integrations.episodes import (
+    DACS_ID,
+    DEFAULT_EPISODES,
+    WORKFLOW_ID,
+    battery,
+    episode_record,
+    play_lines,
+    seeds,
+)
 from diagym.analysis.llm_runs import make_text_env
-from diagym.controllers.callline import CALL
-from diagym.controllers.policy import EpisodeRecord
-from diagym.controllers.rollout import rollout
-from diagym.controllers.runlog import RunLog, read_entries
-from diagym.controllers.tracing import Traced
-from diagym.envs._core.checks import check_bool, check_choice, check_int, check_seed
+from diagym.controllers.runlog import RunLog
+from diagym.envs._core.checks import check_bool, check_choice, check_int
 from diagym.llm_policies.client.transport import ChatResult, ToolCall
 from diagym.llm_policies.harness import HARNESSES
 from diagym.llm_policies.policy import LLMPolicy
@@ -75,9 +78,7 @@ __all__ = ["STORE_KEY", "InspectChat", "dacs_steering", "diagnosis", "play_episo
            "run_log_of", "stateful_workflow", "episode_outcome"]
 
 STORE_KEY = "diagym_log"  # a sample's run-log lines in its store
-WORKFLOW_ID, DACS_ID = "StatefulWorkflow-v0", "DACSSteering-v0"
 INSPECT = "inspect"  # InspectChat's base_url: the model is inspect's, reached in process
-DEFAULT_EPISODES = 8
 
 
 class InspectChat:
@@ -186,42 +187,6 @@ def chat_result(output: ModelOutput, latency_s: float) -> ChatResult:
         finish_reason=output.stop_reason)
 
 
-def _decoder(env: Any) -> Any:
-    """How a trace records the action a reply executed, as `diagnose` decodes it for the
-    env's family (analysis/cli/run.py `traced`)."""
-    if envs.family_of(env, strict=False) == envs.DACS:
-        from diagym.analysis.diagnose.dacs.replay import text_option_decoder
-
-        return text_option_decoder(env)
-    from diagym.analysis.diagnose.run import text_decoder
-
-    return text_decoder(env)
-
-
-def play_lines(chat: Any, env_id: str, env_kwargs: Mapping[str, Any], seed: int, *,
-               harness: str, invalid_retries: int, bounded_fields: bool
-               ) -> list[dict[str, Any]]:
-    """One episode of `chat` on env_id(**env_kwargs) reset with `seed`, through diagym's
-    runner into a scratch run log; its lines, call lines without their prompts."""
-    env = make_text_env(env_id, **dict(env_kwargs))
-    try:
-        policy = LLMPolicy.for_env(chat, env, harness=harness, invalid_retries=invalid_retries,
-                                   bounded_fields=bounded_fields)
-        with tempfile.TemporaryDirectory(prefix="diagym-inspect-") as scratch:
-            path = Path(scratch) / "episode.jsonl"
-            rollout(env, Traced(policy, _decoder(env)), 1, seed=seed, log=path)
-            return [{k: v for k, v in entry.items() if not (entry["type"] == CALL
-                                                          and k == "prompt")}
-                    for entry in read_entries(path, Counter())]
-    finally:
-        env.close()
-
-
-def _record(lines: Sequence[Mapping[str, Any]]) -> EpisodeRecord:
-    record = next(line["record"] for line in lines if line.get("type") == "episode")
-    return EpisodeRecord(**record)
-
-
 @solver
 def play_episode(harness: str = "tools", invalid_retries: int = 0,
                  bounded_fields: bool = False) -> Solver:
@@ -252,7 +217,7 @@ def episode_outcome() -> Any:
     failure ("none" for an episode without one), as diagym's EpisodeRecord has it."""
 
     async def score(state: TaskState, target: Target) -> Score:
-        record = _record(state.store.get(STORE_KEY))
+        record = episode_record(state.store.get(STORE_KEY))
         failure = record.first_failure or "none"
         return Score(value={"success": float(record.success), "completed": record.completed},
                      answer=failure,
@@ -277,14 +242,14 @@ def _task(env_id: str, configurations: Sequence[tuple[Mapping[str, Any], Sequenc
     """One sample per (configuration, task seed), played and scored as above."""
     _check_play(harness, invalid_retries, bounded_fields)
     samples = []
-    for c, (kwargs, seeds) in enumerate(configurations):
+    for c, (kwargs, task_seeds) in enumerate(configurations):
         env = make_text_env(env_id, **dict(kwargs))  # a bad knob fails here, naming it
         try:  # and a harness the env cannot play (tools where the reply text is the action)
             LLMPolicy.for_env(None, env, harness=harness, invalid_retries=invalid_retries,
                               bounded_fields=bounded_fields)
         finally:
             env.close()
-        for seed in seeds:
+        for seed in task_seeds:
             samples.append(Sample(
                 id=f"c{c}-s{seed}" if len(configurations) > 1 else seed,
                 input=f"{env_id} {dict(kwargs)} task seed {seed}",
@@ -294,12 +259,6 @@ def _task(env_id: str, configurations: Sequence[tuple[Mapping[str, Any], Sequenc
                 scorer=episode_outcome())
 
 
-def _seeds(episodes: int, seed: int) -> range:
-    check_int("episodes", episodes, 1)
-    check_seed(seed)
-    return range(seed, seed + episodes)
-
-
 @task
 def stateful_workflow(episodes: int = DEFAULT_EPISODES, seed: int = 0, harness: str = "tools",
                       invalid_retries: int = 0, bounded_fields: bool = False,
@@ -307,7 +266,7 @@ def stateful_workflow(episodes: int = DEFAULT_EPISODES, seed: int = 0, harness: 
     """StatefulWorkflow-v0 with any of its knobs (-T width=4 -T snapshot_period=0), one
     sample per task seed seed..seed+episodes-1, played through the `execute` tool (harness
     tools; json or chat: JSON text answers)."""
-    return _task(WORKFLOW_ID, [(env_kwargs, _seeds(episodes, seed))], harness,
+    return _task(WORKFLOW_ID, [(env_kwargs, seeds(episodes, seed))], harness,
                  invalid_retries, bounded_fields)
 
 
@@ -317,7 +276,7 @@ def dacs_steering(episodes: int = DEFAULT_EPISODES, seed: int = 0, harness: str 
                   **env_kwargs: Any) -> Task:
     """DACSSteering-v0 with any of its knobs (-T context_mode=flat), one sample per scenario
     seed, answered through the `answer` tool (and `focus` where the agent chooses it)."""
-    return _task(DACS_ID, [(env_kwargs, _seeds(episodes, seed))], harness, invalid_retries,
+    return _task(DACS_ID, [(env_kwargs, seeds(episodes, seed))], harness, invalid_retries,
                  bounded_fields)
 
 
@@ -329,28 +288,7 @@ def diagnosis(env: str = WORKFLOW_ID, budget: int | None = None, seed: int = 0,
     diagnose` splits them (StatefulWorkflow: by the battery's shares, default 512;
     DACSSteering: evenly over its 4 configurations, default 32); `diagym diagnose
     --inspect-log` reads the eval log."""
-    from diagym.analysis.diagnose.defaults import DACS_BATTERY, DACS_EPISODES, DEFAULT_BUDGET
-
-    if env == WORKFLOW_ID:
-        from diagym.analysis.diagnose.battery import DEFAULT_BATTERY, DEFAULT_SHARES, allocate
-        from diagym.analysis.diagnose.run import check_seed as check_battery_seed
-        from diagym.analysis.diagnose.run import env_kwargs
-
-        allocation = allocate(DEFAULT_SHARES, check_int(
-            "budget", DEFAULT_BUDGET if budget is None else budget, 1))
-        check_battery_seed(seed, allocation)
-        configurations = [(env_kwargs(spec), range(seed, seed + n))
-                          for spec, n in zip(DEFAULT_BATTERY, allocation, strict=True) if n]
-    elif env == DACS_ID:
-        count = len(DACS_BATTERY)
-        budget = check_int("budget", DACS_EPISODES * count if budget is None else budget, count)
-        if budget % count:
-            raise ValueError(f"budget must be a multiple of {count} (the {DACS_ID} battery's "
-                             f"configurations); got {budget}")
-        configurations = [(kwargs, _seeds(budget // count, seed)) for kwargs in DACS_BATTERY]
-    else:
-        raise ValueError(f"env must be one of {WORKFLOW_ID!r} | {DACS_ID!r}; got {env!r}")
-    return _task(env, configurations, harness, invalid_retries, bounded_fields)
+    return _task(env, battery(env, budget, seed), harness, invalid_retries, bounded_fields)
 
 
 @dataclass(frozen=True)

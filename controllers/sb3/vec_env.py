@@ -38,7 +38,6 @@ from diagym.envs.workflow.generator import reset_batch
 from diagym.envs.workflow.kernel import allocate_rows
 from diagym.envs.workflow.layout import (
     CALLS,
-    FAILURE_NAMES,
     SEED,
     SUCCESSES,
     RowView,
@@ -61,8 +60,9 @@ class WorkflowVecEnv(VecEnv):
         reports env_is_wrapped(Monitor) as True (the info contract is Monitor's); False leaves
         episode statistics to SB3's VecMonitor.
 
-    Every step's info has success, failure (None or a name from FAILURE_NAMES) and task_seed of
-    the episode that was stepped, and TimeLimit.truncated (always False: episodes end only by
+    Every step's info has success, failure (the single env's code; names in
+    envs/_core/failures.py) and task_seed of the episode that was stepped, and
+    TimeLimit.truncated (always False: episodes end only by
     completion or by exceeding the error allowance).
     """
 
@@ -162,10 +162,9 @@ class WorkflowVecEnv(VecEnv):
                        f"candidate in 0..{self._b - 1}")
             raise ValueError(f"actions[{bad}] must be {allowed}; got {submitted[bad].tolist()}")
         observation = self._observation(self._task.copy(), self._obs.copy(), self._state.copy())
-        names = FAILURE_NAMES
         n = self._n
         infos: list[dict[str, Any]] = [
-            {"success": s == n, "failure": names[f], "task_seed": t, "TimeLimit.truncated": False}
+            {"success": s == n, "failure": f, "task_seed": t, "TimeLimit.truncated": False}
             for s, f, t in zip(step_state[:, SUCCESSES].tolist(), failures.tolist(),
                                step_state[:, SEED].tolist(), strict=True)
         ]

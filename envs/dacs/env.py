@@ -26,6 +26,7 @@ from gymnasium import spaces
 
 from diagym.envs._core import tokens
 from diagym.envs._core.checks import check_render_mode, check_seed
+from diagym.envs._core.failures import FAILURES, NO_FAILURE
 from diagym.envs.dacs.params import DacsParams
 from diagym.envs.dacs.scenario import (
     KEYS,
@@ -55,6 +56,7 @@ CHARSET = string.printable
 MAX_WINDOW_CHARS = 100_000
 MAX_REPLY_CHARS = 4096  # a free-text reply (scoring="keywords")
 UNBOUNDED = 10**12  # the budget of window=None: larger than any window
+WRONG = FAILURES.index("wrong")  # info["failure"] of a wrong answer
 
 
 @dataclass(frozen=True)
@@ -112,8 +114,9 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
 
     ## Termination
     After the N x D-th answer; no truncation. info: correct, contaminated (answered with
-    another agent's value), window_tokens, requester (int), key (name), failure (None |
-    "wrong"); focus steps add "focus" (the agent loaded); the final step adds episode_metrics
+    another agent's value), window_tokens, requester (int), key (name), failure (a code: 0
+    for none, WRONG for a wrong answer, named "wrong" in envs/_core/failures.py FAILURES);
+    focus steps add "focus" (the agent loaded); the final step adds episode_metrics
     {"accuracy", "contamination", "window_tokens" (one per decision), "invalid" (0 here)},
     also readable mid-episode through episode_metrics().
 
@@ -203,7 +206,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
             "window_tokens": self._current.tokens,
             "requester": self._pending.requester,
             "key": self._pending.key,
-            "failure": None,
+            "failure": NO_FAILURE,
         }
         return self._observation(), info
 
@@ -234,7 +237,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
                 "window_tokens": self._current.tokens,
                 "requester": pending.requester,
                 "key": pending.key,
-                "failure": None,
+                "failure": NO_FAILURE,
                 "focus": focus,
             }
             return self._observation(), -self.focus_cost, False, False, info
@@ -275,7 +278,7 @@ class DACSSteeringEnv(gym.Env[dict[str, Any], int]):
             "window_tokens": window.tokens,
             "requester": pending.requester,
             "key": pending.key,
-            "failure": None if correct else "wrong",
+            "failure": NO_FAILURE if correct else WRONG,
         }
         self._step += 1
         terminated = self._step == len(self._scenario.requests)

@@ -22,7 +22,7 @@ from diagym.envs.workflow.layout import (
     CALLS,
     DONE,
     ERRORS,
-    FAILURE_NAMES,
+    NO_FAILURE,
     SEED,
     SUCCESSES,
     VISIBLE,
@@ -62,7 +62,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ## Observation space
     A Dict of flat int8 vectors, one per entry of layout.OBS_FIELDS: registers (8 values, -1
     where not shown), completed (N flags), last_update ((register, increment) of the last
-    success, (-1, -1) before any), failure (code of the last call, names in FAILURE_NAMES),
+    success, (-1, -1) before any), failure (code of the last call, names in layout.FAILURE_NAMES),
     errors (failed calls so far), prereq (N x N, row-major), query_register, update_register,
     delta (N each) and codes (N x b, row-major).
 
@@ -72,7 +72,8 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
     ## Termination
     When all N operations are done, or when failed calls exceed the error allowance R (R = 0:
     the first failure ends the episode). There is no truncation. A failed call reports its
-    category (dependency, candidate, completed) in info["failure"] and changes no state.
+    category in info["failure"] as a code (1 dependency, 2 candidate, 3 completed; 0 for a
+    success and at reset; names in envs/_core/failures.py FAILURES) and changes no state.
     info also carries success, completed_ops, calls, errors, registers_visible, resampled and
     task_seed.
 
@@ -158,7 +159,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._resampled = False
         regs = self._registers_off
         self._initial_registers = self._work[regs:regs + 8].astype(np.int8)
-        return self._observation(), self._info(None)
+        return self._observation(), self._info(NO_FAILURE)
 
     def step(
         self, action: Any
@@ -172,7 +173,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
         self._resampled = failure == 0 and self.params.hidden_resampling
         reward = self._reward_per_op if failure == 0 else 0.0
         terminated = bool(self._state[DONE])
-        return self._observation(), reward, terminated, False, self._info(FAILURE_NAMES[failure])
+        return self._observation(), reward, terminated, False, self._info(int(failure))
 
     def _parse_action(self, action: Any) -> tuple[int, int]:
         """(operation, candidate) as ints, or one ValueError; the common case (an int array of
@@ -246,7 +247,7 @@ class StatefulWorkflowEnv(gym.Env[dict[str, np.ndarray], np.ndarray]):
             self._viewer = None
         super().close()
 
-    def _info(self, failure: str | None) -> dict[str, Any]:
+    def _info(self, failure: int) -> dict[str, Any]:
         state = self._state.tolist()
         return {
             "failure": failure,

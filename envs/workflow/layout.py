@@ -21,6 +21,7 @@ from typing import Any
 import numpy as np
 from gymnasium import spaces
 
+from diagym.envs._core.failures import FAILURES
 from diagym.envs._core.numba_setup import jit
 from diagym.envs.workflow.params import WorkflowParams
 
@@ -43,9 +44,10 @@ STATE_FIELDS = 12
 # since a 64-bit division costs more than the rest of a step.
 MOD = np.array([[x % m if m else 0 for x in range(64)] for m in range(9)], dtype=np.int64)
 
-# Failure codes (index into FAILURE_NAMES).
+# Failure codes (index into FAILURE_NAMES): the first entries of every env's table
+# (envs/_core/failures.py), so info["failure"] and observation["failure"] share the codes.
 NO_FAILURE, DEPENDENCY, CANDIDATE, ALREADY_COMPLETED = 0, 1, 2, 3
-FAILURE_NAMES = (None, "dependency", "candidate", "completed")
+FAILURE_NAMES = FAILURES[:ALREADY_COMPLETED + 1]
 
 # Offsets inside an `obs` row that do not depend on N.
 OBS_REGISTERS = 0  # 8 register values, -1 where not shown

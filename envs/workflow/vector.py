@@ -40,9 +40,10 @@ class StatefulWorkflowVectorEnv(VectorEnv[dict[str, np.ndarray], np.ndarray, np.
     """`num_envs` workflow envs sharing one WorkflowParams, stepped in numba.
 
     Actions: an int array of shape (num_envs, 2). Infos: completed_ops, calls, errors, success,
-    failure (codes; names in FAILURE_NAMES), task_seed and action_mask, each with its `_key`
-    flag array as Gymnasium's vector infos have. render() gives one frame per env, as
-    Gymnasium's SyncVectorEnv does: the single env's text ("ansi") or picture ("rgb_array").
+    failure (int8 codes, as the single env's info; names in FAILURE_NAMES), task_seed and
+    action_mask, each with its `_key` flag array as Gymnasium's vector infos have. render()
+    gives one frame per env, as Gymnasium's SyncVectorEnv does: the single env's text
+    ("ansi") or picture ("rgb_array").
     """
 
     metadata = {"render_modes": ["ansi", "rgb_array"], "render_fps": 2,

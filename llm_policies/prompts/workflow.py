@@ -33,6 +33,7 @@ from typing import Any
 
 import numpy as np
 
+from diagym.envs._core.failures import failure_name
 from diagym.envs._core.tokens import count
 from diagym.envs.workflow.layout import (
     FAILURE_NAMES,
@@ -298,9 +299,9 @@ def render(
 def history_entry(
     action: Sequence[int], info: Mapping[str, Any], observation: Mapping[str, Any]
 ) -> dict[str, Any]:
-    """The history dict for one env step: outcome from info["failure"], the update from the
-    observation after a success."""
-    failure = info.get("failure")
+    """The history dict for one env step: outcome from info["failure"] (the env's code or
+    the text layer's name), the update from the observation after a success."""
+    failure = failure_name(info.get("failure"))
     update = None
     if failure is None:
         reg, delta = (int(x) for x in observation["last_update"])

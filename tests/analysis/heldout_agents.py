@@ -118,7 +118,7 @@ class Perseverating(_Wrapped):
 
     def act(self, observation: Any, info: dict[str, Any]) -> Any:
         chosen = tuple(int(x) for x in self.inner.act(observation, info))
-        if self.last is not None and info.get("failure") is not None:
+        if self.last is not None and info.get("failure"):
             chosen = self.last
         self.last = chosen  # type: ignore[assignment]
         return np.array(chosen)

@@ -28,7 +28,12 @@ from diagym.analysis.diagnose.likelihood import (
     simulate_codes,
     with_lapse,
 )
-from diagym.analysis.diagnose.run import check_seed, diagnose_log, diagnose_policy, mechanism_model
+from diagym.analysis.diagnose.run import (
+    check_battery_seed,
+    diagnose_log,
+    diagnose_policy,
+    mechanism_model,
+)
 from diagym.controllers.workflow.adapter import ReferencePolicy
 
 RUNS = 60
@@ -97,8 +102,8 @@ def test_a_log_of_the_shared_plan_is_read_and_resumed_on_its_own_seeds(
 def test_the_seed_range_leaves_every_block_below_the_simulation_seeds() -> None:
     configurations = len(DEFAULT_BATTERY)
     top = SIMULATION_SEED - (configurations - 1) * SEED_BLOCK - 370
-    check_seed(top, [370], configurations)
+    check_battery_seed(top, [370], configurations)
     with pytest.raises(ValueError, match=rf"^--seed must be in 0\.\.{top} "):
-        check_seed(top + 1, [370], configurations)
+        check_battery_seed(top + 1, [370], configurations)
     with pytest.raises(ValueError, match=rf"^at most {SEED_BLOCK} episodes per configuration"):
-        check_seed(0, [SEED_BLOCK + 1], configurations)
+        check_battery_seed(0, [SEED_BLOCK + 1], configurations)

@@ -23,6 +23,7 @@ from diagym.analysis.audit import audit, divisors
 from diagym.analysis.studies.reproduce import predictions as P
 from diagym.analysis.studies.reproduce.design import GridConfiguration, grid_configurations
 from diagym.controllers.workflow import parameters as traits
+from diagym.envs._core.failures import failure_name
 from diagym.envs.workflow.params import WorkflowParams
 
 ENV_ID = "diagym:StatefulWorkflow-v0"
@@ -233,9 +234,9 @@ def play(env: gym.Env, seed: int, rng: np.random.Generator, cache: int, limit: i
             options = match if match else [a for a in options if a not in examined]
         a = int(rng.choice(options))
         obs, _, terminated, _, info = env.step(np.array([v, a]))
-        if info["failure"] == "candidate" and eliminate:
+        if failure_name(info["failure"]) == "candidate" and eliminate:
             eliminated.add(a)
-        if info["failure"] is None and not info["success"]:
+        if not info["failure"] and not info["success"]:
             u, delta = (int(z) for z in obs["last_update"])
             x[u] = (x[u] + delta) % 8
     return bool(info["success"])

@@ -17,6 +17,7 @@ from diagym.analysis.cli import main
 from diagym.analysis.diagnose.run import logged_traces
 from diagym.controllers.logreader import read_log
 from diagym.controllers.tracing import digest
+from diagym.envs._core.failures import failure_name
 from diagym.envs.workflow.params import WorkflowParams
 
 SPEC = "tests.user_policy:Greedy"
@@ -60,7 +61,7 @@ def _replayed(run: dict, task_seed: int, actions: list[list[int]]) -> tuple[list
     for action in actions:
         digests.append(digest(observation))
         observation, _, _, _, info = env.step(action[0] if len(action) == 1 else action)
-        outcomes.append(info["failure"] or "ok")
+        outcomes.append(failure_name(info["failure"]) or "ok")
     env.close()
     return digests, outcomes
 

@@ -10,6 +10,7 @@ import diagym  # noqa: F401  (registers the ids)
 import diagym.controllers.workflow.batched as batched
 from diagym.controllers.workflow.adapter import ReferencePolicy
 from diagym.controllers.workflow.batched import episode_columns, run_controller
+from diagym.envs._core.failures import failure_name
 from diagym.envs.workflow.layout import FAILURE_NAMES
 from diagym.envs.workflow.params import WorkflowParams
 
@@ -27,8 +28,8 @@ def failures_per_episode(spec: WorkflowParams, controller: str, seeds: np.ndarra
         failures, terminated = [], False
         while not terminated:
             observation, _, terminated, _, info = env.step(policy.act(observation, info))
-            if info["failure"] is not None:
-                failures.append(info["failure"])
+            if info["failure"]:
+                failures.append(failure_name(info["failure"]))
         result.append(failures)
     return result
 

@@ -201,7 +201,7 @@ def test_joint_wrapper_passes_check_env_and_matches() -> None:
     ready = int(np.flatnonzero(inner[:8])[0])
     slot = env.unwrapped.correct_slot(ready)
     _, reward, _, _, info = env.step(np.int64(ready * 4 + slot))
-    assert reward == pytest.approx(1 / 8) and info["failure"] is None
+    assert reward == pytest.approx(1 / 8) and info["failure"] == 0
     with pytest.raises(ValueError):
         env.step(32)
     with pytest.raises(ValueError):

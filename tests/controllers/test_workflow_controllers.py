@@ -20,6 +20,7 @@ from diagym.controllers.workflow.adapter import ReferencePolicy
 from diagym.controllers.workflow.batched import run_controller
 from diagym.controllers.workflow.mechanisms import controller_params
 from diagym.controllers.workflow.parameters import CONTROLLER_NAMES
+from diagym.envs._core.failures import failure_name
 from diagym.envs.workflow.params import WorkflowParams
 
 SPECS = [
@@ -156,7 +157,8 @@ def _decisions(name: str, spec: WorkflowParams, seed: int) -> list[Decision]:
         right = core.correct_slot(op)
         position = info["completed_ops"]
         observation, _, terminated, _, info = env.step((op, slot))
-        out.append(Decision(position, visible, op, slot, right, spent, info["failure"]))
+        out.append(Decision(position, visible, op, slot, right, spent,
+                            failure_name(info["failure"])))
     return out
 
 

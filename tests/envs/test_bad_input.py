@@ -167,7 +167,7 @@ def test_integer_actions_of_every_accepted_form_step() -> None:
     for action in forms:
         env.reset(seed=0)
         _, reward, _, _, info = env.step(action)
-        assert info["failure"] is None and reward == 1 / 8, action
+        assert info["failure"] == 0 and reward == 1 / 8, action
 
 
 def test_step_before_reset_and_after_the_end() -> None:

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 import diagym  # noqa: F401  (registers DACSSteering-v0)
 from diagym.envs._core import tokens
+from diagym.envs._core.failures import failure_name
 from diagym.envs.dacs.env import DACSSteeringEnv
 from diagym.envs.dacs.scenario import KEYS, SCENARIOS, VALUES, generate
 from diagym.envs.dacs.window import CONTEXT_MODES, ORDERS, registry_block
@@ -131,7 +132,7 @@ def test_wrong_answers_are_flagged() -> None:
     wrong = (pending.correct + 1) % 4
     holders = env.scenario.holders(pending.key_id)
     _, reward, _, _, info = env.step(wrong)
-    assert reward == 0.0 and info["failure"] == "wrong" and not info["correct"]
+    assert reward == 0.0 and failure_name(info["failure"]) == "wrong" and not info["correct"]
     others = {v for j, v in holders.items() if j != pending.requester}
     assert info["contaminated"] == (pending.option_ids[wrong] in others)
     assert info["requester"] == pending.requester and info["key"] == pending.key
@@ -683,7 +684,7 @@ def test_focus_loads_one_full_context_and_is_capped() -> None:
         env.step(4 + other)
     assert env.pending == p  # four focus actions: the cap
     _, reward, _, _, info = env.step(4 + other)
-    assert reward == 0.0 and info["failure"] == "wrong" and not info["contaminated"]
+    assert reward == 0.0 and failure_name(info["failure"]) == "wrong" and not info["contaminated"]
     assert env.pending != p and env.current_window.visible_facts == ()
 
 
@@ -739,7 +740,7 @@ def test_keyword_scoring_reads_the_reply_text() -> None:
     assert env.score_text(f"either {right} or {p.options[lure]}") == {
         "correct": True, "contaminated": True}
     _, reward, _, _, info = env.step(f"go with {p.options[lure]}")
-    assert reward == 0.0 and info["contaminated"] and info["failure"] == "wrong"
+    assert reward == 0.0 and info["contaminated"] and failure_name(info["failure"]) == "wrong"
     line = f"history: Q: which {p.key} should agent-{p.requester} use? A: {p.options[lure]}\n"
     assert line in env.current_window.text
     with pytest.raises(ValueError, match="action must be a str"):

@@ -55,7 +55,7 @@ def _reference(spec: dict, seed: int) -> tuple[list[tuple[int, int]], list[np.nd
         op = int(np.flatnonzero(info["action_mask"][:n])[0])
         action = (op, _slot_from_observation(observation, op, b))
         observation, reward, _, _, info = env.step(action)
-        assert info["failure"] is None and info["resampled"] and reward > 0
+        assert info["failure"] == 0 and info["resampled"] and reward > 0
         actions.append(action)
         shown.append(observation["registers"].copy())
     assert info["success"]
@@ -103,12 +103,13 @@ def test_failed_calls_leave_every_later_snapshot_unchanged(spec: dict, seed: int
             before = observation["registers"].copy()
             observation, reward, terminated, _, info = env.step(failing)
             errors += 1
-            assert (info["failure"], reward, terminated) == (inserted[k], 0.0, False)
+            assert (info["failure"], reward, terminated) == (FAILURE_CODES[inserted[k]], 0.0,
+                                                             False)
             assert int(observation["failure"]) == FAILURE_CODES[inserted[k]]
             assert not info["resampled"] and info["errors"] == errors
             assert np.array_equal(observation["registers"], before)
         observation, reward, _, _, info = env.step(action)
-        assert info["failure"] is None and info["resampled"], (k, action)
+        assert info["failure"] == 0 and info["resampled"], (k, action)
         if (k + 1) % period == 0:
             assert info["registers_visible"]
             assert np.array_equal(observation["registers"], shown[k + 1]), k
@@ -130,7 +131,7 @@ def test_a_failure_before_the_first_success_does_not_shift_the_first_redraw() ->
     op = int(np.flatnonzero(info["action_mask"][:8])[0])
     right = _slot_from_observation(observation, op, 8)
     _, _, terminated, _, info = env.step((op, (right + 3) % 8))
-    assert info["failure"] == "candidate" and not terminated
+    assert info["failure"] == FAILURE_CODES["candidate"] and not terminated
     observation, _, _, _, info = env.step((op, right))
-    assert info["failure"] is None
+    assert info["failure"] == 0
     np.testing.assert_array_equal(observation["registers"], shown[1])

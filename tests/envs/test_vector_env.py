@@ -54,13 +54,13 @@ def test_vector_matches_single_envs_across_autoresets(spec: dict) -> None:
 
 
 def _assert_batch_equal(vec_obs: dict, vec_info: dict, single_obs, single_info) -> None:
-    names = gym.make_vec("StatefulWorkflow-v0", num_envs=1).unwrapped.FAILURE_NAMES
     for i, (obs, info) in enumerate(zip(single_obs, single_info, strict=True)):
         assert data_equivalence({k: v[i] for k, v in vec_obs.items()}, obs)
         for key in ("completed_ops", "calls", "errors", "success", "task_seed"):
             assert vec_info[key][i] == info[key]
         assert np.array_equal(vec_info["action_mask"][i], info["action_mask"])
-        assert names[vec_info["failure"][i]] == info["failure"]
+        assert type(info["failure"]) is int  # one type: the vector env's int codes
+        assert vec_info["failure"][i] == info["failure"]
 
 
 def test_observations_are_fresh_every_step() -> None:

@@ -358,7 +358,7 @@ class PlainWorkflowEnv:
     def info(self) -> dict[str, Any]:
         assert self.task is not None
         return {
-            "failure": self.failure,
+            "failure": FAILURE_NAMES.index(self.failure),  # a code, as the observation's
             "success": self.successes == self.spec.n_ops,
             "completed_ops": self.successes,
             "calls": self.calls,

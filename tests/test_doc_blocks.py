@@ -7,8 +7,16 @@ How a block is marked, by an HTML comment on the line just above its fence (GitH
 - `<!-- doc-test: replace: `A` => `B`; `C` => `D` (why) -->`: it runs with each A replaced by
   B: smaller sizes for a long run, or a stand-in for a step that cannot run here (setting up
   the venv, opening a browser). Each A must occur in the block, so a stale marker fails;
+- `<!-- doc-test: model: replace: `A` => `B` (why) -->` (the replacements optional): it needs
+  the bundled Qwen2.5-Coder 0.5B and runs, with the replacements, against one llama.cpp server
+  of it shared by every such block (`$DOC_TEST_SERVER` holds `--base-url URL --model NAME
+  --timeout S --max-tokens 16` for it, `$DOC_TEST_BASE_URL` and `$DOC_TEST_MODEL` the first
+  two), each block in a copy of its own (so it may not read what an earlier block wrote).
+  It is skipped, saying why, where the model is not cached (`make test` fetches it, as for
+  tests/llm_policies' local-model cases, whose check this reuses). A call of the 0.5B takes
+  10-40 s on a loaded 2-core CPU, so such a block is cut to an episode or a resume;
 - `<!-- doc-test: illustrative: why -->`: shown, never run (a synopsis with placeholders, a
-  command that needs a user's API key, a cluster, a model download or hours); the why is
+  command that needs a hosted provider's key, a cluster, or the suite itself); the why is
   required.
 
 A block tagged `text` (or untagged) is not code; one that starts like a command fails, so no
@@ -34,12 +42,15 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
+from diagym.llm_policies.client.local_server import local_model, local_server
 from tests.conftest import scaled
+from tests.llm_policies.test_local_harnesses import _missing
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
@@ -52,6 +63,9 @@ MARKER = re.compile(r"<!-- doc-test: (?P<kind>[\w-]+):\s*(?P<text>.*?)\s*-->", r
 REPLACEMENT = re.compile(r"`([^`]+)` => `([^`]*)`")
 COMMAND_START = re.compile(r"^\s*(\$ |diagym |python |pip |make |import |from \S+ import )")
 BLOCK_SECONDS = 300.0  # one block on a quiet machine, at most (a hang, not a speed limit)
+KINDS = {"replace", "model", "illustrative"}
+MODEL = "qwen0.5b"
+CALL_SECONDS = 120.0  # one call of a model block on a quiet machine, at most
 
 
 @dataclass(frozen=True)
@@ -60,7 +74,7 @@ class Block:
     line: int
     lang: str
     code: str
-    kind: str  # "run", "replace" or "illustrative"
+    kind: str  # "run", "replace", "model" or "illustrative"
     note: str  # the marker's text
     prints: str | None  # "This prints `X`" after the block
 
@@ -87,7 +101,7 @@ def blocks_of(page: str, text: str) -> list[Block]:
         if marker is not None:
             used.add(line - 1)
             kind, note = marker["kind"], marker["text"]
-            assert kind in {"replace", "illustrative"}, f"{page}:{line}: unknown marker {kind!r}"
+            assert kind in KINDS, f"{page}:{line}: unknown marker {kind!r}"
             assert note, f"{page}:{line}: a {kind} marker needs its text"
         after = text[match.end():].lstrip("\n")
         stated = re.match(r"This prints `([^`]+)`", after)
@@ -96,6 +110,13 @@ def blocks_of(page: str, text: str) -> list[Block]:
     stray = sorted(set(markers) - used)
     assert not stray, f"{page}: doc-test markers not directly above a fence, lines {stray}"
     return found
+
+
+def page_blocks(page: str) -> list[Block]:
+    return blocks_of(page, (ROOT / page).read_text())
+
+
+MODEL_BLOCKS = [block for page in PAGES for block in page_blocks(page) if block.kind == "model"]
 
 
 def fresh_copy(destination: Path) -> Path:
@@ -116,27 +137,29 @@ def fresh_copy(destination: Path) -> Path:
     return destination
 
 
-def environment(copy: Path) -> dict[str, str]:
+def environment(copy: Path, extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items()
            if k not in {"PYTHONPATH", "PYTHONHOME", "PYTEST_CURRENT_TEST"}}
     env["PATH"] = f"{Path(sys.prefix) / 'bin'}{os.pathsep}{env.get('PATH', '')}"
     env["VIRTUAL_ENV"] = sys.prefix
     env["MPLBACKEND"] = "Agg"
+    env.update(extra or {})
     return env
 
 
 def runnable(block: Block) -> str:
     code = block.code
-    if block.kind == "replace":
+    if block.kind in {"replace", "model"}:
         pairs = REPLACEMENT.findall(block.note)
-        assert pairs, f"{block.where}: a replace marker names no `A` => `B`"
+        assert pairs or block.kind == "model", (
+            f"{block.where}: a replace marker names no `A` => `B`")
         for old, new in pairs:
             assert old in code, f"{block.where}: the marker replaces {old!r}, not in the block"
             code = code.replace(old, new)
     return code
 
 
-def run_block(block: Block, copy: Path) -> str:
+def run_block(block: Block, copy: Path, extra: dict[str, str] | None = None) -> str:
     code = runnable(block)
     if block.lang in PYTHON:
         command = [sys.executable, "-"]
@@ -147,7 +170,7 @@ def run_block(block: Block, copy: Path) -> str:
     # (a child left holding the pipes would keep communicate() waiting).
     process = subprocess.Popen(command, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                stderr=subprocess.PIPE, text=True, cwd=copy,
-                               env=environment(copy), start_new_session=True)
+                               env=environment(copy, extra), start_new_session=True)
     try:
         stdout, stderr = process.communicate(code, timeout=scaled(BLOCK_SECONDS))
     except subprocess.TimeoutExpired:
@@ -176,13 +199,37 @@ def test_every_block_of_the_page_runs(page: str, tmp_path: Path) -> None:
                 "python (and mark it if it cannot run)")
             continue
         assert block.lang in SHELL | PYTHON, f"{block.where}: unknown language {block.lang!r}"
-        if block.kind == "illustrative":
-            continue
-        printed = run_block(block, copy)
-        if block.prints is not None:
-            assert block.prints in printed.splitlines(), (
-                f"{block.where}: the page says it prints {block.prints!r}; it printed "
-                f"{printed[-500:]!r}")
+        if block.kind in {"illustrative", "model"}:
+            continue  # a model block is test_a_model_block_runs's
+        check_printed(block, run_block(block, copy))
+
+
+def check_printed(block: Block, printed: str) -> None:
+    if block.prints is not None:
+        assert block.prints in printed.splitlines(), (
+            f"{block.where}: the page says it prints {block.prints!r}; it printed "
+            f"{printed[-500:]!r}")
+
+
+@pytest.fixture(scope="module")
+def model_server() -> Iterator[dict[str, str]]:
+    """One llama.cpp server of the model for every model block (started by the first one
+    that runs, not at all where they skip): what the blocks' `$DOC_TEST_...` variables hold."""
+    with local_server(model=MODEL) as url:
+        name = local_model(MODEL).name
+        yield {"DOC_TEST_BASE_URL": url, "DOC_TEST_MODEL": name,
+               "DOC_TEST_SERVER": f"--base-url {url} --model {name} "
+                                  f"--timeout {scaled(CALL_SECONDS):.0f} --max-tokens 16"}
+
+
+@pytest.mark.local_model
+@pytest.mark.timeout(1800)
+@pytest.mark.skipif(bool(_missing(MODEL)), reason=f"{MODEL} needs {', '.join(_missing(MODEL))}")
+@pytest.mark.parametrize("block", MODEL_BLOCKS, ids=[b.where for b in MODEL_BLOCKS])
+def test_a_model_block_runs(block: Block, tmp_path: Path,
+                            model_server: dict[str, str]) -> None:
+    assert block.lang in SHELL | PYTHON, f"{block.where}: unknown language {block.lang!r}"
+    check_printed(block, run_block(block, fresh_copy(tmp_path / "clone"), model_server))
 
 
 def test_markers_are_read() -> None:
@@ -195,6 +242,14 @@ def test_markers_are_read() -> None:
     assert [(b.kind, b.lang, b.line) for b in blocks] == [
         ("illustrative", "bash", 2), ("replace", "bash", 7), ("run", "python", 11)]
     assert runnable(blocks[1]) == "diagym train --steps 9\n"
+    served = blocks_of("page.md", "<!-- doc-test: model: replace: `--local` => `$DOC_TEST_SERVER` "
+                                  "(the suite's server) -->\n```bash\ndiagym run --local\n```\n")
+    assert served[0].kind == "model" and served[0].note.startswith("replace:")
+    assert runnable(served[0]) == "diagym run $DOC_TEST_SERVER\n"
+    bare = blocks_of("page.md", "<!-- doc-test: model: plays as written -->\n```bash\nls\n```\n")
+    assert runnable(bare[0]) == "ls\n"
+    with pytest.raises(AssertionError, match="unknown marker 'modle'"):
+        blocks_of("page.md", "<!-- doc-test: modle: x -->\n```bash\nls\n```\n")
     assert blocks[2].code == "print(1)\n" and blocks[2].prints == "1"
     with pytest.raises(AssertionError, match="not directly above a fence"):
         blocks_of("page.md", "<!-- doc-test: illustrative: x -->\n\n```bash\nls\n```\n")

@@ -46,6 +46,7 @@ import gymnasium as gym  # noqa: E402
 from _output import emit  # noqa: E402
 
 from diagym import envs  # noqa: E402,F401
+from diagym.envs._core.failures import failure_name  # noqa: E402
 from diagym.llm_policies.text_actions import (  # noqa: E402
     INVALID_JSON,
     INVALID_SCHEMA,
@@ -183,7 +184,7 @@ def answers(log: Path) -> dict[str, Any]:
             counts["right_slot"] += slot == env.correct_slot(op)
             *_, info = env.step((op, slot))
             if info["failure"] and first_failure is None:
-                first_failure = info["failure"]
+                first_failure = failure_name(info["failure"])
         logged = record["first_failure"]
         if logged in ENV_FAILURES and first_failure != logged:
             raise RuntimeError(f"{log.name} {key}: the replay's first failure is "

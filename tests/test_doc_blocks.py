@@ -162,7 +162,11 @@ def runnable(block: Block) -> str:
 def run_block(block: Block, copy: Path, extra: dict[str, str] | None = None) -> str:
     code = runnable(block)
     if block.lang in PYTHON:
-        command = [sys.executable, "-"]
+        # a file, as a user saves the snippet: worker processes that import __main__ (torchrl's
+        # vector env under spawn) cannot import a script read from stdin
+        script = copy / f"doc_block_{block.line}.py"
+        script.write_text(code)
+        command, code = [sys.executable, script.name], ""
     else:
         command = ["bash", "-e", "-o", "pipefail", "-s"]
     started = time.perf_counter()

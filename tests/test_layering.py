@@ -13,6 +13,7 @@ the file, the line and the import, so the fix starts where the test points.
 from __future__ import annotations
 
 import ast
+import os
 import re
 from pathlib import Path
 
@@ -265,9 +266,13 @@ OLD_NAME = re.compile(rf"^(?:from |import |-m )?(?:{'|'.join(LAYERS)})[.:]\w")
 
 def _first_party_files() -> list[Path]:
     """Every Python file of the repository: the library, diagym/, tests, benchmarks."""
-    skipped = {".git", ".venv", "build", "dist"}
-    return [p for p in sorted(ROOT.rglob("*.py"))
-            if not skipped & set(p.relative_to(ROOT).parts)]
+    found = []
+    for folder, subfolders, files in os.walk(ROOT):
+        # hidden folders (.git, .venv, .venv-verifiers: other packages' code) and build output
+        subfolders[:] = [d for d in subfolders
+                         if not d.startswith(".") and d not in {"build", "dist"}]
+        found += [Path(folder) / name for name in files if name.endswith(".py")]
+    return sorted(found)
 
 
 def old_name_uses(source: str, where: str) -> list[str]:

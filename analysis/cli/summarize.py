@@ -25,7 +25,8 @@ def add_parser(subparsers: Any) -> None:
             "failures, and steering or model-call metrics where the run has them). With "
             f"--out DIR, also write {SUMMARY_JSON} (one object per run: run id, settings, the "
             f"diagym run --json summary), {SUMMARY_TEXT} (the printed lines) and "
-            f"{PROFILE_PNG} (the headline rate per factor level, Wilson 95% bars)."),
+            f"{PROFILE_PNG} (the headline rate per factor level, Wilson 95% bars; not for a "
+            "log of one run, whose rate and interval are in the summary)."),
     )
     parser.add_argument("log", type=Path, metavar="LOG.jsonl", help="the run log to read")
     parser.add_argument("--out", type=Path, metavar="DIR",

@@ -45,10 +45,14 @@ def test_summarize_out_writes_the_run_json_summary_the_text_and_the_profile(
                                   if k not in ("run", "provenance")}
     assert written["run"]["env_kwargs"] == json.loads(
         printed[0].split(" on ", 1)[1].split(" ", 1)[1].rsplit(":", 1)[0])
-    assert (out / "summary.txt").read_text().splitlines() == printed[:-3]
-    assert (out / "profile.png").read_bytes().startswith(b"\x89PNG")
-    assert printed[-3:] == [f"wrote: {out / name}"
-                            for name in ("summary.json", "summary.txt", "profile.png")]
+    assert (out / "summary.txt").read_text().splitlines() == printed[:-2]
+    assert not (out / "profile.png").exists()  # one run: one dot, its rate is in the summary
+    assert printed[-2:] == [f"wrote: {out / name}" for name in ("summary.json", "summary.txt")]
+    _, shared = inputs.diagnosis_dir(tmp_path)  # a log of many runs
+    capsys.readouterr()
+    printed = _printed(["summarize", str(shared), "--out", str(tmp_path / "two")], capsys)
+    assert (tmp_path / "two" / "profile.png").read_bytes().startswith(b"\x89PNG")
+    assert printed[-1] == f"wrote: {tmp_path / 'two' / 'profile.png'}"
 
 
 def test_summarize_reads_every_run_of_a_shared_log(

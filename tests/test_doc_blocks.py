@@ -51,6 +51,7 @@ import pytest
 from diagym.llm_policies.client.local_server import local_model, local_server
 from tests.conftest import scaled
 from tests.llm_policies.test_local_harnesses import _missing
+from tests.tracked_copy import copy_tracked
 
 ROOT = Path(__file__).resolve().parents[1]
 PAGES = ["README.md", *sorted(p.relative_to(ROOT).as_posix() for p in ROOT.glob("docs/*.md"))]
@@ -122,17 +123,7 @@ MODEL_BLOCKS = [block for page in PAGES for block in page_blocks(page) if block.
 def fresh_copy(destination: Path) -> Path:
     """The checkout's tracked files as they are in the work tree, in destination; .venv
     linked to the environment running the suite."""
-    if not (ROOT / ".git").exists():
-        pytest.skip("not a git checkout: no clone to copy")
-    listed = subprocess.run(["git", "-C", str(ROOT), "ls-files", "-z"], capture_output=True,
-                            check=True).stdout.decode().split("\0")
-    for name in filter(None, listed):
-        source = ROOT / name
-        if not source.exists() and not source.is_symlink():
-            continue  # deleted in the work tree: a commit of it would not have it
-        target = destination / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copy2(source, target, follow_symlinks=False)
+    copy_tracked(destination)
     (destination / ".venv").symlink_to(sys.prefix, target_is_directory=True)
     return destination
 

@@ -169,8 +169,9 @@ def test_run_and_diagnose_from_the_users_folder(installed: dict[str, Path]) -> N
                    "--episodes", "4", "--json"], user, seconds=600)
     assert played.returncode == 0, played.stderr
     assert json.loads(played.stdout)["episodes"] == 4
-    diagnosed = _run([diagym, "diagnose", "--policy", "cache-2", "--budget", "32", "--json"],
-                     user, seconds=600)
+    # the user's agent again, importing the user's own envs beside diagym's
+    diagnosed = _run([diagym, "diagnose", "--policy", "agent:FirstReady", "--budget", "32",
+                      "--json"], user, seconds=600)
     assert diagnosed.returncode == 0, diagnosed.stderr
     assert "headline" in json.loads(diagnosed.stdout)
 

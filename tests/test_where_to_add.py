@@ -4,9 +4,10 @@ command line plays them, results.csv has the knob's column, reproduce predicts a
 the controller, the independent plain model plays it like the env), with no other file
 edited. The harness row is tested with the harnesses (tests/llm_policies).
 
-The copy is imported as `diagym` the way an editable install maps it: diagym/ in the copy
-gets a link to each layer's folder (setup.py's package_dir), and the copy is first on
-PYTHONPATH, ahead of the installed checkout. Its kernels compile into a cache of its own.
+The copy (the tracked files, as a clone has them) is imported as `diagym` the way an editable
+install maps it: diagym/ in the copy gets a link to each layer's folder (setup.py's
+package_dir), and the copy is first on PYTHONPATH, ahead of the installed checkout. Its
+kernels compile into a cache of its own.
 """
 
 from __future__ import annotations
@@ -15,7 +16,6 @@ import csv
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -24,6 +24,7 @@ import pytest
 
 from diagym.envs._core.packages import LAYERS
 from tests.conftest import scaled
+from tests.tracked_copy import copy_tracked
 
 ROOT = Path(__file__).resolve().parents[1]
 TABLE = ROOT / "docs" / "ARCHITECTURE.md"
@@ -94,9 +95,7 @@ def apply(tree: Path, row: str) -> set[str]:
 def tree(tmp_path_factory: pytest.TempPathFactory) -> Path:
     base = tmp_path_factory.mktemp("where_to_add")
     copy = base / "tree"
-    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(
-        ".git", ".venv", "results", "build", "dist", "__pycache__", "*.egg-info",
-        ".pytest_cache", ".hypothesis", "plots"))
+    copy_tracked(copy)
     for layer in LAYERS:  # what the editable install's package_dir does
         (copy / "diagym" / layer).symlink_to(copy / layer, target_is_directory=True)
     edited = apply(copy, "a knob of an env") | apply(copy, "a reference controller")

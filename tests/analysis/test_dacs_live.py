@@ -66,7 +66,9 @@ def respond(request: dict[str, Any]) -> Reply:
         return Reply(content=AGENT_SCRIPT[agent][turn])
     if system.startswith(protocol.JUDGE_RULES):
         answer = re.search(r"Orchestrator's answer:\n(.*?)\n\n", messages[1]["content"]).group(1)
-        verdict = VERDICTS[answer]
+        # a programmed orchestrator's answers (KeywordEcho) are not scripted: judged correct,
+        # not a server error that the client retries with backoff
+        verdict = VERDICTS.get(answer, "<verdict>CORRECT</verdict>")
         tagged = protocol.VERDICT_RE.search(verdict)
         if system == protocol.judge_system("json") and tagged:  # the same verdict as JSON
             verdict = json.dumps({"verdict": tagged.group(1).upper()})

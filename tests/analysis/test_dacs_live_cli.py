@@ -105,6 +105,8 @@ def test_a_users_policy_orchestrates_from_the_command_line(tmp_path) -> None:
     rows = {r["condition"]: r for r in csv.DictReader((tmp_path / "out" / "phase4.csv").open())}
     assert float(rows["dacs"]["contamination"]) == 0.0
     assert float(rows["flat"]["contamination"]) == 1.0
+    calls = [json.loads(line) for line in (tmp_path / "p4.jsonl").read_text().splitlines()]
+    assert {c["status"] for c in calls if c["type"] == "call"} == {"ok"}
 
 
 def test_the_cost_limit_stops_between_calls_and_the_study_resumes(

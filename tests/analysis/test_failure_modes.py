@@ -21,7 +21,6 @@ from diagym.analysis.diagnose.fit_test import fit_test
 from diagym.analysis.diagnose.hypotheses import families
 from diagym.analysis.diagnose.likelihood import (
     MechanismModel,
-    build_model,
     fit,
     fit_family,
     fit_lapse,
@@ -37,8 +36,8 @@ LABELS = [label(s) for s in DEFAULT_BATTERY]
 
 
 @pytest.fixture(scope="module")
-def model() -> MechanismModel:
-    return build_model(DEFAULT_BATTERY)
+def model(default_model: MechanismModel) -> MechanismModel:
+    return default_model
 
 
 def member(family: str, value: int) -> tuple[int, ...]:

@@ -29,7 +29,6 @@ from diagym.analysis.diagnose.honesty import (
 )
 from diagym.analysis.diagnose.likelihood import (
     MechanismModel,
-    build_model,
     fit_lapse,
     outcome_count,
     simulate_codes,
@@ -45,8 +44,8 @@ LABELS = [label(s) for s in DEFAULT_BATTERY]
 
 
 @pytest.fixture(scope="module")
-def model() -> MechanismModel:
-    return build_model(DEFAULT_BATTERY)
+def model(default_model: MechanismModel) -> MechanismModel:
+    return default_model
 
 
 def counts_of(row: tuple[int, ...], repeat: int) -> list[np.ndarray]:

@@ -91,8 +91,8 @@ def member_counts(mechanism: Mechanism, repeat: int) -> list[np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def model() -> MechanismModel:
-    return build_model(DEFAULT_BATTERY)
+def model(default_model: MechanismModel) -> MechanismModel:
+    return default_model
 
 
 def test_hypotheses_hold_the_references_and_each_row_once() -> None:

@@ -15,7 +15,6 @@ from diagym.analysis.diagnose.battery import DEFAULT_ALLOCATION, DEFAULT_BATTERY
 from diagym.analysis.diagnose.hypotheses import families
 from diagym.analysis.diagnose.likelihood import (
     MechanismModel,
-    build_model,
     count_outcomes,
     fit,
     fit_family,
@@ -42,8 +41,8 @@ def reference_counts(name: str, repeat: int) -> list[np.ndarray]:
 
 
 @pytest.fixture(scope="module")
-def model() -> MechanismModel:
-    return build_model(DEFAULT_BATTERY)
+def model(default_model: MechanismModel) -> MechanismModel:
+    return default_model
 
 
 def said(model: MechanismModel, counts: list[np.ndarray],

@@ -54,14 +54,14 @@ def test_gemma_plays_real_episodes_through_the_whole_harness(
         tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     log = tmp_path / "gemma.jsonl"
     argv = ["run", "--env", "StatefulWorkflow-v0", "--policy", "llm", "--local",
-            "--episodes", "3", "--seed", "0", "--log", str(log), "--json"]
+            "--episodes", "2", "--seed", "0", "--log", str(log), "--json"]
     assert main(argv) == 0
     summary = json.loads(capsys.readouterr().out)
-    assert summary["episodes"] == 3
+    assert summary["episodes"] == 2
     lines = [json.loads(line) for line in log.read_text().splitlines()]
     calls = [x for x in lines if x["type"] == "call"]
     episodes = [x for x in lines if x["type"] == "episode"]
-    assert len(episodes) == 3 and calls
+    assert len(episodes) == 2 and calls
     for call in calls:
         assert call["status"] == "ok", call["error"]
         assert call["response_format"] == "json_object"

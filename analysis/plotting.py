@@ -27,6 +27,8 @@ from diagym.controllers.workflow.parameters import CONTROLLER_NAMES
 # Chat-model and SB3 agents, after the programmed controllers in the palette's order.
 AGENT_NAMES = ("llm", "maskable-ppo", "recurrent-ppo", "ppo", "a2c", "dqn")
 PALETTE_ORDER = (*CONTROLLER_NAMES, *DACS_CONTROLLERS, *AGENT_NAMES)
+# The PNG text key a figure's title is saved under (the PNG standard's own keyword).
+TITLE_KEY = "Title"
 
 # One colour per name, chosen so that the controllers that share a figure (a grid's 4-8, a
 # DACS phase's arms, rl-study's agents and references) are far apart; tab10 for seed 003's
@@ -250,8 +252,16 @@ def _tight_box(figure: Any) -> Any:
     return TransformedBbox(Bbox.union(boxes), figure.dpi_scale_trans.inverted())
 
 
+def name_figure(figure: Any, text: str) -> Any:
+    """Name what the figure shows, in a line: `save` writes it into the PNG (TITLE_KEY), and
+    `diagym report` heads the figure with it rather than with its file name."""
+    figure.set_label(text)
+    return figure
+
+
 def save(figure: Any, path: str | Path) -> Path:
-    """PNG with the legend and caption outside the axes kept in the picture.
+    """PNG with the legend and caption outside the axes kept in the picture, and the name
+    `name_figure` gave it in its metadata.
 
     The bounding box is measured once, with the renderer the caption was placed with, and
     given to savefig: `bbox_inches="tight"` would lay the whole figure out a second time to
@@ -259,7 +269,8 @@ def save(figure: Any, path: str | Path) -> Path:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     bbox = _tight_box(figure).padded(PAD_INCHES)
-    figure.savefig(path, bbox_inches=bbox,
+    label = figure.get_label()
+    figure.savefig(path, bbox_inches=bbox, metadata={TITLE_KEY: label} if label else None,
                    pil_kwargs={"compress_level": 1})  # fast PNG encoding
     return path
 
@@ -283,6 +294,7 @@ def curve_figure(rows: Sequence[Mapping[str, float]], agent: str, title: str,
     axis.set_xlabel("training steps", fontsize=8)
     percent_axis(axis, "held-out success (%)")
     axis.set_title(title, fontsize=9)
+    name_figure(figure, f"Training curve: {title}")
     legend_outside(figure, axis)
     where = seed_text(eval_seeds) if eval_seeds is not None else "the held-out seeds"
     band = ("the band is the Wilson 95% interval over those episodes" if trials

@@ -30,6 +30,7 @@ from typing import Any
 
 import numpy as np
 
+from diagym.analysis.plotting import TITLE_KEY
 from diagym.analysis.policy_label import policy_label
 from diagym.analysis.report.episodes import clip, viewer_data
 from diagym.analysis.report.logs import LogRun, RunLogFile, holds_an_entry, read_run_log
@@ -51,6 +52,7 @@ from diagym.controllers.runlog import CALL_FIELDS, call_totals
 CSV_ROWS = 200
 TEXT_BYTES = 60_000
 PNG_BYTES = 1_500_000
+TITLE_CHARS = 200  # a figure title read from its PNG
 FIGURE_BYTES = 6_000_000
 REPORT_NAME = "report.html"
 DIAGNOSIS_NAME = "diagnosis.json"
@@ -398,7 +400,8 @@ class Builder:
             elif file.name == DIAGNOSIS_NAME:
                 self.add_json(file)
             elif file.suffix == ".png" and file.name != DIAGNOSIS_PNG:
-                self.add_figure("profile", file, file.name)
+                named = png_title(file)
+                self.add_figure("profile", file, named or file.name, file.name if named else "")
             elif file.name.endswith(TABLES_SUFFIX):
                 markdown_name = file.name.removesuffix(TABLES_SUFFIX) + ".md"
                 for item in study_table_items(markdown_name, read_study_tables(file)):
@@ -418,6 +421,23 @@ class Builder:
             self.report.viewer = viewer_data(self.runs)
             self.report.notes += self.report.viewer["notes"]
         return self.report
+
+
+def png_title(path: Path) -> str | None:
+    """The title diagym's figures carry in their PNG text (analysis.plotting.name_figure), on
+    one line and at most TITLE_CHARS; None for a PNG without one or not readable as PNG.
+    Pillow reads the chunks before the image data only, each bounded by its text-chunk
+    limit."""
+    from PIL import Image
+
+    try:
+        with Image.open(path, formats=["PNG"]) as image:
+            title = image.info.get(TITLE_KEY)
+    except (OSError, ValueError):  # UnidentifiedImageError is an OSError
+        return None
+    if not isinstance(title, str):
+        return None
+    return " ".join(title.split())[:TITLE_CHARS] or None
 
 
 def csv_table(path: Path) -> Table:

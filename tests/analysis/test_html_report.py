@@ -238,6 +238,11 @@ def test_reproduce_writes_a_report_beside_its_tables_and_plots(tmp_path: Path) -
     assert text.count("data:image/png;base64,") == len(list(out.glob("*.png")))
     # the figures before the study's tables: reproduce --grid all's Table 4 has 176 rows
     assert text.index("data:image/png;base64,") < text.index("Table 6. Selection ablation")
+    # each figure headed by what it shows (its PNG's title), its file name under it
+    page = tree(out / "report.html")
+    figure = after_heading(page, "Table C.6, candidate selection and resource controls: "
+                                 "success per condition and controller", "figure")
+    assert figure.find_all("figcaption")[0].text() == "profile_selection.png"
     assert "results.csv" in text and "the first" not in text  # 36 rows: none cut
     # a study logs no episodes, and its settings read one a line, not as a JSON object
     assert "0 logged episodes" not in text and '{"command"' not in text
@@ -365,6 +370,34 @@ def test_a_study_folder_with_another_commands_jsonl_still_gets_its_page(tmp_path
     assert f"{folder / 'calls.jsonl'}: not a run log" in page
     with pytest.raises(ValueError, match="not a run log"):
         write_report([folder / "calls.jsonl"], tmp_path / "r2.html")
+
+
+def test_a_folders_figure_is_headed_by_its_title_and_a_foreign_one_by_its_name(
+        tmp_path: Path) -> None:
+    """A figure saved by analysis.plotting carries its title; the page heads it with that and
+    captions it with the file name. A title from elsewhere is one escaped line of at most
+    TITLE_CHARS; a PNG without one, or a file that is no PNG, is headed by its name."""
+    from diagym.analysis.plotting import name_figure, new_figure, save
+    from diagym.analysis.report.inputs import TITLE_CHARS
+
+    folder = tmp_path / "study"
+    for name, title in (("a.png", "Success against depth, per family"),
+                        ("b.png", "<script>alert(1)</script>\n" + "y" * 500), ("c.png", None)):
+        figure, (axis,) = new_figure(1, 2.0)
+        axis.plot([0, 1], [0, 1])
+        save(name_figure(figure, title) if title else figure, folder / name)
+    (folder / "d.png").write_bytes(b"not a png")
+    page = tree(write_report([folder], tmp_path / "r.html").path)
+    headed, heading = {}, ""
+    for node in page.walk():
+        heading = node.text() if node.tag == "h3" else heading
+        if node.tag == "figure":
+            headed[heading] = node.find_all("figcaption")[0].text()
+    cut = " ".join(("<script>alert(1)</script>\n" + "y" * 500).split())[:TITLE_CHARS]
+    assert {"Success against depth, per family": "a.png", cut: "b.png", "c.png": "c.png",
+            "d.png": "d.png"}.items() <= headed.items()
+    assert "<script>alert" not in (tmp_path / "r.html").read_text(encoding="utf-8")
+    assert "d.png" in (tmp_path / "r.html").read_text(encoding="utf-8")
 
 
 def test_the_provenance_names_each_policy_by_its_label(tmp_path: Path) -> None:

@@ -71,18 +71,20 @@ def test_a_dacs_agent_trains_on_numeric_observations(tmp_path: Path) -> None:
 
 def test_rl_study_profiles_agents_beside_references(tmp_path: Path,
                                                      capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["rl-study", "--steps", "256", "--episodes", "4", "--out", str(tmp_path),
-                 "--json"]) == 0
+    # The entity preset (maskable-ppo alone, 1.3 s an arm) rather than the default one, whose
+    # recurrent arms take 5 s each at any --steps; docs/RL.md's block plays the default.
+    argv = ["rl-study", "--arch", "entity", "--steps", "256", "--episodes", "4",
+            "--out", str(tmp_path), "--json"]
+    assert main(argv) == 0
     rows = json.loads(capsys.readouterr().out)
-    assert len(rows) == 2 * 2 * (2 + 3)  # feedback x width x (2 algos + 3 references)
+    assert len(rows) == 2 * 2 * (1 + 3)  # feedback x width x (1 algo + 3 references)
     exact = [r for r in rows if r["agent"] == "exact"]
     assert all(r["success"] == 1.0 for r in exact)
     assert (tmp_path / "rl_profile.png").stat().st_size > 0
-    assert (tmp_path / "maskable-ppo_history_w8" / "model.zip").exists()
+    assert (tmp_path / "maskable-ppo_history_w8_entity" / "model.zip").exists()
     # A rerun into the same DIR resumes every finished run: no training, the same table.
     curves = {c: c.read_text() for c in tmp_path.glob("*/curve.csv")}
-    assert main(["rl-study", "--steps", "256", "--episodes", "4", "--out", str(tmp_path),
-                 "--json"]) == 0
+    assert main(argv) == 0
     assert json.loads(capsys.readouterr().out) == rows
     assert {c: c.read_text() for c in tmp_path.glob("*/curve.csv")} == curves
 

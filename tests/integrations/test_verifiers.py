@@ -1,7 +1,7 @@
 """The verifiers environment (analysis/integrations/verifiers_env.py) under `vf-eval`, in an
 environment of its own: verifiers 0.4 pins openai below 3, which the dev install's inspect
 tests need, so `make venv-verifiers` builds `.venv-verifiers` (CPU torch and
-`-e '.[verifiers]'`, ~4.5 min) and these tests run its `vf-eval` (DIAGYM_VERIFIERS_VENV names
+`-e '.[verifiers]'`, under a minute) and these tests run its `vf-eval` (DIAGYM_VERIFIERS_VENV names
 another); without it they skip, saying so.
 
 The positive control: the text oracle (llm_policies/oracle.py), served by a fake
@@ -45,7 +45,7 @@ EPISODES, SEED = 2, 5
 
 pytestmark = [
     pytest.mark.skipif(not BUILT, reason=f"no verifiers environment at {VENV} "
-                       "(make venv-verifiers builds it, ~4.5 min, and make test does; "
+                       "(make venv-verifiers builds it, under a minute, and make test does; "
                        "verifiers pins an older openai than the dev install)"),
     pytest.mark.timeout(1800),
 ]

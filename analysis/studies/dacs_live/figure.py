@@ -23,6 +23,7 @@ from diagym.analysis.plotting import (
     colour,
     grouped_bars,
     legend_outside,
+    name_figure,
     new_figure,
     percent_axis,
     save,
@@ -110,7 +111,8 @@ def figure4(live: list[dict[str, Any]], synthetic: list[dict[str, Any]],
         f"(synthetic, {source}) at matched N. Live accuracy is over the decisions each rater "
         "scored (judge: parseable verdicts only); error bars are Wilson 95% intervals over "
         "decisions; a missing bar has no decision to score."), width=150)
-    return figure
+    return name_figure(figure, "Live agents (phase 4) beside synthetic ones (phase 1): steering "
+                               "accuracy and context tokens")
 
 
 def write_outputs(live: list[dict[str, Any]], synthetic: list[dict[str, Any]], source: str,

@@ -18,6 +18,7 @@ from diagym.analysis.plotting import (
     colour,
     grouped_bars,
     legend_outside,
+    name_figure,
     new_figure,
     percent_axis,
     save,
@@ -192,7 +193,8 @@ def phase_figure(results: list[ArmResult], phase: str, window: int | None = None
         "the mean window at steering time (p95 in the table)."
         + (" Hatched bars: the same policy on its second window kind."
            if any("hatch" in look for look in looks.values()) else "")), width=150)
-    return figure
+    return name_figure(figure, f"Phase {phase}: steering accuracy, contamination and window "
+                               "tokens per scenario")
 
 
 def plot_study(results: list[ArmResult], out: Path, window: int | None = None) -> list[Path]:

@@ -175,7 +175,7 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
     identified), and a vertical line at the logistic p0 annotated with theta when it is
     identified. Uses the Agg canvas directly (no pyplot state), so it is safe in headless
     and threaded runs."""
-    from diagym.analysis.plotting import CITATIONS, add_caption, new_figure, save
+    from diagym.analysis.plotting import CITATIONS, add_caption, name_figure, new_figure, save
 
     groups = _group(rows)
     n_models = max(len(groups), 1)
@@ -221,6 +221,8 @@ def plot_fits(rows: Iterable[Mapping[str, Any]], window: float, out_png: str | P
                      f"cells over {len(groups)} model(s) at W = {window:g} tokens, each family "
                      "fitted by least squares (analysis/studies/rcwt/fits.py); faint curves are "
                      f"not identified. {CITATIONS['000']}", width=60 * n_models)
+    name_figure(fig, f"Effective score against coordination share at W = {window:g}, "
+                     "with each family's fit")
     return save(fig, out_png)
 
 

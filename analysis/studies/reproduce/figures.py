@@ -17,6 +17,7 @@ from diagym.analysis.plotting import (
     coincide_note,
     grouped_bars,
     legend_outside,
+    name_figure,
     new_figure,
     percent_axis,
     seed_text,
@@ -110,7 +111,7 @@ def _primary_figure(configs: Sequence[Any], success: np.ndarray, weights: np.nda
         + " are paired seed-bootstrap 95% intervals of the average."
     )
     add_caption(figure, " ".join([caption, *notes]), width=40 * len(families) + 30)
-    return figure
+    return name_figure(figure, f"Primary factorial: success against {factor}, per family")
 
 
 def _grid_figure(configs: Sequence[Any], success: np.ndarray, weights: np.ndarray,
@@ -150,7 +151,8 @@ def _grid_figure(configs: Sequence[Any], success: np.ndarray, weights: np.ndarra
         "error bars are paired seed-bootstrap 95% intervals of the average."
     )
     add_caption(figure, caption, width=45 * len(panels) + 40)
-    return figure
+    return name_figure(figure, f"Table {label}, {title.lower()}: success per condition and "
+                               "controller")
 
 
 FigureJobs = dict[str, tuple[Callable[..., Any], tuple[Any, ...]]]

@@ -12,6 +12,7 @@ from diagym.analysis.plotting import (
     add_caption,
     grouped_bars,
     legend_outside,
+    name_figure,
     new_figure,
     percent_axis,
     save,
@@ -87,7 +88,8 @@ def profile_figure(rows: list[StudyRow]) -> Any:
         f"{ENV_ID} (seed 003: {CITATION_003}), {_preset_text()}: {trained}every bar is one "
         f"agent evaluated on {seed_text(eval_seeds(rows))}, the same seeds for every agent; "
         "nothing is averaged; error bars are Wilson 95% intervals."), width=110)
-    return figure
+    return name_figure(figure, "Held-out success of the RL agents beside the reference "
+                               "controllers, by feedback and width")
 
 
 def plot_rows(rows: list[StudyRow], out_png: Path) -> Path:

@@ -27,7 +27,7 @@ def test_the_shared_files_map_to_their_group_and_others_to_their_file() -> None:
 
 @pytest.mark.timeout(240)
 def test_each_file_runs_on_one_worker_under_loadgroup() -> None:
-    files = ["tests/test_time_scale.py", "tests/test_layering.py"]
+    files = ["tests/test_time_scale.py", "tests/analysis/test_report_words.py"]  # quick ones
     done = subprocess.run(
         [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-n", "2",
          "--dist", "loadgroup", "-v", *files],

@@ -427,13 +427,14 @@ def png_title(path: Path) -> str | None:
     """The title diagym's figures carry in their PNG text (analysis.plotting.name_figure), on
     one line and at most TITLE_CHARS; None for a PNG without one or not readable as PNG.
     Pillow reads the chunks before the image data only, each bounded by its text-chunk
-    limit."""
+    limit; a header declaring a decompression bomb is refused before any pixel is read."""
     from PIL import Image
 
     try:
         with Image.open(path, formats=["PNG"]) as image:
             title = image.info.get(TITLE_KEY)
-    except (OSError, ValueError):  # UnidentifiedImageError is an OSError
+    # UnidentifiedImageError is an OSError; DecompressionBombError is neither
+    except (OSError, ValueError, Image.DecompressionBombError):
         return None
     if not isinstance(title, str):
         return None

@@ -11,6 +11,8 @@ from __future__ import annotations
 import base64
 import json
 import re
+import struct
+import zlib
 from collections import Counter
 from html.parser import HTMLParser
 from pathlib import Path
@@ -387,6 +389,14 @@ def test_a_folders_figure_is_headed_by_its_title_and_a_foreign_one_by_its_name(
         axis.plot([0, 1], [0, 1])
         save(name_figure(figure, title) if title else figure, folder / name)
     (folder / "d.png").write_bytes(b"not a png")
+    # a header declaring 100,000 x 100,000 pixels, which Pillow refuses as a decompression bomb
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        crc = zlib.crc32(kind + data)
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", crc)
+
+    size = struct.pack(">IIBBBBB", 100_000, 100_000, 8, 2, 0, 0, 0)
+    (folder / "e.png").write_bytes(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", size)
+                                   + chunk(b"IDAT", zlib.compress(b"")) + chunk(b"IEND", b""))
     page = tree(write_report([folder], tmp_path / "r.html").path)
     headed, heading = {}, ""
     for node in page.walk():
@@ -395,7 +405,7 @@ def test_a_folders_figure_is_headed_by_its_title_and_a_foreign_one_by_its_name(
             headed[heading] = node.find_all("figcaption")[0].text()
     cut = " ".join(("<script>alert(1)</script>\n" + "y" * 500).split())[:TITLE_CHARS]
     assert {"Success against depth, per family": "a.png", cut: "b.png", "c.png": "c.png",
-            "d.png": "d.png"}.items() <= headed.items()
+            "d.png": "d.png", "e.png": "e.png"}.items() <= headed.items()
     assert "<script>alert" not in (tmp_path / "r.html").read_text(encoding="utf-8")
     assert "d.png" in (tmp_path / "r.html").read_text(encoding="utf-8")
 
